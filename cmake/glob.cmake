@@ -1,0 +1,11 @@
+# qb_glob_sources(out dir [RECURSE]): the .cc files of a folder that are not tests.
+function(qb_glob_sources out dir)
+  cmake_parse_arguments(ARG "RECURSE" "" "" ${ARGN})
+  if(ARG_RECURSE)
+    file(GLOB_RECURSE files CONFIGURE_DEPENDS ${dir}/*.cc)
+  else()
+    file(GLOB files CONFIGURE_DEPENDS ${dir}/*.cc)
+  endif()
+  list(FILTER files EXCLUDE REGEX "_test\\.cc$")
+  set(${out} ${files} PARENT_SCOPE)
+endfunction()

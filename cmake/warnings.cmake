@@ -1,0 +1,14 @@
+# Warnings are errors in our own code (not in outside headers, which are SYSTEM includes).
+add_library(qb_warnings INTERFACE)
+target_compile_options(qb_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                       -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Wunused
+                       -Woverloaded-virtual -Wnull-dereference -Wdouble-promotion
+                       -Wformat=2 -Wimplicit-fallthrough -Werror)
+
+# qb_library(name SOURCES ... DEPS ...): a static library of ours with warnings as errors.
+function(qb_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE qb_warnings ${ARG_PRIVATE_DEPS})
+endfunction()

@@ -1,0 +1,117 @@
+// config.h: the whole QueueBox C++ configuration, loaded from YAML + QUEUEBOX_* environment
+// (QueueBox reference §12). Loading is strict: every problem is collected and reported in one
+// message, each with its YAML path (and env var name) and a did-you-mean where one fits.
+//
+// Thread-safety: a loaded Config is immutable and may be shared.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "queuebox/status.h"
+#include "queuebox/store.h"
+
+namespace queuebox {
+
+struct ServerConfig {
+  int http_port = 8080;                  // server.httpPort
+  std::optional<int> management_port;    // server.managementPort
+  std::string address = "127.0.0.1";     // server.address: the interface to bind
+};
+
+struct OutboxConfig {
+  int64_t poll_interval_ms = 100;        // outbox.pollIntervalMs
+  int batch_size = 100;                  // outbox.batchSize
+  int concurrency = 8;                   // outbox.concurrency: messages in flight per replica
+  int64_t retry_base_delay_ms = 1000;    // outbox.retryBaseDelayMs
+  int max_attempts = 5;                  // outbox.maxAttempts
+  int64_t claim_timeout_ms = 300000;     // outbox.claimTimeoutMs: the lease
+  int64_t pending_gauge_interval_ms = 5000;  // outbox.pendingGaugeIntervalMs
+  int64_t shutdown_timeout_ms = 30000;   // outbox.shutdownTimeoutMs
+  bool notify = false;                   // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
+};
+
+struct HttpConfig {
+  int max_error_body_bytes = 2048;       // http.maxErrorBodyBytes
+};
+
+struct RouteConfig {
+  std::string topic_pattern;                         // glob: * one segment, ** anything
+  std::string destination;                           // a key of destinations
+  std::optional<std::string> routing_key_template;   // RabbitMQ routing key / Kafka record key
+  std::string routing_key_missing_field_default;     // default ""
+};
+
+struct DestinationConfig {
+  std::string name;                          // destinations.<name>
+  std::string type;                          // http | file | kafka | rabbitmq | nats
+  std::map<std::string, std::string> headers;  // static headers (row headers win)
+  // Every key of the block, validated against the type's option table, defaults filled,
+  // secrets resolved, durations in ms. Read by the destination's factory.
+  nlohmann::json options = nlohmann::json::object();
+};
+
+struct AdminAuthConfig {
+  std::string type;                          // bearer | api-key | hmac
+  nlohmann::json options = nlohmann::json::object();
+};
+
+struct AdminConfig {
+  bool enabled = false;
+  std::optional<AdminAuthConfig> auth;
+  bool insecure = false;
+  int64_t max_payload_bytes = 65536;
+};
+
+struct RetentionPolicy {
+  std::string policy = "DISABLED";           // AGE | COUNT | DISABLED
+  std::optional<int64_t> max_age_ms;
+  std::optional<int64_t> max_count;
+  int64_t cleanup_interval_ms = 3600000;     // 1h
+  int batch_size = 1000;
+};
+
+struct RetentionConfig {
+  bool enabled = false;
+  RetentionPolicy outbox;
+};
+
+struct LoggingConfig {
+  std::string format = "json";               // logging.format: json | text
+  std::string level = "info";                // logging.level
+};
+
+struct Config {
+  ServerConfig server;
+  DatabaseConfig database;
+  OutboxConfig outbox;
+  HttpConfig http;
+  std::vector<RouteConfig> routes;
+  std::map<std::string, DestinationConfig> destinations;
+  AdminConfig admin;
+  RetentionConfig retention;
+  LoggingConfig logging;
+};
+
+// Where configuration comes from. `file` empty: QUEUEBOX_CONFIG_FILE, else none.
+struct ConfigSource {
+  std::string file;
+  std::map<std::string, std::string> env;  // the process environment (injectable for tests)
+};
+
+// Loads and validates. kInvalidArgument with one message listing every problem:
+//   "The configuration has N errors. Fix each one and start QueueBox again.\n  - path: reason"
+Result<Config> LoadConfig(const ConfigSource& source);
+
+// The environment of this process as a map (for ConfigSource::env).
+std::map<std::string, std::string> ProcessEnvironment();
+
+// The configuration as YAML-like text with every secret masked (`check-config`, start log).
+std::string RenderMasked(const Config& config);
+
+}  // namespace queuebox

@@ -1,0 +1,75 @@
+// destination.h: the destination seam. A destination takes a batch and reports one outcome per
+// message; only the core turns outcomes into row states (architecture §7 rule 2).
+//
+// Thread-safety: PublishBatch may be called from several relay threads at once; an
+// implementation serialises what its client library needs. Sink calls may come from any thread.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "queuebox/message.h"
+#include "queuebox/status.h"
+
+namespace queuebox {
+
+// One message to publish: a claimed row plus what the router resolved for it.
+struct OutboundMessage {
+  const OutboxRow* row = nullptr;
+  // The route's routingKeyTemplate, rendered (QueueBox reference §6, §7.6); unset when the route
+  // has none. RabbitMQ uses it as the routing key, Kafka as the record key.
+  std::optional<std::string> routing_key;
+};
+
+struct Outcome {
+  enum class Kind {
+    kDelivered,  // the destination durably accepted the message: row -> sent
+    kRetry,      // a failure: retry with backoff while attempt < max_attempts, else dead
+    kReject,     // a failure that can never succeed: row -> dead at once
+  };
+  Kind kind = Kind::kRetry;
+  // For failures: the reason, already redacted (core/redaction.h) and cut to
+  // http.maxErrorBodyBytes; it becomes last_error. Empty for kDelivered.
+  std::string error;
+
+  static Outcome Delivered() { return {Kind::kDelivered, {}}; }
+  static Outcome Retry(std::string e) { return {Kind::kRetry, std::move(e)}; }
+  static Outcome Reject(std::string e) { return {Kind::kReject, std::move(e)}; }
+};
+
+// Receives outcomes. Report must be called exactly once per message index of the batch.
+class OutcomeSink {
+ public:
+  virtual ~OutcomeSink() = default;
+  virtual void Report(std::size_t index, Outcome outcome) = 0;
+};
+
+class Destination {
+ public:
+  virtual ~Destination() = default;
+
+  // The configured name (destinations.<name>) and the type ("http", "file", "kafka", ...).
+  virtual const std::string& name() const = 0;
+  virtual std::string_view type() const = 0;
+
+  // Connects or checks what it can at start. A failure here is reported by the caller as a
+  // start failure naming the destination (scenario S11); transient failures at run time are
+  // outcomes, not errors.
+  virtual Status Start() = 0;
+
+  // Publishes every message of the batch with as many in flight as the destination allows and
+  // reports each outcome to `sink` before returning. Never throws.
+  virtual void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) = 0;
+
+  // Health of the destination's connection, for /health/ready (brokers). Bounded; OK by default.
+  virtual Status Health() { return Status::Ok(); }
+
+  // Releases connections. Called once, after the last PublishBatch returned.
+  virtual void Stop() {}
+};
+
+}  // namespace queuebox

@@ -1,0 +1,73 @@
+// message.h: the outbox row as the relay sees it, and the fenced orders it writes back.
+//
+// Shapes follow seed 000 (the `outbox` table). Text columns are UTF-8; `payload` and `headers`
+// are JSON text exactly as the database returns it (never re-encoded by the core). Times are
+// ISO-8601 UTC text as read from the database, used for display only: every time decision is
+// made by the database clock inside the store's statements.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace queuebox {
+
+// Literal row states of the outbox (QueueBox reference §2.1).
+inline constexpr const char* kStatePending = "pending";
+inline constexpr const char* kStateProcessing = "processing";
+inline constexpr const char* kStateSent = "sent";
+inline constexpr const char* kStateDead = "dead";
+
+// One claimed outbox row (state `processing`, owned through `claim_token`).
+struct OutboxRow {
+  std::string id;                             // UUID, lowercase text
+  std::string topic;                          // routing input, <= 255 chars
+  std::optional<std::string> key;             // unit of order; null or "" = unordered
+  std::string payload;                        // JSON document text (the HTTP body)
+  std::string headers = "{}";                 // JSON object of string values
+  std::optional<std::string> aggregate_type;  // e.g. "order"
+  int attempt = 0;                            // failed deliveries so far; X-Attempt
+  int max_attempts = 5;                       // the row's dead-letter ceiling
+  int64_t sequence = 0;                       // insert order; decides the head of a key
+  std::string claim_token;                    // UUID of this claim (the fence)
+  std::string created_at;                     // ISO-8601 UTC (display)
+  std::string scheduled_at;                   // ISO-8601 UTC (display)
+
+  bool ordered() const { return key.has_value() && !key->empty(); }
+};
+
+// A fence: a terminal write matches only this id, in `processing`, with this token and an
+// unexpired lease on the database clock (QueueBox reference §4 "Claim fence").
+struct Fence {
+  std::string id;
+  std::string claim_token;
+};
+
+// Retry: back to `pending`, attempt + 1, scheduled_at = database now + delay_ms.
+struct RetryOrder {
+  Fence fence;
+  int64_t delay_ms = 0;  // milliseconds after the database clock's now
+  std::string error;     // already redacted and cut; stored in last_error
+};
+
+// Dead: state `dead`, attempt unchanged, last_error = error.
+struct DeadOrder {
+  Fence fence;
+  std::string error;  // already redacted and cut
+};
+
+// A row the application writes (the seed's insert: only topic and payload are required).
+struct NewOutboxRow {
+  std::string topic;
+  std::optional<std::string> key;
+  std::string payload;                        // JSON text
+  std::optional<std::string> headers;         // JSON object text; default '{}'
+  std::optional<std::string> aggregate_type;
+  std::optional<int> max_attempts;            // default: column default 5
+  std::optional<int64_t> delay_ms;            // scheduled_at = database now + delay_ms
+  std::optional<std::string> id;              // default: a random UUID
+};
+
+}  // namespace queuebox

@@ -1,0 +1,135 @@
+// store.h: the outbox store contract. One implementation per SQL dialect (src/store/<dialect>).
+//
+// Every time decision (due rows, leases, retry due times, retention ages) is made with the
+// database clock inside the statement: PostgreSQL clock_timestamp(), SQLite its own 'now'.
+// Fenced writes take a batch and issue one statement per batch (architecture §5); they return the
+// ids that changed. An id missing from the answer lost its claim (QueueBox reference §4.5): the
+// caller logs it, counts it and changes nothing more.
+//
+// Errors: kUnavailable when the database cannot be reached (the caller retries with backoff);
+// kInvalidArgument for bad input; kInternal for a statement the database refused.
+// Thread-safety: every method may be called from several threads at once; implementations
+// serialise internally (a pool on PostgreSQL, one writer on SQLite).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "queuebox/message.h"
+#include "queuebox/status.h"
+
+namespace queuebox {
+
+// Column names of the outbox (database.columnMapping.outbox.*); defaults are the seed's.
+struct OutboxColumns {
+  std::string id = "id", topic = "topic", key = "key", aggregate_type = "aggregate_type",
+              payload = "payload", headers = "headers", state = "state", attempt = "attempt",
+              max_attempts = "max_attempts", scheduled_at = "scheduled_at",
+              created_at = "created_at", updated_at = "updated_at", claimed_at = "claimed_at",
+              claim_token = "claim_token", lease_expires_at = "lease_expires_at",
+              last_error = "last_error", sequence = "sequence";
+  bool IsDefault() const;
+};
+
+// database.* configuration (QueueBox reference §12.2).
+struct DatabaseConfig {
+  std::string type = "sqlite";          // "postgresql" | "sqlite"
+  std::string url;                      // libpq URI / jdbc:postgresql://… / SQLite file path
+  std::string username;                 // PostgreSQL role (overrides the URL's)
+  std::string password;                 // secret; never logged
+  int pool_size = 10;                   // connections per replica (PostgreSQL)
+  int64_t connection_timeout_ms = 30000;
+  int64_t startup_timeout_ms = 60000;   // wait for the database at start, then fail
+  bool migrate = true;                  // apply the bundled migrations at start
+  std::string outbox_table = "outbox";  // database.outboxTableName
+  OutboxColumns columns;                // database.columnMapping.outbox
+};
+
+// Counts for `queuebox status`, the pending gauge and the oldest-pending-age gauge.
+struct OutboxStats {
+  std::map<std::string, int64_t> rows_by_state;     // state literal -> rows
+  double oldest_pending_age_seconds = 0;            // database clock; 0 when none pending
+  std::map<std::string, int64_t> dead_by_topic;     // topic -> dead rows
+};
+
+// A dead row for `queuebox dead list`.
+struct DeadRow {
+  std::string id, topic;
+  std::optional<std::string> key;
+  int attempt = 0;
+  std::string last_error;
+  std::string updated_at;
+};
+
+// Filters of POST /admin/replay and `queuebox replay` (QueueBox reference §5.4), ANDed.
+// `topics` here is already the resolved set (destination resolved through the live routes).
+struct ReplayFilter {
+  std::optional<std::vector<std::string>> ids;     // empty list matches nothing
+  std::optional<std::vector<std::string>> topics;  // topic IN (...); empty matches nothing
+  std::optional<std::string> created_after;        // ISO-8601 instant, strict >
+  std::optional<std::string> created_before;       // ISO-8601 instant, strict <
+};
+
+// Result of a migration run.
+struct MigrateReport {
+  std::vector<int> applied;  // versions applied by this run, ascending
+};
+
+class OutboxStore {
+ public:
+  virtual ~OutboxStore() = default;
+
+  virtual std::string_view dialect() const = 0;  // "postgresql" | "sqlite"
+
+  // Applies the bundled migrations with a history table (queuebox migrate). With a baseline,
+  // records versions <= baseline as applied by hand first. Refuses (kFailedPrecondition):
+  // a renamed table or column; outbox tables without a history; a baseline over a history.
+  virtual Result<MigrateReport> Migrate(std::optional<int> baseline) = 0;
+
+  // A bounded liveness query (health checks). kUnavailable when down.
+  virtual Status Ping() = 0;
+
+  // Claims up to `limit` due pending rows, heads of their key only (QueueBox reference §4.1,
+  // §4.3), ordered by scheduled_at, sequence; lease = database now + lease_ms.
+  virtual Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) = 0;
+
+  virtual Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) = 0;
+  virtual Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) = 0;
+  virtual Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) = 0;
+  // Sets lease_expires_at = database now + lease_ms for the rows still owned.
+  virtual Result<std::vector<std::string>> Renew(std::span<const Fence> fences,
+                                                 int64_t lease_ms) = 0;
+  // Every `processing` row whose lease is null or passed goes back to `pending`, attempt kept,
+  // claimed_at null. Returns the number of rows moved.
+  virtual Result<int64_t> ReclaimExpired() = 0;
+
+  // Application-side insert (examples, tests, benchmarks). Returns the row id.
+  virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
+
+  // --- operations ---
+  virtual Result<OutboxStats> Stats() = 0;
+  virtual Result<std::vector<std::string>> DistinctTopics() = 0;
+  // Moves matching `sent`/`dead` rows back to `pending` (attempt 0, due now, error and claim
+  // cleared; id and sequence kept). Never touches `pending` or `processing`.
+  virtual Result<int64_t> Replay(const ReplayFilter& filter) = 0;
+  virtual Result<std::vector<DeadRow>> ListDead(int limit) = 0;
+  // Retention: deletes up to batch rows of `state` (only "sent" or "dead"; anything else is
+  // kInvalidArgument "Cannot delete active work") whose updated_at is older than max_age_ms
+  // on the database clock. Returns rows deleted.
+  virtual Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms,
+                                          int batch) = 0;
+  // Retention COUNT: deletes up to batch rows of `state` beyond the newest max_count.
+  virtual Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                            int batch) = 0;
+};
+
+// Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the
+// database (see WaitForDatabase in core). kInvalidArgument for an unknown type or a bad URL.
+Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config);
+
+}  // namespace queuebox
