@@ -1,0 +1,50 @@
+// log.h: structured logs (spdlog). One line per event with level, time, message and fields
+// (message id, topic, key, attempt, destination where they apply). Never payloads or secrets:
+// callers pass ids and names only, and every error text goes through core/redaction first.
+//
+// Formats: "json" (one JSON object per line, for machines) and "text" (for terminals).
+// Thread-safety: all functions are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace queuebox::log {
+
+enum class Level { kDebug, kInfo, kWarn, kError };
+
+// A field of a log line: name and value as text (numbers are rendered by the caller).
+using Field = std::pair<std::string_view, std::string>;
+
+// Sets up the process logger. format: "json" | "text"; level: debug|info|warn|error.
+// Logs go to stderr. Safe to call again (replaces the sink).
+void Init(std::string_view format, std::string_view level);
+
+void Write(Level level, std::string_view message, std::initializer_list<Field> fields = {});
+inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kDebug, m, f); }
+inline void Info(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kInfo, m, f); }
+inline void Warn(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kWarn, m, f); }
+inline void Error(std::string_view m, std::initializer_list<Field> f = {}) { Write(Level::kError, m, f); }
+
+// Rate limit for repeated errors during an outage (scenarios S6, S7): at most one line per
+// `interval`; the next line that passes reports how many were suppressed in between.
+class RateLimiter {
+ public:
+  explicit RateLimiter(std::chrono::milliseconds interval) : interval_(interval) {}
+  // True when the caller may log now; `suppressed` gets the count dropped since the last pass.
+  bool Allow(int64_t* suppressed);
+
+ private:
+  std::mutex mu_;
+  std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_{};
+  bool has_last_ = false;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace queuebox::log
