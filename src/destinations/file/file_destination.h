@@ -1,0 +1,56 @@
+// file_destination.h: the `file` destination. Appends one JSON line per message to `path`:
+//   {"id":..,"topic":..,"key":..|null,"attempt":..,"headers":{..},"payload":<payload JSON>}
+// The payload is embedded as JSON (not as a string); `headers` is the row's headers object.
+// With fsync (default true) the batch is written and fdatasync'ed before any message of it is
+// reported Delivered, so a line is durable before its row becomes `sent`.
+//
+// Outcomes: Delivered once written (and synced). A write or sync error => Retry with the reason
+// for every message of the batch not yet durable. A row whose payload or headers is not valid
+// JSON => Reject (it can never succeed).
+// Start(): opens the file for appending (created when missing, mode 0644); the parent folder must
+// exist (kFailedPrecondition otherwise, naming the path).
+//
+// Thread-safety: PublishBatch may be called from several threads at once (a mutex serialises
+// writes, so lines never interleave).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "destinations/registry.h"
+#include "queuebox/destination.h"
+
+namespace queuebox {
+
+struct FileDestinationSettings {
+  std::string name;   // destinations.<name>
+  std::string path;   // the file appended to
+  bool fsync = true;  // fdatasync after each batch, before outcomes are reported
+};
+
+// The registry entry for `type: file`: option table (path, fsync) and factory.
+DestinationType FileDestinationType();
+
+class FileDestination final : public Destination {
+ public:
+  explicit FileDestination(FileDestinationSettings settings);
+  ~FileDestination() override;
+
+  const std::string& name() const override { return settings_.name; }
+  std::string_view type() const override { return "file"; }
+  Status Start() override;
+  void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  void Stop() override;
+
+  // Builds the line written for `row` (without the trailing newline). kInvalidArgument when the
+  // payload or headers is not valid JSON.
+  static Result<std::string> Line(const OutboxRow& row);
+
+ private:
+  FileDestinationSettings settings_;
+  std::mutex mu_;
+  int fd_ = -1;  // guarded by mu_
+};
+
+}  // namespace queuebox

@@ -1,0 +1,89 @@
+// http_destination.h: the `http` destination (QueueBox reference §7.1, §9.1). POSTs each message
+// to baseUrl + path with libcurl's multi interface: a whole batch is in flight at once (up to
+// max_in_flight), connections are kept alive and reused between batches.
+//
+// Request: method POST, body = the row's payload bytes verbatim, headers in this order:
+//   Content-Type: application/json, X-Message-Id, X-Topic, X-Attempt, X-Message-Key (only when
+//   the row has a key), then the static `headers` of the destination, then the row's `headers`
+//   JSON object (a row header replaces a static header of the same name, compared
+//   case-insensitively; a non-string value is sent as its JSON text). The standard X-* headers are
+//   never removed: a row header of the same name is sent as a second value.
+// Outcomes: any 2xx => Delivered. Any other status (redirects are not followed), a timeout or a
+//   connection error => Retry with the reason (below). A row whose `headers` is not a JSON object
+//   => Reject (it can never succeed).
+// Reasons (already redacted, cut to max_error_body_bytes):
+//   "HTTP <code>: <reason phrase>" [+ " - <body>"] (the body cut, redacted, then the whole cut),
+//   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".
+// Timeouts: request = timeoutMs, connect = timeoutMs / 2 (at least 1 ms).
+//
+// Thread-safety: PublishBatch may be called from several threads at once; each call borrows its
+// own curl multi handle from a pool (connections are cached per multi handle and reused).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "destinations/registry.h"
+#include "queuebox/destination.h"
+
+namespace queuebox {
+
+struct HttpDestinationSettings {
+  std::string name;                                   // destinations.<name>
+  std::string base_url;                               // absolute http/https URL, no userinfo
+  std::string path = "/";                             // joined to base_url's path
+  int64_t timeout_ms = 30000;                         // request timeout (ms), > 0
+  std::map<std::string, std::string> static_headers;  // destinations.<name>.headers
+  int max_error_body_bytes = 2048;                    // http.maxErrorBodyBytes (bytes, > 0)
+  int max_in_flight = 256;                            // requests in flight per PublishBatch call
+};
+
+// The registry entry for `type: http`: option table (baseUrl, path, timeoutMs), block validator
+// and factory.
+DestinationType HttpDestinationType();
+
+// Checks an http block (defaults filled): baseUrl is an absolute http/https URL with a host and
+// no userinfo; path has no `.` / `..` segment. Returns "key: reason" problems (empty = valid).
+std::vector<std::string> ValidateHttpBlock(const nlohmann::json& block);
+
+// baseUrl + path, joined segment by segment (empty segments dropped, so slashes cannot change
+// the target): ("http://h:1/api/", "//v1/events") -> "http://h:1/api/v1/events". The query of
+// base_url is kept. kInvalidArgument when base_url does not parse.
+Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path);
+
+class HttpDestination final : public Destination {
+ public:
+  // kInvalidArgument when the URL is not valid (same rules as ValidateHttpBlock).
+  static Result<std::unique_ptr<HttpDestination>> Create(HttpDestinationSettings settings);
+  ~HttpDestination() override;
+
+  const std::string& name() const override { return settings_.name; }
+  std::string_view type() const override { return "http"; }
+  // Validates the URL again; does not contact the receiver (it may be down at start).
+  Status Start() override;
+  void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  void Stop() override;
+
+  // The URL every message is posted to (no credentials: userinfo is refused).
+  const std::string& url() const { return url_; }
+
+ private:
+  class Worker;  // one curl multi handle and its reusable easy handles
+
+  HttpDestination(HttpDestinationSettings settings, std::string url);
+  std::unique_ptr<Worker> Borrow();
+  void Return(std::unique_ptr<Worker> worker);
+
+  HttpDestinationSettings settings_;
+  std::string url_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Worker>> idle_;  // guarded by mu_
+};
+
+}  // namespace queuebox
