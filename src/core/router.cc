@@ -65,8 +65,8 @@ Result<Router> Router::Create(const std::vector<RouteConfig>& routes) {
   for (size_t i = 0; i < routes.size(); ++i) {
     auto p = TopicPattern::Compile(routes[i].topic_pattern);
     if (!p.ok()) {
-      return InvalidArgument("routes[" + std::to_string(i) + "].topicPattern: " +
-                             p.status().message());
+      return InvalidArgument("routes[" + std::to_string(i) +
+                             "].topicPattern: " + p.status().message());
     }
     r.patterns_.push_back(std::move(p).value());
     r.routes_.push_back(routes[i]);

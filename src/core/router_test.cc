@@ -43,9 +43,8 @@ TEST(TopicPatternTest, BlankAndTripleStarAreInvalid) {
 }
 
 TEST(RouterTest, FirstMatchWins) {
-  std::vector<RouteConfig> routes = {{"order.created", "a", {}, ""},
-                                     {"order.*", "b", {}, ""},
-                                     {"**", "c", {}, ""}};
+  std::vector<RouteConfig> routes = {
+      {"order.created", "a", {}, ""}, {"order.*", "b", {}, ""}, {"**", "c", {}, ""}};
   auto r = Router::Create(routes);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->route(*r->Match("order.created")).destination, "a");

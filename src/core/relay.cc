@@ -1,0 +1,528 @@
+// The outbox relay: poller, publish workers, lease keeper (QueueBox reference §4, §5, §13.8).
+//
+// Threads:
+//   poller        reclaims expired leases (every lease/5), claims up to
+//                 min(batchSize, concurrency - in flight) rows, dead-letters unroutable rows,
+//                 groups the rest by destination and queues one task per group.
+//   workers       run Destination::PublishBatch for a task, turn outcomes into row decisions
+//                 (core/outcome.h) and write them with one fenced statement per kind.
+//   lease keeper  renews every in-flight claim of this replica in one statement every lease/3.
+// Per-key order needs no logic here: a claim never returns two rows of one key, and a key's
+// next row becomes claimable only after this row's outcome is written.
+#include "queuebox/relay.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "core/backoff.h"
+#include "core/log.h"
+#include "core/outcome.h"
+#include "core/redaction.h"
+#include "core/router.h"
+#include "core/template.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+class NoopObserver : public RelayObserver {};
+
+// Collects the outcomes of one batch; a message the destination never reported is a failure.
+class BatchSink : public OutcomeSink {
+ public:
+  explicit BatchSink(size_t n) : outcomes_(n), reported_(n, false) {}
+  void Report(size_t index, Outcome outcome) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index >= outcomes_.size() || reported_[index]) return;
+    outcomes_[index] = std::move(outcome);
+    reported_[index] = true;
+  }
+  std::vector<Outcome> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < outcomes_.size(); ++i) {
+      if (!reported_[i])
+        outcomes_[i] = Outcome::Retry("Publish failed: the destination reported no outcome");
+    }
+    return std::move(outcomes_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Outcome> outcomes_;
+  std::vector<bool> reported_;
+};
+
+// One destination's share of a claim.
+struct BatchTask {
+  Destination* destination = nullptr;
+  std::vector<OutboxRow> rows;
+  std::vector<std::optional<std::string>> routing_keys;
+  Clock::time_point claimed_at;
+};
+
+std::string AttemptText(int attempt) { return std::to_string(attempt); }
+
+class RelayImpl final : public Relay {
+ public:
+  RelayImpl(RelayOptions options, OutboxStore* store, Router router,
+            std::map<std::string, std::unique_ptr<Destination>> destinations,
+            RelayObserver* observer)
+      : options_(std::move(options)),
+        store_(store),
+        router_(std::move(router)),
+        destinations_(std::move(destinations)),
+        observer_(observer != nullptr ? observer : &noop_) {
+    for (size_t i = 0; i < router_.size(); ++i) {
+      const RouteConfig& r = router_.route(i);
+      route_keys_.push_back(r.routing_key_template
+                                ? std::optional<Template>(Template::CompileRoutingKey(
+                                      *r.routing_key_template, r.routing_key_missing_field_default))
+                                : std::nullopt);
+    }
+    int workers = std::clamp(options_.outbox.concurrency, 1, 16);
+    worker_count_ = workers;
+  }
+
+  ~RelayImpl() override {
+    Stop();
+    for (auto& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  Status Start() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return FailedPrecondition("the relay is already started");
+    started_ = true;
+    last_cycle_ = Clock::now();
+    poller_ = std::thread([this] { PollLoop(); });
+    lease_keeper_ = std::thread([this] { LeaseLoop(); });
+    for (int i = 0; i < worker_count_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+    return Status::Ok();
+  }
+
+  void Wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_ = true;
+    }
+    poll_cv_.notify_all();
+  }
+
+  Status WaitIdle(milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!started_) return FailedPrecondition("the relay is not started");
+    uint64_t target = cycle_seq_ + 1;
+    wake_ = true;
+    poll_cv_.notify_all();
+    bool ok = idle_cv_.wait_for(lock, timeout, [&] { return idle_seq_ >= target || stopping_; });
+    if (!ok) return DeadlineExceeded("the relay did not become idle in time");
+    return Status::Ok();
+  }
+
+  int64_t Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stop_done_) return abandoned_;
+      stopping_ = true;
+    }
+    poll_cv_.notify_all();
+    lease_cv_.notify_all();
+    idle_cv_.notify_all();
+    if (poller_.joinable()) poller_.join();
+    // Let in-flight publishes finish and write their outcomes, within shutdownTimeoutMs.
+    std::unique_lock<std::mutex> lock(mu_);
+    auto deadline = Clock::now() + milliseconds(options_.outbox.shutdown_timeout_ms);
+    done_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0 && tasks_.empty(); });
+    abandoned_ = in_flight_;
+    workers_stop_ = true;
+    stop_done_ = true;
+    lock.unlock();
+    task_cv_.notify_all();
+    lease_cv_.notify_all();
+    if (lease_keeper_.joinable()) lease_keeper_.join();
+    if (abandoned_ > 0) {
+      log::Warn(
+          "The shutdown timeout elapsed; in-flight messages were abandoned. The reclaim "
+          "step recovers them after their lease.",
+          {{"shutdown_timeout_ms", std::to_string(options_.outbox.shutdown_timeout_ms)},
+           {"abandoned", std::to_string(abandoned_)}});
+      return abandoned_;
+    }
+    for (auto& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+    for (auto& [name, d] : destinations_) d->Stop();
+    return 0;
+  }
+
+  double SecondsSinceLastCycle() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::chrono::duration<double>(Clock::now() - last_cycle_).count();
+  }
+
+  int64_t InFlight() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_;
+  }
+
+ private:
+  // ---- poller ----
+  void PollLoop() {
+    int db_failures = 0;
+    Clock::time_point last_reclaim{};
+    const auto reclaim_every =
+        milliseconds(std::max<int64_t>(1, options_.outbox.claim_timeout_ms / 5));
+    while (true) {
+      int64_t free_slots;
+      uint64_t cycle;
+      bool started_idle;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        wake_ = false;
+        cycle = ++cycle_seq_;
+        free_slots = options_.outbox.concurrency - in_flight_;
+        started_idle = in_flight_ == 0 && tasks_.empty();
+      }
+      Status cycle_status = Status::Ok();
+      bool full = false;
+      if (Clock::now() - last_reclaim >= reclaim_every) {
+        auto n = store_->ReclaimExpired();
+        if (n.ok()) {
+          last_reclaim = Clock::now();
+          if (*n > 0) {
+            observer_->OnReclaimed(*n);
+            log::Warn("Returned rows with an expired lease to pending",
+                      {{"rows", std::to_string(*n)}});
+          }
+        } else {
+          cycle_status = n.status();
+        }
+      }
+      size_t claimed = 0;
+      if (cycle_status.ok() && free_slots > 0) {
+        int limit = static_cast<int>(std::min<int64_t>(options_.outbox.batch_size, free_slots));
+        auto rows = store_->Claim(limit, options_.outbox.claim_timeout_ms);
+        if (rows.ok()) {
+          claimed = rows->size();
+          full = claimed == static_cast<size_t>(limit);
+          if (claimed > 0) Dispatch(std::move(rows).value());
+        } else {
+          cycle_status = rows.status();
+        }
+      }
+      observer_->OnPollCycle(cycle_status.ok());
+      int64_t wait_ms = options_.outbox.poll_interval_ms;
+      if (cycle_status.ok()) {
+        if (db_failures > 0) log::Info("The database is reachable again; delivery resumes");
+        db_failures = 0;
+        std::lock_guard<std::mutex> lock(mu_);
+        last_cycle_ = Clock::now();
+        if (claimed == 0 && started_idle && in_flight_ == 0 && tasks_.empty()) {
+          idle_seq_ = cycle;
+          idle_cv_.notify_all();
+        }
+      } else {
+        ++db_failures;
+        wait_ms = ReconnectDelayMs(db_failures - 1, options_.outbox.poll_interval_ms, 30000);
+        int64_t suppressed = 0;
+        if (db_limiter_.Allow(&suppressed)) {
+          log::Error("The poll cycle failed. The next cycle retries.",
+                     {{"reason", SanitizeError(cycle_status.message(), kMaxLastErrorChars)},
+                      {"retry_in_ms", std::to_string(wait_ms)},
+                      {"suppressed", std::to_string(suppressed)}});
+        }
+        observer_->OnProcessError();
+      }
+      if (full && cycle_status.ok()) continue;  // more may be due right now
+      std::unique_lock<std::mutex> lock(mu_);
+      poll_cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
+    }
+  }
+
+  void Dispatch(std::vector<OutboxRow> rows) {
+    const auto now = Clock::now();
+    std::map<Destination*, BatchTask> groups;
+    std::vector<DeadOrder> unroutable;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& r : rows) claims_[r.id] = r.claim_token;
+      in_flight_ += static_cast<int64_t>(rows.size());
+    }
+    std::vector<OutboxRow> unroutable_rows;
+    for (auto& row : rows) {
+      auto route = router_.Match(row.topic);
+      if (!route) {
+        unroutable.push_back(
+            {{row.id, row.claim_token}, "No route matches topic '" + row.topic + "'"});
+        unroutable_rows.push_back(std::move(row));
+        continue;
+      }
+      const RouteConfig& rc = router_.route(*route);
+      auto it = destinations_.find(rc.destination);
+      if (it == destinations_.end()) {
+        unroutable.push_back({{row.id, row.claim_token},
+                              "No publisher supports destination '" + rc.destination + "'"});
+        unroutable_rows.push_back(std::move(row));
+        continue;
+      }
+      BatchTask& task = groups[it->second.get()];
+      task.destination = it->second.get();
+      task.claimed_at = now;
+      std::optional<std::string> routing_key;
+      if (route_keys_[*route]) {
+        routing_key = route_keys_[*route]->Render(TemplateContext::ForRow(row));
+      }
+      task.routing_keys.push_back(std::move(routing_key));
+      task.rows.push_back(std::move(row));
+    }
+    if (!unroutable.empty()) {
+      for (const auto& r : unroutable_rows) {
+        log::Error("No route matches the message's topic; it is now dead",
+                   {{"message_id", r.id}, {"topic", r.topic}});
+      }
+      WriteDead(unroutable, unroutable_rows, now);
+    }
+    if (groups.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [d, task] : groups) {
+        observer_->OnQueueDepth(d->name(), static_cast<int64_t>(task.rows.size()));
+        tasks_.push_back(std::move(task));
+      }
+    }
+    task_cv_.notify_all();
+  }
+
+  // ---- workers ----
+  void WorkerLoop() {
+    while (true) {
+      BatchTask task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        task_cv_.wait(lock, [&] { return workers_stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      RunTask(task);
+    }
+  }
+
+  void RunTask(BatchTask& task) {
+    std::vector<OutboundMessage> messages;
+    messages.reserve(task.rows.size());
+    for (size_t i = 0; i < task.rows.size(); ++i) {
+      messages.push_back({&task.rows[i], task.routing_keys[i]});
+    }
+    BatchSink sink(messages.size());
+    auto start = Clock::now();
+    task.destination->PublishBatch(messages, sink);
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::vector<Outcome> outcomes = sink.Take();
+    observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(task.rows.size()));
+
+    std::vector<Fence> sent;
+    std::vector<OutboxRow> sent_rows, retry_rows, dead_rows;
+    std::vector<RetryOrder> retries;
+    std::vector<DeadOrder> deads;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const OutboxRow& row = task.rows[i];
+      bool success = outcomes[i].kind == Outcome::Kind::kDelivered;
+      observer_->OnPublish(*task.destination, success, seconds);
+      RowDecision d = Decide(row, outcomes[i], options_.outbox.retry_base_delay_ms);
+      Fence fence{row.id, row.claim_token};
+      switch (d.kind) {
+        case RowDecision::Kind::kSent:
+          sent.push_back(fence);
+          sent_rows.push_back(row);
+          break;
+        case RowDecision::Kind::kRetry:
+          LogFailure(row, *task.destination, d, false);
+          retries.push_back({fence, d.delay_ms, d.error});
+          retry_rows.push_back(row);
+          break;
+        case RowDecision::Kind::kDead:
+          LogFailure(row, *task.destination, d, true);
+          deads.push_back({fence, d.error});
+          dead_rows.push_back(row);
+          break;
+      }
+    }
+    if (!sent.empty()) {
+      auto changed = WriteWithRetry([&] { return store_->MarkSent(sent); });
+      Finish(sent_rows, changed, "sent", task.claimed_at);
+    }
+    if (!retries.empty()) {
+      auto changed = WriteWithRetry([&] { return store_->ScheduleRetry(retries); });
+      Finish(retry_rows, changed, "failed", task.claimed_at);
+    }
+    if (!deads.empty()) WriteDead(deads, dead_rows, task.claimed_at);
+  }
+
+  void LogFailure(const OutboxRow& row, const Destination& d, const RowDecision& decision,
+                  bool dead) {
+    int64_t suppressed = 0;
+    if (!failure_limiter_.Allow(&suppressed)) return;
+    std::initializer_list<log::Field> fields = {{"message_id", row.id},
+                                                {"topic", row.topic},
+                                                {"key", row.key.value_or("")},
+                                                {"attempt", AttemptText(row.attempt)},
+                                                {"destination", d.name()},
+                                                {"reason", decision.error},
+                                                {"suppressed", std::to_string(suppressed)}};
+    if (dead) {
+      log::Error("The message reached its last attempt and is now dead", fields);
+    } else {
+      log::Warn("The delivery failed; a retry is scheduled", fields);
+    }
+  }
+
+  void WriteDead(const std::vector<DeadOrder>& orders, const std::vector<OutboxRow>& rows,
+                 Clock::time_point claimed_at) {
+    auto changed = WriteWithRetry([&] { return store_->MarkDead(orders); });
+    Finish(rows, changed, "dead", claimed_at);
+  }
+
+  // Writes an outcome batch, retrying a database outage with capped backoff while the claims
+  // can still be valid (one lease). Past that, the rows are left to the reclaim step.
+  template <typename Fn>
+  Result<std::vector<std::string>> WriteWithRetry(Fn&& fn) {
+    auto give_up = Clock::now() + milliseconds(options_.outbox.claim_timeout_ms);
+    int failures = 0;
+    while (true) {
+      auto r = fn();
+      if (r.ok() || !IsTransient(r.status().code()) || Clock::now() >= give_up) return r;
+      int64_t suppressed = 0;
+      if (db_limiter_.Allow(&suppressed)) {
+        log::Error("Writing delivery outcomes failed; retrying",
+                   {{"reason", SanitizeError(r.status().message(), kMaxLastErrorChars)},
+                    {"suppressed", std::to_string(suppressed)}});
+      }
+      std::this_thread::sleep_for(milliseconds(ReconnectDelayMs(failures++, 50, 5000)));
+    }
+  }
+
+  // Bookkeeping after an outcome write: counts, lost claims, in-flight release, wake-up.
+  void Finish(const std::vector<OutboxRow>& rows, const Result<std::vector<std::string>>& changed,
+              std::string_view status, Clock::time_point claimed_at) {
+    if (!changed.ok()) {
+      observer_->OnProcessError();
+      log::Error("Could not write delivery outcomes; the rows return after their lease",
+                 {{"reason", SanitizeError(changed.status().message(), kMaxLastErrorChars)},
+                  {"rows", std::to_string(rows.size())}});
+    } else {
+      std::unordered_map<std::string_view, bool> ok;
+      for (const auto& id : *changed) ok[id] = true;
+      int64_t lost = 0;
+      for (const auto& row : rows) {
+        if (ok.count(row.id) == 0) {
+          ++lost;
+          log::Error(
+              "The claim on the message was already lost, so its outcome was not "
+              "written. Raise 'outbox.claimTimeoutMs' above the slowest publish.",
+              {{"message_id", row.id}, {"topic", row.topic}, {"outcome", std::string(status)}});
+        }
+      }
+      if (lost > 0) observer_->OnClaimsLost(lost);
+      int64_t written = static_cast<int64_t>(changed->size());
+      if (written > 0) observer_->OnMessages(status, written);
+    }
+    double seconds = std::chrono::duration<double>(Clock::now() - claimed_at).count();
+    for (size_t i = 0; i < rows.size(); ++i) observer_->OnProcessingDuration(seconds);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& row : rows) claims_.erase(row.id);
+      in_flight_ -= static_cast<int64_t>(rows.size());
+      wake_ = true;
+    }
+    poll_cv_.notify_all();
+    done_cv_.notify_all();
+  }
+
+  // ---- lease keeper ----
+  void LeaseLoop() {
+    const auto every = milliseconds(std::max<int64_t>(1, options_.outbox.claim_timeout_ms / 3));
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_done_) {
+      lease_cv_.wait_for(lock, every, [&] { return stop_done_; });
+      if (stop_done_) break;
+      std::vector<Fence> fences;
+      fences.reserve(claims_.size());
+      for (const auto& [id, token] : claims_) fences.push_back({id, token});
+      if (fences.empty()) continue;
+      lock.unlock();
+      auto renewed = store_->Renew(fences, options_.outbox.claim_timeout_ms);
+      if (!renewed.ok()) {
+        int64_t suppressed = 0;
+        if (db_limiter_.Allow(&suppressed)) {
+          log::Error("Renewing the leases of in-flight messages failed",
+                     {{"reason", SanitizeError(renewed.status().message(), kMaxLastErrorChars)},
+                      {"suppressed", std::to_string(suppressed)}});
+        }
+      } else if (renewed->size() < fences.size()) {
+        log::Warn("Some in-flight claims were lost before their publish finished",
+                  {{"lost", std::to_string(fences.size() - renewed->size())}});
+      }
+      lock.lock();
+    }
+  }
+
+  RelayOptions options_;
+  OutboxStore* store_;
+  Router router_;
+  std::vector<std::optional<Template>> route_keys_;
+  std::map<std::string, std::unique_ptr<Destination>> destinations_;
+  NoopObserver noop_;
+  RelayObserver* observer_;
+  int worker_count_ = 1;
+
+  mutable std::mutex mu_;
+  std::condition_variable poll_cv_, task_cv_, done_cv_, idle_cv_, lease_cv_;
+  bool started_ = false, stopping_ = false, workers_stop_ = false, stop_done_ = false;
+  bool wake_ = false;
+  uint64_t cycle_seq_ = 0, idle_seq_ = 0;
+  int64_t in_flight_ = 0;
+  int64_t abandoned_ = 0;
+  std::deque<BatchTask> tasks_;
+  std::unordered_map<std::string, std::string> claims_;  // id -> claim token, in flight
+  Clock::time_point last_cycle_;
+  log::RateLimiter db_limiter_{milliseconds(5000)};
+  log::RateLimiter failure_limiter_{milliseconds(1000)};
+
+  std::thread poller_, lease_keeper_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Relay>> Relay::Create(
+    RelayOptions options, OutboxStore* store,
+    std::map<std::string, std::unique_ptr<Destination>> destinations, RelayObserver* observer) {
+  if (store == nullptr) return InvalidArgument("the relay needs a store");
+  if (options.outbox.batch_size <= 0) return InvalidArgument("outbox.batchSize must be > 0");
+  if (options.outbox.concurrency <= 0) return InvalidArgument("outbox.concurrency must be > 0");
+  if (options.outbox.claim_timeout_ms <= 0) {
+    return InvalidArgument("outbox.claimTimeoutMs must be > 0");
+  }
+  for (size_t i = 0; i < options.routes.size(); ++i) {
+    if (destinations.count(options.routes[i].destination) == 0) {
+      return InvalidArgument("routes[" + std::to_string(i) +
+                             "].destination: no destination named '" +
+                             options.routes[i].destination + "'");
+    }
+  }
+  QB_ASSIGN_OR_RETURN(Router router, Router::Create(options.routes));
+  return std::unique_ptr<Relay>(new RelayImpl(std::move(options), store, std::move(router),
+                                              std::move(destinations), observer));
+}
+
+}  // namespace queuebox

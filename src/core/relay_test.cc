@@ -1,0 +1,294 @@
+// Relay behaviour against the in-memory store twin (tests/testing/fake_store.h) and a programmable
+// destination. The real stores and destinations are covered by tests/contract and tests/e2e.
+#include "queuebox/relay.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "testing/fake_destination.h"
+#include "testing/fake_store.h"
+
+namespace queuebox {
+namespace {
+
+using testing::FakeDestination;
+using testing::FakeStore;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+class CountingObserver : public RelayObserver {
+ public:
+  void OnMessages(std::string_view status, int64_t n) override {
+    std::lock_guard<std::mutex> lock(mu);
+    messages[std::string(status)] += n;
+  }
+  void OnClaimsLost(int64_t n) override { lost += n; }
+  void OnReclaimed(int64_t n) override { reclaimed += n; }
+  int64_t Count(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    return messages[s];
+  }
+  std::mutex mu;
+  std::map<std::string, int64_t> messages;
+  std::atomic<int64_t> lost{0}, reclaimed{0};
+};
+
+struct Harness {
+  explicit Harness(RelayOptions o = Defaults()) : options(std::move(o)) {}
+
+  static RelayOptions Defaults() {
+    RelayOptions o;
+    o.outbox.poll_interval_ms = 10;
+    o.outbox.batch_size = 50;
+    o.outbox.concurrency = 16;
+    o.outbox.retry_base_delay_ms = 1;
+    o.outbox.claim_timeout_ms = 30000;
+    o.outbox.shutdown_timeout_ms = 5000;
+    o.routes = {{"**", "sink", {}, ""}};
+    return o;
+  }
+
+  void Start() {
+    auto d = std::make_unique<FakeDestination>("sink");
+    destination = d.get();
+    std::map<std::string, std::unique_ptr<Destination>> ds;
+    ds.emplace("sink", std::move(d));
+    if (configure) configure(*destination);
+    auto r = Relay::Create(options, &store, std::move(ds), &observer);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    relay = std::move(r).value();
+    ASSERT_TRUE(relay->Start().ok());
+  }
+
+  std::string Insert(std::string topic, std::optional<std::string> key, int max_attempts = 5) {
+    NewOutboxRow row;
+    row.topic = std::move(topic);
+    row.key = std::move(key);
+    row.payload = R"({"n":1})";
+    row.max_attempts = max_attempts;
+    return store.Insert(row).value();
+  }
+
+  void WaitIdle() { ASSERT_TRUE(relay->WaitIdle(20s).ok()); }
+
+  RelayOptions options;
+  FakeStore store;
+  CountingObserver observer;
+  FakeDestination* destination = nullptr;
+  std::function<void(FakeDestination&)> configure;
+  std::unique_ptr<Relay> relay;
+};
+
+TEST(RelayTest, DeliversEveryRowAndMarksItSent) {
+  Harness h;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 120; ++i) ids.push_back(h.Insert("order.created", std::nullopt));
+  h.Start();
+  h.WaitIdle();
+  EXPECT_EQ(h.destination->count(), 120u);
+  for (const auto& id : ids) EXPECT_EQ(h.store.Get(id).state, "sent") << id;
+  EXPECT_EQ(h.observer.Count("sent"), 120);
+  EXPECT_EQ(h.relay->Stop(), 0);
+}
+
+TEST(RelayTest, KeepsInsertOrderPerKeyWithManyInFlight) {
+  Harness h;
+  for (int i = 0; i < 40; ++i) {
+    for (int k = 0; k < 10; ++k) h.Insert("t", "key-" + std::to_string(k));
+  }
+  h.Start();
+  h.WaitIdle();
+  auto published = h.destination->published();
+  ASSERT_EQ(published.size(), 400u);
+  std::map<std::string, int64_t> last_seq;
+  std::map<std::string, int64_t> seq_of;
+  for (const auto& r : h.store.All()) seq_of[r.row.id] = r.row.sequence;
+  for (const auto& p : published) {
+    int64_t s = seq_of[p.id];
+    EXPECT_GT(s, last_seq[*p.key]) << "key " << *p.key << " out of order";
+    last_seq[*p.key] = s;
+  }
+  EXPECT_GT(h.destination->max_batch(), 1) << "rows of different keys should share a batch";
+}
+
+TEST(RelayTest, RetriesWithBackoffThenDeadAtTheRowCeiling) {
+  Harness h;
+  h.configure = [](FakeDestination& d) {
+    d.set_decider([](const OutboxRow&) { return Outcome::Retry("HTTP 503: Service Unavailable"); });
+  };
+  std::string id = h.Insert("order.created", "k", /*max_attempts=*/2);
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(3, 10s));
+  h.WaitIdle();
+  auto row = h.store.Get(id);
+  EXPECT_EQ(row.state, "dead");
+  EXPECT_EQ(row.row.attempt, 2);  // max_attempts + 1 deliveries: attempts 0, 1, 2
+  EXPECT_THAT(row.last_error, HasSubstr("HTTP 503"));
+  auto published = h.destination->published();
+  ASSERT_EQ(published.size(), 3u);
+  EXPECT_EQ(published[0].attempt, 0);
+  EXPECT_EQ(published[1].attempt, 1);
+  EXPECT_EQ(published[2].attempt, 2);
+  EXPECT_EQ(h.observer.Count("failed"), 2);
+  EXPECT_EQ(h.observer.Count("dead"), 1);
+}
+
+TEST(RelayTest, UnroutableRowGoesDeadWithReasonAndOthersFlow) {
+  RelayOptions o = Harness::Defaults();
+  o.routes = {{"order.*", "sink", {}, ""}};
+  Harness h(o);
+  std::string bad = h.Insert("invoice.paid", std::nullopt);
+  std::string good = h.Insert("order.created", std::nullopt);
+  h.Start();
+  h.WaitIdle();
+  EXPECT_EQ(h.store.Get(bad).state, "dead");
+  EXPECT_EQ(h.store.Get(bad).last_error, "No route matches topic 'invoice.paid'");
+  EXPECT_EQ(h.store.Get(good).state, "sent");
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].id, good);
+}
+
+TEST(RelayTest, RejectGoesDeadWithoutRetry) {
+  Harness h;
+  h.configure = [](FakeDestination& d) {
+    d.set_decider(
+        [](const OutboxRow&) { return Outcome::Reject("headers are not a JSON object"); });
+  };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  h.WaitIdle();
+  EXPECT_EQ(h.store.Get(id).state, "dead");
+  EXPECT_EQ(h.store.Get(id).row.attempt, 0);
+  EXPECT_EQ(h.destination->count(), 1u);
+}
+
+TEST(RelayTest, SecretsInFailureTextNeverReachLastError) {
+  Harness h;
+  h.configure = [](FakeDestination& d) {
+    d.set_decider([](const OutboxRow&) {
+      return Outcome::Reject("HTTP 400: Bad Request - {\"password\":\"hunter2\"} Bearer abc.def");
+    });
+  };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  h.WaitIdle();
+  auto row = h.store.Get(id);
+  EXPECT_THAT(row.last_error, HasSubstr("HTTP 400"));
+  EXPECT_THAT(row.last_error, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(row.last_error, Not(HasSubstr("abc.def")));
+}
+
+TEST(RelayTest, APoisonRowHoldsOnlyItsOwnKey) {
+  Harness h;
+  h.configure = [](FakeDestination& d) {
+    d.set_decider([](const OutboxRow& r) {
+      return r.topic == "poison" ? Outcome::Retry("HTTP 400: Bad Request") : Outcome::Delivered();
+    });
+  };
+  h.options.outbox.retry_base_delay_ms = 200;
+  std::string poison = h.Insert("poison", "k1", 3);
+  std::string behind = h.Insert("ok", "k1");
+  std::vector<std::string> others;
+  for (int i = 0; i < 50; ++i) others.push_back(h.Insert("ok", "k" + std::to_string(2 + i % 5)));
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(51, 10s));
+  for (const auto& id : others) EXPECT_EQ(h.store.Get(id).state, "sent");
+  EXPECT_EQ(h.store.Get(behind).state, "pending") << "k1's next row waits behind the poison row";
+  h.WaitIdle();
+  ASSERT_TRUE(h.destination->WaitForCount(55, 20s));  // 4 poison deliveries + the row behind it
+  h.WaitIdle();
+  EXPECT_EQ(h.store.Get(poison).state, "dead");
+  EXPECT_EQ(h.store.Get(behind).state, "sent");
+}
+
+TEST(RelayTest, RenewsLeasesWhileASlowPublishRuns) {
+  RelayOptions o = Harness::Defaults();
+  o.outbox.claim_timeout_ms = 300;  // renewed every 100 ms
+  Harness h(o);
+  h.configure = [](FakeDestination& d) { d.set_delay(900ms); };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  h.WaitIdle();
+  EXPECT_EQ(h.store.Get(id).state, "sent");
+  EXPECT_EQ(h.observer.lost.load(), 0);
+  EXPECT_EQ(h.observer.reclaimed.load(), 0);
+}
+
+TEST(RelayTest, ALostClaimIsCountedAndChangesNothing) {
+  Harness h;
+  std::atomic<bool> stolen{false};
+  FakeStore* store = &h.store;
+  h.configure = [&](FakeDestination& d) {
+    d.set_decider([&, store](const OutboxRow&) {
+      if (!stolen.exchange(true)) {
+        // Another replica: the lease runs out, the row is reclaimed and claimed again.
+        store->AdvanceClock(60000);
+        EXPECT_EQ(store->ReclaimExpired().value(), 1);
+        EXPECT_EQ(store->Claim(10, 30000).value().size(), 1u);
+      }
+      return Outcome::Delivered();
+    });
+  };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(1, 10s));
+  for (int i = 0; i < 500 && h.observer.lost.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(h.observer.lost.load(), 1);
+  EXPECT_EQ(h.store.Get(id).state, "processing") << "the new owner keeps the row";
+  EXPECT_EQ(h.observer.Count("sent"), 0);
+}
+
+TEST(RelayTest, SurvivesADatabaseOutageWithoutLosingRows) {
+  Harness h;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back(h.Insert("t", "k" + std::to_string(i % 3)));
+  h.store.set_down(true);
+  h.Start();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(h.destination->count(), 0u);
+  h.store.set_down(false);
+  ASSERT_TRUE(h.destination->WaitForCount(30, 20s));
+  h.WaitIdle();
+  for (const auto& id : ids) EXPECT_EQ(h.store.Get(id).state, "sent");
+}
+
+TEST(RelayTest, PassesTheRouteRoutingKeyToTheDestination) {
+  RelayOptions o = Harness::Defaults();
+  o.routes = {{"**", "sink", std::string("{{ payload.n }}-{{ payload.missing }}"), "none"}};
+  Harness h(o);
+  h.Insert("t", std::nullopt);
+  h.Start();
+  h.WaitIdle();
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].routing_key, std::optional<std::string>("1-none"));
+}
+
+TEST(RelayTest, StopAbandonsWhatDoesNotFinishInTime) {
+  RelayOptions o = Harness::Defaults();
+  o.outbox.shutdown_timeout_ms = 100;
+  Harness h(o);
+  h.configure = [](FakeDestination& d) { d.set_delay(1500ms); };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(0, 1s));
+  for (int i = 0; i < 200 && h.relay->InFlight() == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(h.relay->Stop(), 1);
+  EXPECT_EQ(h.store.Get(id).state, "processing") << "left to lease expiry";
+}
+
+TEST(RelayTest, CreateRefusesARouteToAMissingDestination) {
+  RelayOptions o = Harness::Defaults();
+  o.routes = {{"**", "nowhere", {}, ""}};
+  FakeStore store;
+  auto r = Relay::Create(o, &store, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("routes[0].destination"));
+}
+
+}  // namespace
+}  // namespace queuebox
