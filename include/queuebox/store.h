@@ -94,6 +94,13 @@ class OutboxStore {
   // A bounded liveness query (health checks). kUnavailable when down.
   virtual Status Ping() = 0;
 
+  // Schema guard (QueueBox reference §3.6, SchemaGuard.requireOutboxSequenceColumn); the app
+  // calls it at start, after Migrate. kFailedPrecondition when the (mapped) outbox table or its
+  // sequence column is missing: the message names the column and ends with the statement that
+  // adds it ("... start QueueBox again: ALTER TABLE ..."). The default accepts every schema
+  // (in-memory twins have none).
+  virtual Status CheckSchema() { return Status::Ok(); }
+
   // Claims up to `limit` due pending rows, heads of their key only (QueueBox reference §4.1,
   // §4.3), ordered by scheduled_at, sequence; lease = database now + lease_ms.
   virtual Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) = 0;

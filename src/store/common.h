@@ -1,0 +1,80 @@
+// common.h: helpers shared by the SQL dialects of the outbox store (src/store/<dialect>).
+//
+// - identifier validation (database.outboxTableName and database.columnMapping.outbox.* must be
+//   plain SQL identifiers, QueueBox reference §12.2) and quoting;
+// - SQL templates that name columns by their logical name ({id}, {state}, ... and {T} for the
+//   table) and are rendered once per store with the mapped, double-quoted identifiers;
+// - the migration guard message and the retention state check, identical in every dialect.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "queuebox/status.h"
+#include "queuebox/store.h"
+
+namespace queuebox::store {
+
+// True when `name` matches ^[A-Za-z_][A-Za-z0-9_]*$.
+bool IsValidIdentifier(std::string_view name);
+
+// ASCII case-insensitive equality (identifiers).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// "name" with double quotes (the name is a valid identifier, so no escaping is needed).
+std::string Quote(std::string_view name);
+
+// kInvalidArgument naming every bad setting (database.outboxTableName,
+// database.columnMapping.outbox.<field>) when a table or column name is not an identifier.
+Status ValidateIdentifiers(const DatabaseConfig& config);
+
+// Replaces {T} with the quoted table and {id}, {topic}, ... {sequence} (the OutboxColumns field
+// names) with the quoted mapped column names. Other text, including '{}', is kept.
+std::string RenderSql(std::string_view tmpl, const std::string& table, const OutboxColumns& cols);
+
+// MigrationGuard (QueueBox reference §13.6 step 8): kFailedPrecondition when the configuration
+// renames the table or a column, since the bundled migrations create the default schema only.
+Status RequireDefaultSchema(const DatabaseConfig& config);
+
+// Retention may delete only finished rows: OK for "sent" and "dead", otherwise kInvalidArgument
+// "Cannot delete active work" (QueueBox reference §5.5).
+Status RequireFinishedState(const std::string& state);
+
+// The message of the schema guard for a missing sequence column (reference §3.6); `alter` is the
+// statement that adds it.
+std::string MissingSequenceMessage(const std::string& table, const std::string& column,
+                                   const std::string& alter);
+
+// FNV-1a (32 bit) of a migration's text, stored as its checksum in queuebox_schema_history.
+int32_t MigrationChecksum(std::string_view sql);
+
+// Integer parse without exceptions; nullopt on anything that is not a whole number.
+std::optional<int64_t> ParseInt(std::string_view text);
+
+// A bound statement parameter (NULL, integer or text) and a result row read as text.
+using SqlParam = std::variant<std::monostate, int64_t, std::string>;
+using SqlRow = std::vector<std::optional<std::string>>;
+using SqlRows = std::vector<SqlRow>;
+
+// A claimed row from the columns id, topic, key, payload, headers, aggregate_type, attempt,
+// max_attempts, sequence, claim_token, created_at, scheduled_at (every dialect selects them in
+// this order, timestamps as ISO-8601 UTC text).
+OutboxRow ToOutboxRow(const SqlRow& row);
+// Sorts claimed rows by (scheduled_at, sequence): RETURNING order is undefined (reference §4.1).
+void SortClaimed(std::vector<OutboxRow>& rows);
+// A dead row from id, topic, key, attempt, last_error, updated_at.
+DeadRow ToDeadRow(const SqlRow& row);
+
+// kInvalidArgument unless limit > 0 and lease_ms > 0.
+Status ValidateClaim(int limit, int64_t lease_ms);
+// kInvalidArgument unless `value` is an ISO-8601 instant with a zone: 2024-01-31T10:00:00Z,
+// 2024-01-31T10:00:00.123+02:00. `what` names the filter in the message.
+Status ValidateInstant(const std::string& value, const char* what);
+
+}  // namespace queuebox::store

@@ -1,0 +1,63 @@
+// migrate.h: versioned migrations with a history table, shared by every dialect.
+//
+// The bundled SQL files live in src/store/<dialect>/migrations/V<n>__<description>.sql and are
+// embedded at build time (embed_migrations.cmake writes embedded_migrations.cc). A run records
+// each applied version in `queuebox_schema_history` (version, description, checksum,
+// applied_at), like Flyway does for QueueBox (reference §3, §13.5):
+//   - empty database (no history, no outbox table): apply every version;
+//   - outbox table without history: kFailedPrecondition asking for `--baseline <version>`;
+//   - baseline: record versions <= baseline as applied by hand (checksum NULL), then apply the
+//     later ones; a baseline over an existing history is kFailedPrecondition, nothing changes;
+//   - an applied version whose file changed since (checksum differs): kFailedPrecondition.
+// The whole run is one transaction (both dialects have transactional DDL), so a failing file
+// leaves the database as it was.
+//
+// Thread-safety: a MigrationBackend is used by one thread for the length of the run.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "queuebox/status.h"
+#include "queuebox/store.h"
+
+namespace queuebox::store {
+
+struct Migration {
+  int version = 0;
+  const char* description = "";  // from the file name: "create outbox"
+  const char* sql = "";
+};
+
+// The bundled files of each dialect, ascending by version (generated at build time).
+const std::vector<Migration>& PostgresMigrations();
+const std::vector<Migration>& SqliteMigrations();
+
+inline constexpr const char* kHistoryTable = "queuebox_schema_history";
+
+// One database connection inside one open transaction, as the runner needs it.
+class MigrationBackend {
+ public:
+  virtual ~MigrationBackend() = default;
+  // Opens the transaction and takes whatever lock keeps two replicas from migrating at once.
+  virtual Status Begin() = 0;
+  virtual Status Commit() = 0;
+  virtual void Rollback() = 0;
+  // Runs SQL text that may hold several statements.
+  virtual Status ExecScript(const std::string& sql) = 0;
+  virtual Result<bool> TableExists(const std::string& table) = 0;
+  // Creates the history table (dialect types).
+  virtual Status CreateHistory() = 0;
+  // version -> checksum (nullopt for a baselined version).
+  virtual Result<std::map<int, std::optional<int32_t>>> ReadHistory() = 0;
+  virtual Status Record(int version, const std::string& description,
+                        std::optional<int32_t> checksum) = 0;
+};
+
+// Runs the migration algorithm above. `config` is checked with RequireDefaultSchema first.
+Result<MigrateReport> RunMigrations(MigrationBackend& db, const std::vector<Migration>& files,
+                                    const DatabaseConfig& config, std::optional<int> baseline);
+
+}  // namespace queuebox::store

@@ -1,0 +1,21 @@
+// OpenStore (include/queuebox/store.h): picks the dialect named by database.type.
+#include "queuebox/store.h"
+#include "store/postgres/postgres_store.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace queuebox {
+
+Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config) {
+  if (config.type == "sqlite") {
+    QB_ASSIGN_OR_RETURN(auto store, store::SqliteOutboxStore::Open(config));
+    return std::unique_ptr<OutboxStore>(std::move(store));
+  }
+  if (config.type == "postgresql" || config.type == "postgres") {
+    QB_ASSIGN_OR_RETURN(auto store, store::PostgresOutboxStore::Open(config));
+    return std::unique_ptr<OutboxStore>(std::move(store));
+  }
+  return InvalidArgument("database.type '" + config.type +
+                         "' is not supported. Known types: postgresql, sqlite.");
+}
+
+}  // namespace queuebox

@@ -1,0 +1,421 @@
+#include "store/postgres/postgres_store.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "store/migrate.h"
+
+namespace queuebox::store {
+namespace {
+
+// Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
+std::string Ts(const std::string& col) {
+  return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
+
+// The columns ToOutboxRow reads, qualified by `a`.
+std::string RowColumns(const std::string& a) {
+  return a + "{id}::text, " + a + "{topic}, " + a + "{key}, " + a + "{payload}::text, " + a +
+         "{headers}::text, " + a + "{aggregate_type}, " + a + "{attempt}, " + a +
+         "{max_attempts}, " + a + "{sequence}, " + a + "{claim_token}::text, " +
+         Ts(a + "{created_at}") + ", " + Ts(a + "{scheduled_at}");
+}
+
+constexpr const char* kMs = " * interval '1 millisecond'";
+
+// A PostgreSQL array literal of text elements: {"a","b\"c"}.
+std::string PgArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+bool IsUuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A fence whose id or token is not a UUID can never match (QueueBox: a null token never
+// matches), so it is left out instead of failing the whole batch on the uuid cast.
+bool Matchable(const Fence& f) { return IsUuid(f.id) && IsUuid(f.claim_token); }
+
+// UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
+std::string FencedUpdate(const std::string& set, const std::string& unnest,
+                         const std::string& names) {
+  return "UPDATE {T} AS o SET " + set + " FROM unnest(" + unnest + ") AS f(" + names +
+         ") WHERE o.{id} = f.qb_id AND o.{claim_token} = f.qb_token"
+         " AND o.{state} = 'processing' AND o.{lease_expires_at} > clock_timestamp()"
+         " RETURNING o.{id}::text";
+}
+
+}  // namespace
+
+class PostgresOutboxStore::Migrator final : public MigrationBackend {
+ public:
+  explicit Migrator(PgConnection& c) : c_(c) {}
+  Status Begin() override {
+    // One migrating replica at a time: a transaction-scoped advisory lock.
+    return c_.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('queuebox_schema_history'))");
+  }
+  Status Commit() override { return c_.Exec("COMMIT"); }
+  void Rollback() override { (void)c_.Exec("ROLLBACK"); }
+  Status ExecScript(const std::string& sql) override { return c_.Exec(sql); }
+  Result<bool> TableExists(const std::string& table) override {
+    QB_ASSIGN_OR_RETURN(SqlRows rows,
+                        c_.Query("SELECT 1 FROM information_schema.tables WHERE table_schema = "
+                                 "ANY (current_schemas(false)) AND lower(table_name) = lower($1)",
+                                 {table}));
+    return !rows.empty();
+  }
+  Status CreateHistory() override {
+    return c_.Exec(std::string("CREATE TABLE IF NOT EXISTS ") + kHistoryTable +
+                   " (version INTEGER PRIMARY KEY, description VARCHAR(200) NOT NULL, "
+                   "checksum INTEGER, applied_at TIMESTAMPTZ NOT NULL DEFAULT "
+                   "CURRENT_TIMESTAMP)");
+  }
+  Result<std::map<int, std::optional<int32_t>>> ReadHistory() override {
+    QB_ASSIGN_OR_RETURN(SqlRows rows,
+                        c_.Query(std::string("SELECT version, checksum FROM ") + kHistoryTable));
+    std::map<int, std::optional<int32_t>> out;
+    for (const SqlRow& r : rows) {
+      auto v = ParseInt(r[0].value_or(""));
+      if (!v) continue;
+      std::optional<int32_t> sum;
+      if (r[1]) sum = static_cast<int32_t>(ParseInt(*r[1]).value_or(0));
+      out[static_cast<int>(*v)] = sum;
+    }
+    return out;
+  }
+  Status Record(int version, const std::string& description,
+                std::optional<int32_t> checksum) override {
+    std::vector<SqlParam> params(3);
+    params[0] = int64_t{version};
+    params[1] = description;
+    if (checksum) params[2] = int64_t{*checksum};
+    return c_
+        .Query(std::string("INSERT INTO ") + kHistoryTable +
+                   " (version, description, checksum) VALUES ($1::int, $2, $3::int)",
+               params)
+        .status();
+  }
+
+ private:
+  PgConnection& c_;
+};
+
+Result<std::unique_ptr<PostgresOutboxStore>> PostgresOutboxStore::Open(
+    const DatabaseConfig& config) {
+  QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
+  QB_ASSIGN_OR_RETURN(std::string url, ToLibpqUrl(config.url));
+  PgSettings settings;
+  settings.url = std::move(url);
+  settings.username = config.username;
+  settings.password = config.password;
+  settings.connection_timeout_ms = config.connection_timeout_ms;
+  settings.pool_size = config.pool_size;
+  return std::unique_ptr<PostgresOutboxStore>(new PostgresOutboxStore(config, std::move(settings)));
+}
+
+PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings settings)
+    : config_(std::move(config)), pool_(std::move(settings)) {}
+
+std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
+  return RenderSql(tmpl, config_.outbox_table, config_.columns);
+}
+
+Result<SqlRows> PostgresOutboxStore::Run(const std::string& tmpl,
+                                         const std::vector<SqlParam>& params, int64_t* changes) {
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  return conn->Query(Sql(tmpl), params, changes);
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::Ids(const std::string& tmpl,
+                                                          const std::vector<SqlParam>& params) {
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, params));
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const SqlRow& r : rows) ids.push_back(r[0].value_or(""));
+  return ids;
+}
+
+Result<MigrateReport> PostgresOutboxStore::Migrate(std::optional<int> baseline) {
+  QB_RETURN_IF_ERROR(RequireDefaultSchema(config_));
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  Migrator migrator(*conn);
+  return RunMigrations(migrator, PostgresMigrations(), config_, baseline);
+}
+
+Status PostgresOutboxStore::Ping() { return Run("SELECT 1").status(); }
+
+Status PostgresOutboxStore::CheckSchema() {
+  const std::string& table = config_.outbox_table;
+  const std::string& column = config_.columns.sequence;
+  // Like QueueBox's SchemaGuard: the table as written, lower or upper case; columns compared
+  // without case.
+  QB_ASSIGN_OR_RETURN(
+      SqlRows cols, Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                        "ANY (current_schemas(false)) AND table_name IN ($1, lower($1), upper($1))",
+                        {table}));
+  if (cols.empty()) {
+    return FailedPrecondition("The outbox table '" + table +
+                              "' does not exist. Run `queuebox migrate` or create it "
+                              "(docs/schema.md), then start QueueBox again.");
+  }
+  for (const SqlRow& r : cols) {
+    if (r[0] && EqualsIgnoreCase(*r[0], column)) return Status::Ok();
+  }
+  return FailedPrecondition(
+      MissingSequenceMessage(table, column,
+                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
+                                 " BIGINT GENERATED BY DEFAULT AS IDENTITY;"));
+}
+
+Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lease_ms) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
+  // qb_now: one database instant per claim. `(SELECT t FROM qb_now)` is an InitPlan, so the due
+  // check is an index condition on idx_outbox_pending_due (docs/schema.md).
+  static const std::string tmpl =
+      "WITH qb_now AS (SELECT clock_timestamp() AS t) "
+      "UPDATE {T} AS o SET {state} = 'processing', {claim_token} = gen_random_uuid(), "
+      "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
+      "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
+      std::string(kMs) +
+      " FROM (SELECT head.{id} AS qb_id FROM {T} AS head"
+      " WHERE head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)"
+      " AND (head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior"
+      " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
+      " AND prior.{sequence} < head.{sequence}))"
+      " ORDER BY head.{scheduled_at}, head.{sequence} LIMIT $1::int"
+      " FOR UPDATE OF head SKIP LOCKED) AS c"
+      " WHERE o.{id} = c.qb_id RETURNING " +
+      RowColumns("o.");
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {int64_t{limit}, lease_ms}));
+  std::vector<OutboxRow> out;
+  out.reserve(rows.size());
+  for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
+  SortClaimed(out);
+  return out;
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const Fence> fences) {
+  std::vector<std::string> ids, tokens;
+  for (const Fence& f : fences) {
+    if (!Matchable(f)) continue;
+    ids.push_back(f.id);
+    tokens.push_back(f.claim_token);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      "{state} = 'sent', {updated_at} = clock_timestamp(), {claim_token} = NULL, "
+      "{lease_expires_at} = NULL",
+      "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
+  return Ids(tmpl, {PgArray(ids), PgArray(tokens)});
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
+    std::span<const RetryOrder> orders) {
+  std::vector<std::string> ids, tokens, delays, errors;
+  for (const RetryOrder& o : orders) {
+    if (!Matchable(o.fence)) continue;
+    ids.push_back(o.fence.id);
+    tokens.push_back(o.fence.claim_token);
+    delays.push_back(std::to_string(o.delay_ms < 0 ? 0 : o.delay_ms));
+    errors.push_back(o.error);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      "{state} = 'pending', {attempt} = o.{attempt} + 1, "
+      "{scheduled_at} = clock_timestamp() + f.qb_delay" +
+          std::string(kMs) +
+          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
+          "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
+      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
+  return Ids(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
+  std::vector<std::string> ids, tokens, errors;
+  for (const DeadOrder& o : orders) {
+    if (!Matchable(o.fence)) continue;
+    ids.push_back(o.fence.id);
+    tokens.push_back(o.fence.claim_token);
+    errors.push_back(o.error);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
+      "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
+      "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
+  return Ids(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)});
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::Renew(std::span<const Fence> fences,
+                                                            int64_t lease_ms) {
+  std::vector<std::string> ids, tokens;
+  for (const Fence& f : fences) {
+    if (!Matchable(f)) continue;
+    ids.push_back(f.id);
+    tokens.push_back(f.claim_token);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
+  static const std::string tmpl =
+      FencedUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
+                   "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
+  return Ids(tmpl, {PgArray(ids), PgArray(tokens), lease_ms});
+}
+
+Result<int64_t> PostgresOutboxStore::ReclaimExpired() {
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Run("UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL, "
+                         "{updated_at} = clock_timestamp() WHERE {state} = 'processing' AND "
+                         "({lease_expires_at} IS NULL OR {lease_expires_at} <= clock_timestamp())",
+                         {}, &changes)
+                         .status());
+  return changes;
+}
+
+Result<std::string> PostgresOutboxStore::Insert(const NewOutboxRow& row) {
+  std::string cols = "{topic}, {payload}";
+  std::string values = "$1, $2::jsonb";
+  std::vector<SqlParam> params{row.topic, row.payload};
+  auto add = [&](const char* col, SqlParam p, const std::string& before, const std::string& after) {
+    params.push_back(std::move(p));
+    cols += std::string(", ") + col;
+    values += ", " + before + "$" + std::to_string(params.size()) + after;
+  };
+  if (row.id) add("{id}", *row.id, "", "::uuid");
+  if (row.key) add("{key}", *row.key, "", "");
+  if (row.headers) add("{headers}", *row.headers, "", "::jsonb");
+  if (row.aggregate_type) add("{aggregate_type}", *row.aggregate_type, "", "");
+  if (row.max_attempts) add("{max_attempts}", int64_t{*row.max_attempts}, "", "::int");
+  if (row.delay_ms) {
+    add("{scheduled_at}", *row.delay_ms, "clock_timestamp() + ", "::bigint" + std::string(kMs));
+  }
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("INSERT INTO {T} (" + cols + ") VALUES (" + values + ") RETURNING {id}::text", params));
+  if (rows.empty() || !rows[0][0]) return Internal("The insert returned no id.");
+  return *rows[0][0];
+}
+
+Result<OutboxStats> PostgresOutboxStore::Stats() {
+  OutboxStats stats;
+  QB_ASSIGN_OR_RETURN(SqlRows by_state, Run("SELECT {state}, count(*) FROM {T} GROUP BY {state}"));
+  for (const SqlRow& r : by_state) {
+    stats.rows_by_state[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
+  }
+  QB_ASSIGN_OR_RETURN(SqlRows oldest,
+                      Run("SELECT EXTRACT(EPOCH FROM clock_timestamp() - min({created_at}))"
+                          "::float8 FROM {T} WHERE {state} = 'pending'"));
+  if (!oldest.empty() && oldest[0][0]) {
+    stats.oldest_pending_age_seconds = std::max(0.0, std::strtod(oldest[0][0]->c_str(), nullptr));
+  }
+  QB_ASSIGN_OR_RETURN(
+      SqlRows dead,
+      Run("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' GROUP BY {topic}"));
+  for (const SqlRow& r : dead) {
+    stats.dead_by_topic[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
+  }
+  return stats;
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run("SELECT DISTINCT {topic} FROM {T} ORDER BY 1"));
+  std::vector<std::string> topics;
+  for (const SqlRow& r : rows) topics.push_back(r[0].value_or(""));
+  return topics;
+}
+
+Result<int64_t> PostgresOutboxStore::Replay(const ReplayFilter& filter) {
+  if ((filter.ids && filter.ids->empty()) || (filter.topics && filter.topics->empty())) {
+    return int64_t{0};
+  }
+  std::string where = "{state} IN ('sent', 'dead')";
+  std::vector<SqlParam> params;
+  auto param = [&params](SqlParam p) {
+    params.push_back(std::move(p));
+    return "$" + std::to_string(params.size());
+  };
+  if (filter.ids) where += " AND {id} = ANY (" + param(PgArray(*filter.ids)) + "::uuid[])";
+  if (filter.topics) where += " AND {topic} = ANY (" + param(PgArray(*filter.topics)) + "::text[])";
+  if (filter.created_after) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_after, "createdAfter"));
+    where += " AND {created_at} > " + param(*filter.created_after) + "::timestamptz";
+  }
+  if (filter.created_before) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_before, "createdBefore"));
+    where += " AND {created_at} < " + param(*filter.created_before) + "::timestamptz";
+  }
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(
+      Run("UPDATE {T} SET {state} = 'pending', {attempt} = 0, {scheduled_at} = clock_timestamp(), "
+          "{updated_at} = clock_timestamp(), {last_error} = NULL, {claimed_at} = NULL, "
+          "{claim_token} = NULL, {lease_expires_at} = NULL WHERE " +
+              where,
+          params, &changes)
+          .status());
+  return changes;
+}
+
+Result<std::vector<DeadRow>> PostgresOutboxStore::ListDead(int limit) {
+  if (limit <= 0) return InvalidArgument("The limit must be above 0.");
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("SELECT {id}::text, {topic}, {key}, {attempt}, {last_error}, " + Ts("{updated_at}") +
+              " FROM {T} WHERE {state} = 'dead' ORDER BY {updated_at} DESC, {sequence} DESC "
+              "LIMIT $1::int",
+          {int64_t{limit}}));
+  std::vector<DeadRow> out;
+  for (const SqlRow& r : rows) out.push_back(ToDeadRow(r));
+  return out;
+}
+
+Result<int64_t> PostgresOutboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
+                                                     int batch) {
+  QB_RETURN_IF_ERROR(RequireFinishedState(state));
+  if (max_age_ms < 0 || batch <= 0) {
+    return InvalidArgument("Retention needs max_age_ms >= 0 and batch > 0.");
+  }
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Run("DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT {id} FROM {T} "
+                         "WHERE {state} = $1 AND {updated_at} < clock_timestamp() - $2::bigint" +
+                             std::string(kMs) +
+                             " ORDER BY {updated_at} LIMIT $3::int FOR UPDATE SKIP LOCKED)",
+                         {state, max_age_ms, int64_t{batch}}, &changes)
+                         .status());
+  return changes;
+}
+
+Result<int64_t> PostgresOutboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                                       int batch) {
+  QB_RETURN_IF_ERROR(RequireFinishedState(state));
+  if (max_count < 0 || batch <= 0) {
+    return InvalidArgument("Retention needs max_count >= 0 and batch > 0.");
+  }
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Run("DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT {id} FROM {T} "
+                         "WHERE {state} = $1 ORDER BY {updated_at} DESC, {sequence} DESC "
+                         "OFFSET $2::bigint LIMIT $3::int FOR UPDATE SKIP LOCKED)",
+                         {state, max_count, int64_t{batch}}, &changes)
+                         .status());
+  return changes;
+}
+
+}  // namespace queuebox::store

@@ -1,0 +1,62 @@
+// postgres_store.h: the outbox store on PostgreSQL 13+ (libpq), the seed's table exactly.
+//
+// Every statement names the mapped table and columns (double-quoted) and uses clock_timestamp()
+// for every time decision. Claims are one UPDATE joined to a candidate subquery with
+// FOR UPDATE OF head SKIP LOCKED (reference §4.1); fenced writes are one UPDATE ... FROM
+// unnest(arrays) per batch. Connections come from a pool of database.poolSize (pg_connection.h).
+//
+// Terminal writes (sent, retry, dead) clear claim_token and lease_expires_at; reclaim keeps them
+// like QueueBox does (the state change already makes the old token useless).
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "queuebox/store.h"
+#include "store/postgres/pg_connection.h"
+
+namespace queuebox::store {
+
+class PostgresOutboxStore final : public OutboxStore {
+ public:
+  // Validates the names and the URL; connects lazily (the first call opens a connection).
+  static Result<std::unique_ptr<PostgresOutboxStore>> Open(const DatabaseConfig& config);
+
+  std::string_view dialect() const override { return "postgresql"; }
+  Result<MigrateReport> Migrate(std::optional<int> baseline) override;
+  Status Ping() override;
+  Status CheckSchema() override;
+  Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) override;
+  Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override;
+  Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) override;
+  Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
+  Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
+  Result<int64_t> ReclaimExpired() override;
+  Result<std::string> Insert(const NewOutboxRow& row) override;
+  Result<OutboxStats> Stats() override;
+  Result<std::vector<std::string>> DistinctTopics() override;
+  Result<int64_t> Replay(const ReplayFilter& filter) override;
+  Result<std::vector<DeadRow>> ListDead(int limit) override;
+  Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
+  Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                    int batch) override;
+
+ private:
+  class Migrator;
+
+  PostgresOutboxStore(DatabaseConfig config, PgSettings settings);
+  std::string Sql(std::string_view tmpl) const;
+  // Runs one rendered statement on a pooled connection.
+  Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
+                      int64_t* changes = nullptr);
+  Result<std::vector<std::string>> Ids(const std::string& tmpl,
+                                       const std::vector<SqlParam>& params);
+
+  DatabaseConfig config_;
+  PgPool pool_;
+};
+
+}  // namespace queuebox::store

@@ -1,0 +1,530 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "store/migrate.h"
+
+namespace queuebox::store {
+namespace {
+
+// SQLite's clock, as the text every timestamp column holds.
+constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+// A random lowercase UUID v4, made in SQL (the same expression as the id default of V1).
+constexpr const char* kNewUuid =
+    "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || "
+    "substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || "
+    "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
+
+// 'now' plus `ms_expr` milliseconds, as timestamp text.
+std::string NowPlus(const std::string& ms_expr) {
+  return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', (" + ms_expr +
+         ") / 1000.0))";
+}
+
+constexpr const char* kRowColumns =
+    "{id}, {topic}, {key}, {payload}, {headers}, {aggregate_type}, {attempt}, {max_attempts}, "
+    "{sequence}, {claim_token}, {created_at}, {scheduled_at}";
+
+// The JSON array text of a batch: [{"id":..,"token":..,...}, ...]. Invalid UTF-8 is replaced,
+// never thrown (no exception crosses the module boundary).
+std::string ToJson(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json FenceJson(const Fence& f) {
+  return nlohmann::json{{"id", f.id}, {"token", f.claim_token}};
+}
+
+Status StatusFromSqlite(int rc, const std::string& what, const char* message) {
+  std::string text = what + ": " + (message != nullptr ? message : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_FULL:
+    case SQLITE_PROTOCOL:
+      return Unavailable(text);
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+    case SQLITE_TOOBIG:
+      return InvalidArgument(text);
+    default:
+      return Internal(text);
+  }
+}
+
+}  // namespace
+
+// MigrationBackend over the store's connection; the store's mutex is held for the whole run.
+class SqliteOutboxStore::Migrator final : public MigrationBackend {
+ public:
+  explicit Migrator(SqliteOutboxStore& s) : s_(s) {}
+  Status Begin() override { return s_.ExecLocked("BEGIN IMMEDIATE"); }
+  Status Commit() override { return s_.ExecLocked("COMMIT"); }
+  void Rollback() override { (void)s_.ExecLocked("ROLLBACK"); }
+  Status ExecScript(const std::string& sql) override { return s_.ExecLocked(sql); }
+  Result<bool> TableExists(const std::string& table) override {
+    QB_ASSIGN_OR_RETURN(
+        SqlRows rows,
+        s_.RunLocked("SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = lower(?1)",
+                     {table}));
+    return !rows.empty();
+  }
+  Status CreateHistory() override {
+    return s_.ExecLocked(std::string("CREATE TABLE IF NOT EXISTS ") + kHistoryTable +
+                         " (version INTEGER PRIMARY KEY, description TEXT NOT NULL, "
+                         "checksum INTEGER, applied_at TEXT NOT NULL DEFAULT (" +
+                         kNow + "))");
+  }
+  Result<std::map<int, std::optional<int32_t>>> ReadHistory() override {
+    QB_ASSIGN_OR_RETURN(
+        SqlRows rows,
+        s_.RunLocked(std::string("SELECT version, checksum FROM ") + kHistoryTable, {}));
+    std::map<int, std::optional<int32_t>> out;
+    for (const SqlRow& r : rows) {
+      auto v = ParseInt(r[0].value_or(""));
+      if (!v) continue;
+      std::optional<int32_t> sum;
+      if (r[1]) sum = static_cast<int32_t>(ParseInt(*r[1]).value_or(0));
+      out[static_cast<int>(*v)] = sum;
+    }
+    return out;
+  }
+  Status Record(int version, const std::string& description,
+                std::optional<int32_t> checksum) override {
+    std::vector<SqlParam> params(3);
+    params[0] = int64_t{version};
+    params[1] = description;
+    if (checksum) params[2] = int64_t{*checksum};
+    return s_
+        .RunLocked(std::string("INSERT INTO ") + kHistoryTable +
+                       " (version, description, checksum) VALUES (?1, ?2, ?3)",
+                   params)
+        .status();
+  }
+
+ private:
+  SqliteOutboxStore& s_;
+};
+
+Result<std::string> SqliteOutboxStore::PathFromUrl(const std::string& url) {
+  std::string path = url;
+  for (const char* prefix : {"jdbc:sqlite:", "sqlite://", "sqlite:"}) {
+    std::string p(prefix);
+    if (path.rfind(p, 0) == 0) {
+      path = path.substr(p.size());
+      break;
+    }
+  }
+  if (path.empty()) {
+    return InvalidArgument(
+        "database.url is empty: give the SQLite file path, e.g. "
+        "/var/lib/queuebox/outbox.db or sqlite:outbox.db.");
+  }
+  return path;
+}
+
+Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const DatabaseConfig& config) {
+  QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
+  QB_ASSIGN_OR_RETURN(std::string path, PathFromUrl(config.url));
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = Unavailable("Cannot open the SQLite database '" + path +
+                           "': " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    sqlite3_close(db);
+    return s;
+  }
+  int64_t busy_ms = config.connection_timeout_ms > 0 ? config.connection_timeout_ms : 30000;
+  sqlite3_busy_timeout(db, static_cast<int>(std::min<int64_t>(busy_ms, 2147483647)));
+  std::unique_ptr<SqliteOutboxStore> store(new SqliteOutboxStore(db, config));
+  {
+    std::lock_guard<std::mutex> lock(store->mu_);
+    // WAL: readers never block the writer. ":memory:" stays in its own journal mode.
+    QB_RETURN_IF_ERROR(store->ExecLocked("PRAGMA journal_mode = WAL"));
+  }
+  return store;
+}
+
+SqliteOutboxStore::SqliteOutboxStore(sqlite3* db, DatabaseConfig config)
+    : db_(db), config_(std::move(config)) {}
+
+SqliteOutboxStore::~SqliteOutboxStore() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+std::string SqliteOutboxStore::Sql(std::string_view tmpl) const {
+  return RenderSql(tmpl, config_.outbox_table, config_.columns);
+}
+
+Status SqliteOutboxStore::ErrorLocked(int rc, const std::string& what) const {
+  return StatusFromSqlite(rc, what, sqlite3_errmsg(db_));
+}
+
+Status SqliteOutboxStore::ExecLocked(const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return Status::Ok();
+  Status s = StatusFromSqlite(rc, "SQLite", err);
+  sqlite3_free(err);
+  return s;
+}
+
+Result<SqlRows> SqliteOutboxStore::RunLocked(const std::string& sql,
+                                             const std::vector<SqlParam>& params,
+                                             int64_t* changes) {
+  sqlite3_stmt* stmt = nullptr;
+  if (auto it = statements_.find(sql); it != statements_.end()) {
+    stmt = it->second;
+  } else {
+    int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
+    if (rc != SQLITE_OK) return ErrorLocked(rc, "SQLite prepare");
+    statements_.emplace(sql, stmt);
+  }
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  for (size_t i = 0; i < params.size(); ++i) {
+    int idx = static_cast<int>(i) + 1;
+    int rc = SQLITE_OK;
+    if (const auto* n = std::get_if<int64_t>(&params[i])) {
+      rc = sqlite3_bind_int64(stmt, idx, *n);
+    } else if (const auto* t = std::get_if<std::string>(&params[i])) {
+      rc = sqlite3_bind_text(stmt, idx, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+    } else {
+      rc = sqlite3_bind_null(stmt, idx);
+    }
+    if (rc != SQLITE_OK) return ErrorLocked(rc, "SQLite bind");
+  }
+  SqlRows rows;
+  for (;;) {
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      Status s = ErrorLocked(rc, "SQLite");
+      sqlite3_reset(stmt);
+      return s;
+    }
+    int n = sqlite3_column_count(stmt);
+    SqlRow row;
+    row.reserve(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c) {
+      if (sqlite3_column_type(stmt, c) == SQLITE_NULL) {
+        row.emplace_back(std::nullopt);
+      } else {
+        const unsigned char* text = sqlite3_column_text(stmt, c);
+        int len = sqlite3_column_bytes(stmt, c);
+        row.emplace_back(
+            std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(len)));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  if (changes != nullptr) *changes = sqlite3_changes64(db_);
+  sqlite3_reset(stmt);
+  return rows;
+}
+
+Result<SqlRows> SqliteOutboxStore::Read(const std::string& sql,
+                                        const std::vector<SqlParam>& params) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RunLocked(sql, params);
+}
+
+Result<SqlRows> SqliteOutboxStore::Write(const std::string& sql,
+                                         const std::vector<SqlParam>& params, int64_t* changes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QB_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
+  Result<SqlRows> rows = RunLocked(sql, params, changes);
+  if (!rows.ok()) {
+    (void)ExecLocked("ROLLBACK");
+    return rows;
+  }
+  Status commit = ExecLocked("COMMIT");
+  if (!commit.ok()) {
+    (void)ExecLocked("ROLLBACK");
+    return commit;
+  }
+  return rows;
+}
+
+Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Migrator migrator(*this);
+  return RunMigrations(migrator, SqliteMigrations(), config_, baseline);
+}
+
+Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }
+
+Status SqliteOutboxStore::CheckSchema() {
+  const std::string& table = config_.outbox_table;
+  const std::string& column = config_.columns.sequence;
+  QB_ASSIGN_OR_RETURN(SqlRows cols, Read("SELECT name FROM pragma_table_info(?1)", {table}));
+  if (cols.empty()) {
+    return FailedPrecondition("The outbox table '" + table +
+                              "' does not exist. Run `queuebox migrate` or create it "
+                              "(docs/schema.md), then start QueueBox again.");
+  }
+  for (const SqlRow& r : cols) {
+    if (r[0] && EqualsIgnoreCase(*r[0], column)) return Status::Ok();
+  }
+  // SQLite cannot add an AUTOINCREMENT key to a table, so the fix is a rebuild.
+  return FailedPrecondition(MissingSequenceMessage(
+      table, column,
+      "rebuild the table with " + Quote(column) +
+          " INTEGER PRIMARY KEY AUTOINCREMENT (docs/schema.md, SQLite) and copy the rows into "
+          "it in created_at order."));
+}
+
+Result<std::vector<OutboxRow>> SqliteOutboxStore::Claim(int limit, int64_t lease_ms) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
+  static const std::string tmpl =
+      std::string("UPDATE {T} SET {state} = 'processing', {claim_token} = ") + kNewUuid +
+      ", {claimed_at} = " + kNow + ", {updated_at} = " + kNow +
+      ", {lease_expires_at} = " + NowPlus("?2") +
+      " WHERE {sequence} IN (SELECT head.{sequence} FROM {T} AS head"
+      " WHERE head.{state} = 'pending' AND head.{scheduled_at} <= " +
+      kNow +
+      " AND (head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior"
+      " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
+      " AND prior.{sequence} < head.{sequence}))"
+      " ORDER BY head.{scheduled_at}, head.{sequence} LIMIT ?1) RETURNING " +
+      kRowColumns;
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Write(Sql(tmpl), {int64_t{limit}, lease_ms}));
+  std::vector<OutboxRow> out;
+  out.reserve(rows.size());
+  for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
+  SortClaimed(out);
+  return out;
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::FencedWrite(const std::string& tmpl,
+                                                                const std::string& batch,
+                                                                std::vector<SqlParam> extra) {
+  std::vector<SqlParam> params{batch};
+  for (auto& p : extra) params.push_back(std::move(p));
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Write(Sql(tmpl), params));
+  std::vector<std::string> ids;
+  ids.reserve(rows.size());
+  for (const SqlRow& r : rows) ids.push_back(r[0].value_or(""));
+  return ids;
+}
+
+namespace {
+
+// UPDATE ... FROM the JSON batch ?1, fenced by id, token, state and an unexpired lease.
+std::string FencedUpdate(const std::string& set) {
+  return "UPDATE {T} SET " + set +
+         " FROM (SELECT json_extract(value, '$.id') AS qb_id,"
+         " json_extract(value, '$.token') AS qb_token,"
+         " json_extract(value, '$.delay') AS qb_delay,"
+         " json_extract(value, '$.error') AS qb_error FROM json_each(?1)) AS qb_f"
+         " WHERE {T}.{id} = qb_f.qb_id AND {T}.{claim_token} = qb_f.qb_token"
+         " AND {T}.{state} = 'processing' AND {T}.{lease_expires_at} > " +
+         kNow + " RETURNING {id}";
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> SqliteOutboxStore::MarkSent(std::span<const Fence> fences) {
+  if (fences.empty()) return std::vector<std::string>{};
+  static const std::string tmpl =
+      FencedUpdate(std::string("{state} = 'sent', {updated_at} = ") + kNow +
+                   ", {claim_token} = NULL, {lease_expires_at} = NULL");
+  nlohmann::json batch = nlohmann::json::array();
+  for (const Fence& f : fences) batch.push_back(FenceJson(f));
+  return FencedWrite(tmpl, ToJson(batch));
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
+    std::span<const RetryOrder> orders) {
+  if (orders.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      std::string("{state} = 'pending', {attempt} = {attempt} + 1, {scheduled_at} = ") +
+      NowPlus("qb_f.qb_delay") + ", {claimed_at} = NULL, {claim_token} = NULL, " +
+      "{lease_expires_at} = NULL, {last_error} = qb_f.qb_error, {updated_at} = " + kNow);
+  nlohmann::json batch = nlohmann::json::array();
+  for (const RetryOrder& o : orders) {
+    nlohmann::json j = FenceJson(o.fence);
+    j["delay"] = o.delay_ms < 0 ? 0 : o.delay_ms;
+    j["error"] = o.error;
+    batch.push_back(std::move(j));
+  }
+  return FencedWrite(tmpl, ToJson(batch));
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
+  if (orders.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      std::string("{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, ") +
+      "{lease_expires_at} = NULL, {last_error} = qb_f.qb_error, {updated_at} = " + kNow);
+  nlohmann::json batch = nlohmann::json::array();
+  for (const DeadOrder& o : orders) {
+    nlohmann::json j = FenceJson(o.fence);
+    j["error"] = o.error;
+    batch.push_back(std::move(j));
+  }
+  return FencedWrite(tmpl, ToJson(batch));
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::Renew(std::span<const Fence> fences,
+                                                          int64_t lease_ms) {
+  if (fences.empty()) return std::vector<std::string>{};
+  QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
+  static const std::string tmpl = FencedUpdate("{lease_expires_at} = " + NowPlus("?2"));
+  nlohmann::json batch = nlohmann::json::array();
+  for (const Fence& f : fences) batch.push_back(FenceJson(f));
+  return FencedWrite(tmpl, ToJson(batch), {lease_ms});
+}
+
+Result<int64_t> SqliteOutboxStore::ReclaimExpired() {
+  static const std::string tmpl =
+      std::string("UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL, {updated_at} = ") +
+      kNow + " WHERE {state} = 'processing' AND ({lease_expires_at} IS NULL OR " +
+      "{lease_expires_at} <= " + kNow + ")";
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Write(Sql(tmpl), {}, &changes).status());
+  return changes;
+}
+
+Result<std::string> SqliteOutboxStore::Insert(const NewOutboxRow& row) {
+  std::string cols = "{topic}, {payload}";
+  std::string values = "?1, ?2";
+  std::vector<SqlParam> params{row.topic, row.payload};
+  auto add = [&](const char* col, SqlParam p, const std::string& expr = "") {
+    params.push_back(std::move(p));
+    std::string ph = "?" + std::to_string(params.size());
+    cols += std::string(", ") + col;
+    values += ", " + (expr.empty() ? ph : expr + ph + ")");
+  };
+  if (row.id) add("{id}", *row.id);
+  if (row.key) add("{key}", *row.key);
+  if (row.headers) add("{headers}", *row.headers);
+  if (row.aggregate_type) add("{aggregate_type}", *row.aggregate_type);
+  if (row.max_attempts) add("{max_attempts}", int64_t{*row.max_attempts});
+  if (row.delay_ms) {
+    params.push_back(int64_t{*row.delay_ms});
+    cols += ", {scheduled_at}";
+    values += ", " + NowPlus("?" + std::to_string(params.size()));
+  }
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Write(Sql("INSERT INTO {T} (" + cols + ") VALUES (" + values + ") RETURNING {id}"), params));
+  if (rows.empty() || !rows[0][0]) return Internal("The insert returned no id.");
+  return *rows[0][0];
+}
+
+Result<OutboxStats> SqliteOutboxStore::Stats() {
+  OutboxStats stats;
+  QB_ASSIGN_OR_RETURN(SqlRows by_state,
+                      Read(Sql("SELECT {state}, count(*) FROM {T} GROUP BY {state}")));
+  for (const SqlRow& r : by_state) {
+    stats.rows_by_state[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
+  }
+  QB_ASSIGN_OR_RETURN(
+      SqlRows oldest,
+      Read(Sql("SELECT (julianday('now') - julianday(min({created_at}))) * 86400.0 FROM {T} "
+               "WHERE {state} = 'pending'")));
+  if (!oldest.empty() && oldest[0][0]) {
+    stats.oldest_pending_age_seconds = std::max(0.0, std::strtod(oldest[0][0]->c_str(), nullptr));
+  }
+  QB_ASSIGN_OR_RETURN(SqlRows dead,
+                      Read(Sql("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' "
+                               "GROUP BY {topic}")));
+  for (const SqlRow& r : dead) {
+    stats.dead_by_topic[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
+  }
+  return stats;
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::DistinctTopics() {
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Read(Sql("SELECT DISTINCT {topic} FROM {T} ORDER BY 1")));
+  std::vector<std::string> topics;
+  for (const SqlRow& r : rows) topics.push_back(r[0].value_or(""));
+  return topics;
+}
+
+Result<int64_t> SqliteOutboxStore::Replay(const ReplayFilter& filter) {
+  if ((filter.ids && filter.ids->empty()) || (filter.topics && filter.topics->empty())) {
+    return int64_t{0};
+  }
+  std::string where = "{state} IN ('sent', 'dead')";
+  std::vector<SqlParam> params;
+  auto param = [&params](SqlParam p) {
+    params.push_back(std::move(p));
+    return "?" + std::to_string(params.size());
+  };
+  if (filter.ids) {
+    where += " AND {id} IN (SELECT value FROM json_each(" +
+             param(ToJson(nlohmann::json(*filter.ids))) + "))";
+  }
+  if (filter.topics) {
+    where += " AND {topic} IN (SELECT value FROM json_each(" +
+             param(ToJson(nlohmann::json(*filter.topics))) + "))";
+  }
+  if (filter.created_after) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_after, "createdAfter"));
+    where +=
+        " AND {created_at} > strftime('%Y-%m-%dT%H:%M:%fZ', " + param(*filter.created_after) + ")";
+  }
+  if (filter.created_before) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_before, "createdBefore"));
+    where +=
+        " AND {created_at} < strftime('%Y-%m-%dT%H:%M:%fZ', " + param(*filter.created_before) + ")";
+  }
+  std::string sql = std::string("UPDATE {T} SET {state} = 'pending', {attempt} = 0, ") +
+                    "{scheduled_at} = " + kNow + ", {updated_at} = " + kNow +
+                    ", {last_error} = NULL, {claimed_at} = NULL, {claim_token} = NULL, "
+                    "{lease_expires_at} = NULL WHERE " +
+                    where;
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Write(Sql(sql), params, &changes).status());
+  return changes;
+}
+
+Result<std::vector<DeadRow>> SqliteOutboxStore::ListDead(int limit) {
+  if (limit <= 0) return InvalidArgument("The limit must be above 0.");
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Read(Sql("SELECT {id}, {topic}, {key}, {attempt}, {last_error}, {updated_at} FROM {T} "
+               "WHERE {state} = 'dead' ORDER BY {updated_at} DESC, {sequence} DESC LIMIT ?1"),
+           {int64_t{limit}}));
+  std::vector<DeadRow> out;
+  for (const SqlRow& r : rows) out.push_back(ToDeadRow(r));
+  return out;
+}
+
+Result<int64_t> SqliteOutboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
+                                                   int batch) {
+  QB_RETURN_IF_ERROR(RequireFinishedState(state));
+  if (max_age_ms < 0 || batch <= 0) {
+    return InvalidArgument("Retention needs max_age_ms >= 0 and batch > 0.");
+  }
+  static const std::string tmpl =
+      "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
+      "AND {updated_at} < " +
+      NowPlus("-?2") + " ORDER BY {updated_at} LIMIT ?3)";
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Write(Sql(tmpl), {state, max_age_ms, int64_t{batch}}, &changes).status());
+  return changes;
+}
+
+Result<int64_t> SqliteOutboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                                     int batch) {
+  QB_RETURN_IF_ERROR(RequireFinishedState(state));
+  if (max_count < 0 || batch <= 0) {
+    return InvalidArgument("Retention needs max_count >= 0 and batch > 0.");
+  }
+  static const std::string tmpl =
+      "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
+      "ORDER BY {updated_at} DESC, {sequence} DESC LIMIT ?3 OFFSET ?2)";
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Write(Sql(tmpl), {state, max_count, int64_t{batch}}, &changes).status());
+  return changes;
+}
+
+}  // namespace queuebox::store

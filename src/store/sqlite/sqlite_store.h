@@ -1,0 +1,88 @@
+// sqlite_store.h: the outbox store on SQLite (sqlite3 C API), the embedded default.
+//
+// Schema (docs/adr/0001-sqlite-outbox-schema.md, docs/schema.md): the seed's columns with SQLite
+// types; `sequence` INTEGER PRIMARY KEY AUTOINCREMENT, `id` TEXT UNIQUE (random UUID v4 made in
+// SQL), timestamps ISO-8601 UTC text with milliseconds ('%Y-%m-%dT%H:%M:%fZ') so they compare as
+// text, payload/headers CHECK(json_valid(...)).
+//
+// One connection per store, guarded by a mutex (SQLite has one writer anyway); WAL journal,
+// busy_timeout = connection_timeout_ms. Every write runs in a BEGIN IMMEDIATE transaction, so
+// several stores (or processes) on one file serialise their claims. The clock is SQLite's 'now'.
+//
+// database.url: a file path, or the same path after `sqlite:`, `sqlite://` or `jdbc:sqlite:`; a
+// `file:` URI is handed to SQLite as a URI (file:/tmp/outbox.db?mode=rwc). ":memory:" works
+// (one private database per store).
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "queuebox/store.h"
+#include "store/common.h"
+
+namespace queuebox::store {
+
+class SqliteOutboxStore final : public OutboxStore {
+ public:
+  // Opens (creating it when missing) the file config.url names. kInvalidArgument for a bad URL or
+  // name; kUnavailable when the file cannot be opened.
+  static Result<std::unique_ptr<SqliteOutboxStore>> Open(const DatabaseConfig& config);
+  // The file path (or file: URI) that database.url names; kInvalidArgument when empty.
+  static Result<std::string> PathFromUrl(const std::string& url);
+
+  ~SqliteOutboxStore() override;
+  SqliteOutboxStore(const SqliteOutboxStore&) = delete;
+  SqliteOutboxStore& operator=(const SqliteOutboxStore&) = delete;
+
+  std::string_view dialect() const override { return "sqlite"; }
+  Result<MigrateReport> Migrate(std::optional<int> baseline) override;
+  Status Ping() override;
+  Status CheckSchema() override;
+  Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) override;
+  Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override;
+  Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) override;
+  Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
+  Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
+  Result<int64_t> ReclaimExpired() override;
+  Result<std::string> Insert(const NewOutboxRow& row) override;
+  Result<OutboxStats> Stats() override;
+  Result<std::vector<std::string>> DistinctTopics() override;
+  Result<int64_t> Replay(const ReplayFilter& filter) override;
+  Result<std::vector<DeadRow>> ListDead(int limit) override;
+  Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
+  Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                    int batch) override;
+
+ private:
+  class Migrator;
+
+  SqliteOutboxStore(sqlite3* db, DatabaseConfig config);
+  std::string Sql(std::string_view tmpl) const;
+
+  // Runs one statement (cached, prepared once). Callers hold mu_. `changes` gets the rows changed.
+  Result<SqlRows> RunLocked(const std::string& sql, const std::vector<SqlParam>& params,
+                            int64_t* changes = nullptr);
+  Status ExecLocked(const std::string& sql);  // several statements, no parameters
+  // Read: one statement under the mutex.
+  Result<SqlRows> Read(const std::string& sql, const std::vector<SqlParam>& params = {});
+  // Write: one statement inside BEGIN IMMEDIATE ... COMMIT under the mutex.
+  Result<SqlRows> Write(const std::string& sql, const std::vector<SqlParam>& params,
+                        int64_t* changes = nullptr);
+  Status ErrorLocked(int rc, const std::string& what) const;
+  Result<std::vector<std::string>> FencedWrite(const std::string& sql, const std::string& batch,
+                                               std::vector<SqlParam> extra = {});
+
+  sqlite3* db_;
+  DatabaseConfig config_;
+  std::mutex mu_;
+  std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
+};
+
+}  // namespace queuebox::store
