@@ -4,15 +4,19 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <vector>
 
 namespace queuebox::log {
 namespace {
 
 std::mutex g_mu;
 std::shared_ptr<spdlog::logger> g_logger;
+std::shared_ptr<LineSink> g_test_sink;  // guarded by g_mu
 std::atomic<bool> g_json{true};
 std::atomic<int> g_min_level{static_cast<int>(Level::kInfo)};
 
@@ -28,12 +32,30 @@ std::shared_ptr<spdlog::logger> Logger() {
 
 const char* LevelName(Level l) {
   switch (l) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
   }
   return "info";
+}
+
+const char* LevelLabel(Level l) {
+  switch (l) {
+    case Level::kDebug:
+      return "DEBUG";
+    case Level::kInfo:
+      return "INFO ";
+    case Level::kWarn:
+      return "WARN ";
+    case Level::kError:
+      return "ERROR";
+  }
+  return "INFO ";
 }
 
 std::string NowIso() {
@@ -49,6 +71,52 @@ std::string NowIso() {
   return out;
 }
 
+bool Reserved(std::string_view k) { return k == "time" || k == "level" || k == "message"; }
+
+// Text format: control characters escaped so an event never spans lines.
+std::string EscapeText(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string TextValue(std::string_view v) {
+  bool quote = v.empty();
+  for (char c : v) {
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
+      quote = true;
+    }
+  }
+  return quote ? "\"" + EscapeText(v) + "\"" : std::string(v);
+}
+
 }  // namespace
 
 void Init(std::string_view format, std::string_view level) {
@@ -61,21 +129,55 @@ void Init(std::string_view format, std::string_view level) {
   Logger();
 }
 
-void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
-  if (static_cast<int>(level) < g_min_level.load()) return;
-  std::string line;
-  if (g_json) {
+namespace {
+
+std::string FormatFields(bool json, Level level, std::string_view message,
+                         std::span<const Field> fields) {
+  if (json) {
     nlohmann::ordered_json j;
     j["time"] = NowIso();
     j["level"] = LevelName(level);
     j["message"] = std::string(message);
-    for (const auto& [k, v] : fields) j[std::string(k)] = v;
-    line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  } else {
-    line = NowIso() + " " + LevelName(level) + " " + std::string(message);
-    for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + v;
+    for (const auto& [k, v] : fields) {
+      std::string key = Reserved(k) ? "field." + std::string(k) : std::string(k);
+      j[key] = v;
+    }
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  std::string line = NowIso() + " " + LevelLabel(level) + " " + EscapeText(message);
+  for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + TextValue(v);
+  return line;
+}
+
+void WriteFields(Level level, std::string_view message, std::span<const Field> fields) {
+  if (static_cast<int>(level) < g_min_level.load()) return;
+  std::string line = FormatFields(g_json.load(), level, message, fields);
+  std::shared_ptr<LineSink> sink;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    sink = g_test_sink;
+  }
+  if (sink) {
+    (*sink)(line);
+    return;
   }
   Logger()->info(line);
+}
+
+}  // namespace
+
+std::string FormatLine(bool json, Level level, std::string_view message,
+                       std::initializer_list<Field> fields) {
+  return FormatFields(json, level, message, std::span<const Field>(fields.begin(), fields.size()));
+}
+
+void SetSinkForTesting(LineSink sink) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_test_sink = sink ? std::make_shared<LineSink>(std::move(sink)) : nullptr;
+}
+
+void Write(Level level, std::string_view message, std::initializer_list<Field> fields) {
+  WriteFields(level, message, std::span<const Field>(fields.begin(), fields.size()));
 }
 
 bool RateLimiter::Allow(int64_t* suppressed) {
@@ -89,6 +191,23 @@ bool RateLimiter::Allow(int64_t* suppressed) {
   last_ = now;
   if (suppressed != nullptr) *suppressed = dropped_;
   dropped_ = 0;
+  return true;
+}
+
+int64_t RateLimiter::TakeSuppressed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t n = dropped_;
+  dropped_ = 0;
+  return n;
+}
+
+bool WriteLimited(RateLimiter& limiter, Level level, std::string_view message,
+                  std::initializer_list<Field> fields) {
+  int64_t suppressed = 0;
+  if (!limiter.Allow(&suppressed)) return false;
+  std::vector<Field> all(fields.begin(), fields.end());
+  if (suppressed > 0) all.emplace_back("suppressed", std::to_string(suppressed));
+  WriteFields(level, message, all);
   return true;
 }
 

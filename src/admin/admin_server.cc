@@ -1,0 +1,378 @@
+#include "admin/admin_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "admin/auth.h"
+#include "admin/metrics.h"
+#include "admin/replay.h"
+#include "core/log.h"
+#include "core/router.h"
+
+namespace queuebox {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kJson = "application/json";
+
+void JsonError(httplib::Response& res, int status, const std::string& error) {
+  res.status = status;
+  res.set_content(json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                  kJson);
+}
+
+bool IsBroker(std::string_view type) {
+  return type == "rabbitmq" || type == "kafka" || type == "nats";
+}
+
+// Health checks still running (a check may outlive its request after the 3 s bound); Stop
+// waits for them so no check touches a store that is gone.
+struct CheckTracker {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+};
+
+struct Check {
+  std::string name;
+  std::function<bool()> run;
+};
+
+}  // namespace
+
+struct AdminServer::Impl {
+  Config config;
+  AdminServerDeps deps;
+  Router router;
+  std::unique_ptr<RequestAuth> auth;
+
+  httplib::Server data;
+  std::unique_ptr<httplib::Server> management;
+  std::thread data_thread, management_thread;
+  int data_port = -1;
+  std::optional<int> management_port;
+
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stopped{false};
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
+  int inflight = 0;
+  std::shared_ptr<CheckTracker> checks = std::make_shared<CheckTracker>();
+
+  explicit Impl(Router r) : router(std::move(r)) {}
+
+  // Counts a request as in flight for the drain.
+  class InFlight {
+   public:
+    explicit InFlight(Impl* impl) : impl_(impl) {
+      std::lock_guard<std::mutex> lock(impl_->inflight_mu);
+      ++impl_->inflight;
+    }
+    ~InFlight() {
+      {
+        std::lock_guard<std::mutex> lock(impl_->inflight_mu);
+        --impl_->inflight;
+      }
+      impl_->inflight_cv.notify_all();
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    Impl* impl_;
+  };
+
+  template <typename H>
+  auto Guarded(H handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      InFlight f(this);
+      try {
+        handler(req, res);
+      } catch (const std::exception& e) {
+        log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+        JsonError(res, 500, "Internal error");
+      }
+    };
+  }
+
+  void Configure(httplib::Server& s) {
+    s.set_keep_alive_timeout(1);
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (draining.load()) {
+        JsonError(res, 503, "QueueBox is shutting down");
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // A declared length over the cap is refused before the body is read.
+      if (config.admin.enabled && req.path.rfind("/admin/", 0) == 0 &&
+          req.has_header("Content-Length")) {
+        auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+        if (declared > config.admin.max_payload_bytes) {
+          TooLarge(res);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+  }
+
+  void TooLarge(httplib::Response& res) {
+    JsonError(res, 413,
+              "Request body exceeds " + std::to_string(config.admin.max_payload_bytes) + " bytes");
+    res.set_header("Connection", "close");
+  }
+
+  void RegisterData(httplib::Server& s) {
+    s.Get("/", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_content("QueueBox is running!", "text/plain; charset=utf-8");
+          }));
+    if (deps.extra_data_routes) deps.extra_data_routes(s);
+  }
+
+  void RegisterManagement(httplib::Server& s) {
+    s.Get("/health/live", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"status":"healthy","components":{"process":{"status":"up"}}})",
+                            kJson);
+          }));
+    auto ready = Guarded([this](const httplib::Request&, httplib::Response& res) { Ready(res); });
+    s.Get("/health/ready", ready);
+    s.Get("/health", ready);
+    s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
+            std::string body = deps.metrics != nullptr ? deps.metrics->Render() : std::string();
+            res.set_content(body, std::string(kMetricsContentType).c_str());
+          }));
+    if (config.admin.enabled) {
+      s.Post("/admin/replay", [this](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& reader) {
+        InFlight f(this);
+        try {
+          Replay(req, res, reader);
+        } catch (const std::exception& e) {
+          log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+          JsonError(res, 500, "Internal error");
+        }
+      });
+    }
+  }
+
+  void Replay(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_large = false;
+    reader([&](const char* data_ptr, size_t n) {
+      if (static_cast<int64_t>(body.size() + n) > config.admin.max_payload_bytes) {
+        too_large = true;
+        return false;
+      }
+      body.append(data_ptr, n);
+      return true;
+    });
+    if (too_large) return TooLarge(res);
+    if (auth) {
+      int64_t now = deps.now_ms ? deps.now_ms()
+                                : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+      Status s = auth->Check(
+          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
+          body, now);
+      if (!s.ok()) {
+        log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
+        return JsonError(res, 401, s.message());
+      }
+    }
+    auto request = ParseReplayRequest(body);
+    if (!request.ok()) return JsonError(res, 400, "Invalid request: " + request.status().message());
+    if (!request->HasFilter()) return JsonError(res, 400, std::string(kReplayNeedsFilter));
+    auto moved = RunReplay(*request, router, *deps.store);
+    if (!moved.ok()) {
+      log::Error("The replay failed.", {{"reason", moved.status().ToString()}});
+      return JsonError(res, moved.status().code() == StatusCode::kUnavailable ? 503 : 500,
+                       "Replay failed");
+    }
+    res.status = 200;
+    res.set_content(json{{"moved", *moved}}.dump(), kJson);
+  }
+
+  std::vector<Check> Checks() {
+    std::vector<Check> checks_list;
+    OutboxStore* store = deps.store;
+    checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
+    auto poller = deps.poller_healthy;
+    checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});
+    if (deps.retention_healthy)
+      checks_list.push_back({"retention-service", deps.retention_healthy});
+    for (Destination* d : deps.destinations) {
+      if (d == nullptr || !IsBroker(d->type())) continue;
+      checks_list.push_back(
+          {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
+    }
+    return checks_list;
+  }
+
+  void Ready(httplib::Response& res) {
+    std::vector<Check> list = Checks();
+    struct Results {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::vector<int> state;  // -1 running, 0 down, 1 up
+    };
+    auto results = std::make_shared<Results>();
+    results->state.assign(list.size(), -1);
+    auto tracker = checks;
+    for (size_t i = 0; i < list.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(tracker->mu);
+        ++tracker->running;
+      }
+      std::thread([results, tracker, i, run = list[i].run] {
+        bool up = false;
+        try {
+          up = run();
+        } catch (...) {
+          up = false;
+        }
+        {
+          std::lock_guard<std::mutex> lock(results->mu);
+          results->state[i] = up ? 1 : 0;
+        }
+        results->cv.notify_all();
+        {
+          std::lock_guard<std::mutex> lock(tracker->mu);
+          --tracker->running;
+        }
+        tracker->cv.notify_all();
+      }).detach();
+    }
+    std::unique_lock<std::mutex> lock(results->mu);
+    results->cv.wait_until(lock, Clock::now() + deps.health_timeout, [&] {
+      for (int s : results->state) {
+        if (s < 0) return false;
+      }
+      return true;
+    });
+    ordered_json components = ordered_json::object();
+    bool healthy = true;
+    for (size_t i = 0; i < list.size(); ++i) {
+      bool up = results->state[i] == 1;
+      healthy = healthy && up;
+      components[list[i].name] = {{"status", up ? "up" : "down"}};
+    }
+    lock.unlock();
+    ordered_json body = {{"status", healthy ? "healthy" : "unhealthy"}, {"components", components}};
+    res.status = healthy ? 200 : 503;
+    res.set_content(body.dump(), kJson);
+  }
+
+  Status Bind(httplib::Server& s, int port, int* bound) {
+    const std::string& address = config.server.address;
+    if (port == 0) {
+      *bound = s.bind_to_any_port(address);
+    } else {
+      *bound = s.bind_to_port(address, port) ? port : -1;
+    }
+    if (*bound <= 0) {
+      return Unavailable("Cannot listen on " + address + ":" + std::to_string(port) +
+                         ". Set 'server.httpPort' / 'server.managementPort' to a free port.");
+    }
+    return Status::Ok();
+  }
+};
+
+AdminServer::AdminServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+AdminServer::~AdminServer() { Stop(std::chrono::milliseconds(0)); }
+
+Result<std::unique_ptr<AdminServer>> AdminServer::Create(const Config& config,
+                                                         AdminServerDeps deps) {
+  if (deps.store == nullptr) return InvalidArgument("the admin server needs a store");
+  QB_RETURN_IF_ERROR(RequireAdminAuth(config.admin));
+  QB_ASSIGN_OR_RETURN(Router router, Router::Create(config.routes));
+  auto impl = std::make_unique<Impl>(std::move(router));
+  impl->config = config;
+  impl->deps = std::move(deps);
+  if (config.admin.enabled && config.admin.auth) {
+    QB_ASSIGN_OR_RETURN(impl->auth, RequestAuth::Create(*config.admin.auth));
+  }
+  if (config.admin.max_payload_bytes <= 0) {
+    return InvalidArgument("admin.maxPayloadBytes must be > 0");
+  }
+  return std::unique_ptr<AdminServer>(new AdminServer(std::move(impl)));
+}
+
+Status AdminServer::Start() {
+  Impl& m = *impl_;
+  m.Configure(m.data);
+  m.RegisterData(m.data);
+  httplib::Server* management_server = &m.data;
+  if (m.config.server.management_port) {
+    m.management = std::make_unique<httplib::Server>();
+    m.Configure(*m.management);
+    management_server = m.management.get();
+  }
+  m.RegisterManagement(*management_server);
+
+  QB_RETURN_IF_ERROR(m.Bind(m.data, m.config.server.http_port, &m.data_port));
+  if (m.management) {
+    int bound = -1;
+    Status s = m.Bind(*m.management, *m.config.server.management_port, &bound);
+    if (!s.ok()) {
+      m.data.stop();
+      return s;
+    }
+    m.management_port = bound;
+    m.management_thread = std::thread([&m] { m.management->listen_after_bind(); });
+  }
+  m.data_thread = std::thread([&m] { m.data.listen_after_bind(); });
+  // stop() only stops a server that is already running: wait for both loops to start.
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while ((!m.data.is_running() || (m.management && !m.management->is_running())) &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  log::Info("The HTTP server is listening.",
+            {{"address", m.config.server.address},
+             {"port", std::to_string(m.data_port)},
+             {"management_port",
+              m.management_port ? std::to_string(*m.management_port) : std::string("none")}});
+  return Status::Ok();
+}
+
+int AdminServer::data_port() const { return impl_->data_port; }
+std::optional<int> AdminServer::management_port() const { return impl_->management_port; }
+
+void AdminServer::StartDraining() { impl_->draining = true; }
+
+int AdminServer::Stop(std::chrono::milliseconds grace) {
+  Impl& m = *impl_;
+  if (m.stopped.exchange(true)) return 0;
+  m.draining = true;
+  int left = 0;
+  {
+    std::unique_lock<std::mutex> lock(m.inflight_mu);
+    m.inflight_cv.wait_for(lock, grace, [&m] { return m.inflight == 0; });
+    left = m.inflight;
+  }
+  if (left > 0) {
+    log::Warn("The HTTP server stopped with requests still in flight.",
+              {{"in_flight", std::to_string(left)}});
+  }
+  m.data.stop();
+  if (m.management) m.management->stop();
+  if (m.data_thread.joinable()) m.data_thread.join();
+  if (m.management_thread.joinable()) m.management_thread.join();
+  // Health checks that outlived their request: each is bounded by its own I/O timeout.
+  std::unique_lock<std::mutex> lock(m.checks->mu);
+  m.checks->cv.wait_for(lock, std::chrono::seconds(30), [&m] { return m.checks->running == 0; });
+  return left;
+}
+
+}  // namespace queuebox

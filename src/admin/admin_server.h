@@ -1,0 +1,95 @@
+// admin_server.h: QueueBox's HTTP surface (reference §13.1-13.3, §13.7) on cpp-httplib.
+//
+// Ports: server.httpPort on server.address (the data port) and, when set, server.managementPort.
+// With a management port, /health*, /metrics and /admin/* are served there only and the data
+// port answers 404 for them. Port 0 binds an ephemeral port (read it with data_port()).
+//
+// Routes:
+//   GET /              200 text "QueueBox is running!" (data port only)
+//   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
+//   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
+//                      database, outbox-poller, retention-service (when enabled) and one per
+//                      broker destination "<type>.<name>"; each check runs off-thread, bounded
+//                      at 3 s (timeout = down)
+//   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
+//   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
+//                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
+//                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
+//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
+// Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
+//
+// Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
+// server's worker threads.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "queuebox/config.h"
+#include "queuebox/destination.h"
+#include "queuebox/status.h"
+#include "queuebox/store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace queuebox {
+
+class Metrics;
+
+// What the health checks and routes read. Pointers are borrowed and must outlive the server.
+struct AdminServerDeps {
+  OutboxStore* store = nullptr;  // database check (Ping) and replay; required
+  Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
+  // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
+  // Unset: the component reports down.
+  std::function<bool()> poller_healthy;
+  // retention-service: shown when set (retention enabled).
+  std::function<bool()> retention_healthy;
+  // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
+  // with Destination::Health(). http and file destinations are skipped.
+  std::vector<Destination*> destinations;
+  // Unix ms for HMAC timestamps; the system clock when unset (tests inject).
+  std::function<int64_t()> now_ms;
+  // Bound of each health check.
+  std::chrono::milliseconds health_timeout{3000};
+  // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
+  // to them too. Optional.
+  std::function<void(httplib::Server&)> extra_data_routes;
+};
+
+class AdminServer {
+ public:
+  // Validates what the routes need: the admin guard (RequireAdminAuth), admin.auth, the routes'
+  // patterns. kFailedPrecondition / kInvalidArgument with the message to show.
+  static Result<std::unique_ptr<AdminServer>> Create(const Config& config, AdminServerDeps deps);
+  ~AdminServer();
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  // Binds the port(s) and serves on background threads. kUnavailable "Cannot listen on
+  // <address>:<port>" when a port cannot be bound.
+  Status Start();
+  // Bound ports (valid after Start).
+  int data_port() const;
+  std::optional<int> management_port() const;
+
+  // Step 1 of shutdown: new requests get 503; returns at once.
+  void StartDraining();
+  // Drains (if not yet), waits up to `grace` for in-flight requests, then stops both servers
+  // and waits for pending health checks. Idempotent. Returns the requests still in flight
+  // when the grace ran out.
+  int Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+ private:
+  struct Impl;
+  explicit AdminServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace queuebox

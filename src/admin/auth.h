@@ -1,0 +1,56 @@
+// auth.h: request authentication for the admin routes (admin.auth; QueueBox reference §11.1,
+// §13.2; the same block as HTTP source auth). Three kinds:
+//   bearer  {token}                          Authorization: Bearer <token> (scheme any case)
+//   api-key {key, headerName=X-API-Key}      <headerName>: <key>
+//   hmac    {secret, headerName=X-Signature, algorithm=HmacSHA256|HmacSHA1|HmacSHA512,
+//            signaturePrefix="sha256=", timestampHeader?, timestampTolerance=300000 (ms; a
+//            duration text such as "5m" also works), signaturePayloadFormat=BODY|
+//            TIMESTAMP_DOT_BODY (default TIMESTAMP_DOT_BODY when timestampHeader is set)}
+//     expected header = signaturePrefix + lowercase hex HMAC(secret, payload), payload = the raw
+//     body or "<timestamp>.<body>"; the timestamp is Unix milliseconds, |now - ts| <= tolerance.
+// Every comparison of a credential is constant-time (OpenSSL CRYPTO_memcmp). A failure reason
+// names the check and never a credential ("Missing Authorization header", "Invalid bearer
+// token", "Missing X-API-Key header", "Invalid API key", "Missing timestamp header", "Invalid
+// timestamp format", "Request timestamp expired", "Invalid signature").
+//
+// Thread-safety: immutable after Create; Check may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "queuebox/config.h"
+#include "queuebox/status.h"
+
+namespace queuebox {
+
+class RequestAuth {
+ public:
+  // Reads a header of the request (case-insensitive name); "" when absent.
+  using HeaderLookup = std::function<std::string(std::string_view name)>;
+
+  // kInvalidArgument naming the admin.auth key that is missing or invalid.
+  static Result<std::unique_ptr<RequestAuth>> Create(const AdminAuthConfig& config);
+  virtual ~RequestAuth() = default;
+
+  // OK, or kPermissionDenied with the reason for the 401 body. `now_ms`: Unix ms (the app
+  // clock; injectable for tests).
+  virtual Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const = 0;
+};
+
+// Lowercase hex HMAC of `payload`; algorithm "HmacSHA256" | "HmacSHA1" | "HmacSHA512".
+// kInvalidArgument for another algorithm.
+Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
+                            std::string_view payload);
+
+// Constant-time equality (length leaks, content does not).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// The refusal QueueBox gives when admin routes are enabled with no auth and not insecure
+// (reference §13.2): kFailedPrecondition with that message; OK otherwise.
+Status RequireAdminAuth(const AdminConfig& admin);
+
+}  // namespace queuebox

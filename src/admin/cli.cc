@@ -1,0 +1,160 @@
+#include "admin/cli.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/router.h"
+
+namespace queuebox {
+namespace {
+
+using nlohmann::ordered_json;
+
+// A plain text table: header row, a rule, then rows; columns padded to the widest cell.
+std::string Table(const std::vector<std::string>& header,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (size_t c = 0; c < width.size(); ++c) {
+      std::string cell = c < cells.size() ? cells[c] : "";
+      s += cell;
+      if (c + 1 < width.size()) s += std::string(width[c] - cell.size() + 2, ' ');
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::string out = line(header);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  out += line(rule);
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+std::string OneLine(std::string s, size_t max) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+}  // namespace
+
+int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, std::ostream& out,
+                     std::ostream& err) {
+  auto stats = store.Stats();
+  if (!stats.ok()) {
+    err << "The status query failed: " << stats.status().ToString() << "\n";
+    return 1;
+  }
+  std::vector<std::string> states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
+  for (const auto& [state, n] : stats->rows_by_state) {
+    if (std::find(states.begin(), states.end(), state) == states.end()) states.push_back(state);
+  }
+  auto count = [&](const std::string& s) {
+    auto it = stats->rows_by_state.find(s);
+    return it == stats->rows_by_state.end() ? int64_t{0} : it->second;
+  };
+  if (json) {
+    ordered_json rows = ordered_json::object();
+    for (const auto& s : states) rows[s] = count(s);
+    ordered_json dead = ordered_json::object();
+    for (const auto& [topic, n] : stats->dead_by_topic) dead[topic] = n;
+    ordered_json j = {{"rowsByState", rows},
+                      {"oldestPendingAgeSeconds", stats->oldest_pending_age_seconds},
+                      {"deadByTopic", dead}};
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : states) rows.push_back({s, std::to_string(count(s))});
+  out << Table({"STATE", "ROWS"}, rows);
+  out << "\nOldest pending age: " << Seconds(stats->oldest_pending_age_seconds) << " s\n";
+  if (stats->dead_by_topic.empty()) {
+    out << "\nNo dead rows.\n";
+  } else {
+    std::vector<std::vector<std::string>> dead;
+    for (const auto& [topic, n] : stats->dead_by_topic) dead.push_back({topic, std::to_string(n)});
+    out << "\n" << Table({"DEAD TOPIC", "ROWS"}, dead);
+  }
+  return 0;
+}
+
+int RunReplayCommand(OutboxStore& store, const Config& config, ReplayRequest request,
+                     std::ostream& out, std::ostream& err) {
+  if (!request.HasFilter()) {
+    err << kReplayNeedsFilter
+        << " Use --id, --topic, --topics, --destination, --created-after or --created-before.\n";
+    return 2;
+  }
+  if (Status s = NormaliseReplayRequest(request); !s.ok()) {
+    err << "Invalid request: " << s.message() << "\n";
+    return 2;
+  }
+  auto router = Router::Create(config.routes);
+  if (!router.ok()) {
+    err << router.status().message() << "\n";
+    return 2;
+  }
+  auto moved = RunReplay(request, *router, store);
+  if (!moved.ok()) {
+    err << "The replay failed: " << moved.status().ToString() << "\n";
+    return 1;
+  }
+  out << "Moved " << *moved << " row(s).\n";
+  return 0;
+}
+
+int RunDeadListCommand(OutboxStore& store, const Config& /*config*/, int limit, bool json,
+                       std::ostream& out, std::ostream& err) {
+  if (limit <= 0) {
+    err << "--limit must be > 0\n";
+    return 2;
+  }
+  auto dead = store.ListDead(limit);
+  if (!dead.ok()) {
+    err << "The dead-letter query failed: " << dead.status().ToString() << "\n";
+    return 1;
+  }
+  if (json) {
+    ordered_json list = ordered_json::array();
+    for (const auto& d : *dead) {
+      list.push_back({{"id", d.id},
+                      {"topic", d.topic},
+                      {"key", d.key ? ordered_json(*d.key) : ordered_json(nullptr)},
+                      {"attempt", d.attempt},
+                      {"lastError", d.last_error},
+                      {"updatedAt", d.updated_at}});
+    }
+    out << list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  if (dead->empty()) {
+    out << "No dead rows.\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& d : *dead) {
+    rows.push_back({d.id, d.topic, d.key.value_or(""), std::to_string(d.attempt),
+                    OneLine(d.last_error, 80), d.updated_at});
+  }
+  out << Table({"ID", "TOPIC", "KEY", "ATTEMPT", "LAST ERROR", "UPDATED AT"}, rows);
+  return 0;
+}
+
+}  // namespace queuebox

@@ -1,0 +1,35 @@
+// cli.h: the operator subcommands of `queuebox` (QueueBox reference §5.4, §13.5), as functions
+// the composition root (apps/queuebox) calls after loading the configuration and opening the
+// store. Each writes to `out` (results) and `err` (problems) and returns the exit code:
+// 0 OK, 1 failed (the store answered an error), 2 usage (bad filter or argument).
+//
+//   queuebox status [--json]      rows per state, oldest pending age (database clock), dead
+//                                 rows per topic
+//   queuebox replay <filters>     the filters of POST /admin/replay; prints "Moved n row(s)."
+//   queuebox dead list [--json] [--limit n]
+//                                 id, topic, key, attempt, last_error, updated_at
+//
+// Thread-safety: none needed (one call per process).
+#pragma once
+
+#include <ostream>
+
+#include "admin/replay.h"
+#include "queuebox/config.h"
+#include "queuebox/store.h"
+
+namespace queuebox {
+
+int RunStatusCommand(OutboxStore& store, const Config& config, bool json, std::ostream& out,
+                     std::ostream& err);
+
+// `request` as parsed from the command line (--id (repeatable), --topic, --topics a,b,
+// --destination, --created-after, --created-before); validated here (ids, instants, at least
+// one filter).
+int RunReplayCommand(OutboxStore& store, const Config& config, ReplayRequest request,
+                     std::ostream& out, std::ostream& err);
+
+int RunDeadListCommand(OutboxStore& store, const Config& config, int limit, bool json,
+                       std::ostream& out, std::ostream& err);
+
+}  // namespace queuebox

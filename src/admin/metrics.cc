@@ -1,0 +1,334 @@
+#include "admin/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/summary.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+
+#include "core/log.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+prometheus::Summary::Quantiles TimerQuantiles() {
+  return {{0.5, 0.05}, {0.95, 0.01}, {0.99, 0.001}};
+}
+
+// The largest observation of the current and the previous window, per label set.
+class WindowMax {
+ public:
+  explicit WindowMax(prometheus::Family<prometheus::Gauge>& family) : family_(family) {}
+
+  void Observe(const prometheus::Labels& labels, double v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& s = Get(labels);
+    Rotate(s, Clock::now());
+    s.current = std::max(s.current, v);
+    s.gauge->Set(std::max(s.current, s.previous));
+  }
+
+  // Re-applies rotation so an idle timer's max decays to 0 after two windows.
+  void Refresh() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto now = Clock::now();
+    for (auto& [labels, s] : slots_) {
+      Rotate(s, now);
+      s.gauge->Set(std::max(s.current, s.previous));
+    }
+  }
+
+ private:
+  static constexpr auto kWindow = std::chrono::seconds(60);
+  struct Slot {
+    prometheus::Gauge* gauge = nullptr;
+    Clock::time_point start;
+    double current = 0, previous = 0;
+  };
+  Slot& Get(const prometheus::Labels& labels) {
+    auto it = slots_.find(labels);
+    if (it == slots_.end()) {
+      Slot s;
+      s.gauge = &family_.Add(labels);
+      s.start = Clock::now();
+      it = slots_.emplace(labels, s).first;
+    }
+    return it->second;
+  }
+  static void Rotate(Slot& s, Clock::time_point now) {
+    if (now - s.start < kWindow) return;
+    s.previous = now - s.start < 2 * kWindow ? s.current : 0;
+    s.current = 0;
+    s.start = now;
+  }
+
+  std::mutex mu_;
+  prometheus::Family<prometheus::Gauge>& family_;
+  std::map<prometheus::Labels, Slot> slots_;
+};
+
+}  // namespace
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  Clock::time_point started = Clock::now();
+
+  prometheus::Family<prometheus::Gauge>& info = prometheus::BuildGauge()
+                                                    .Name("queuebox_info")
+                                                    .Help("QueueBox build information; value 1")
+                                                    .Register(*registry);
+  prometheus::Gauge& uptime = prometheus::BuildGauge()
+                                  .Name("queuebox_uptime_seconds")
+                                  .Help("Seconds since the process started")
+                                  .Register(*registry)
+                                  .Add({});
+  prometheus::Family<prometheus::Counter>& messages =
+      prometheus::BuildCounter()
+          .Name("queuebox_outbox_messages_total")
+          .Help("Outbox messages by outcome: sent, failed (retry scheduled), dead")
+          .Register(*registry);
+  prometheus::Gauge& pending = prometheus::BuildGauge()
+                                   .Name("queuebox_outbox_messages_pending")
+                                   .Help("Outbox rows in state pending")
+                                   .Register(*registry)
+                                   .Add({});
+  prometheus::Gauge& oldest_pending =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_oldest_pending_age_seconds")
+          .Help("Age of the oldest pending outbox row on the database clock; 0 when none")
+          .Register(*registry)
+          .Add({});
+  prometheus::Counter& reclaimed = prometheus::BuildCounter()
+                                       .Name("queuebox_outbox_messages_reclaimed_total")
+                                       .Help("Rows moved back to pending after lease expiry")
+                                       .Register(*registry)
+                                       .Add({});
+  prometheus::Family<prometheus::Counter>& claims_lost =
+      prometheus::BuildCounter()
+          .Name("queuebox_claims_lost_total")
+          .Help("Terminal writes that matched no row because the claim was lost")
+          .Register(*registry);
+  prometheus::Counter& process_errors = prometheus::BuildCounter()
+                                            .Name("queuebox_outbox_process_errors_total")
+                                            .Help("Unexpected errors while processing a message")
+                                            .Register(*registry)
+                                            .Add({});
+  prometheus::Family<prometheus::Summary>& processing =
+      prometheus::BuildSummary()
+          .Name("queuebox_outbox_processing_duration_seconds")
+          .Help("Time from claim to written outcome per message")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& processing_max_family =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_processing_duration_seconds_max")
+          .Help("Largest processing duration of the recent window")
+          .Register(*registry);
+  prometheus::Family<prometheus::Summary>& publish =
+      prometheus::BuildSummary()
+          .Name("queuebox_outbox_publish_duration_seconds")
+          .Help("Time to publish one message, by destination type")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& publish_max_family =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_publish_duration_seconds_max")
+          .Help("Largest publish duration of the recent window, by destination type")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& destination_messages =
+      prometheus::BuildCounter()
+          .Name("queuebox_outbox_destination_messages_total")
+          .Help("Publishes per destination by outcome: success, failure")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& queue_depth =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_queue_depth")
+          .Help("Publishes in flight per destination")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& http_responses =
+      prometheus::BuildCounter()
+          .Name("queuebox_http_publish_responses_total")
+          .Help("HTTP destination responses by status class: 1xx..5xx, other")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& cleanup_deleted =
+      prometheus::BuildCounter()
+          .Name("queuebox_cleanup_messages_deleted_total")
+          .Help("Rows deleted by retention, by table")
+          .Register(*registry);
+  prometheus::Family<prometheus::Summary>& cleanup_duration =
+      prometheus::BuildSummary()
+          .Name("queuebox_cleanup_duration_seconds")
+          .Help("Duration of one retention run, by table")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& cleanup_max_family =
+      prometheus::BuildGauge()
+          .Name("queuebox_cleanup_duration_seconds_max")
+          .Help("Largest retention run duration of the recent window, by table")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& cleanup_last_run =
+      prometheus::BuildGauge()
+          .Name("queuebox_cleanup_last_run_timestamp")
+          .Help("Unix time (seconds) of the last retention run, by table")
+          .Register(*registry);
+
+  WindowMax processing_max{processing_max_family};
+  WindowMax publish_max{publish_max_family};
+  WindowMax cleanup_max{cleanup_max_family};
+
+  std::atomic<int64_t> last_poll_ns{-1};
+
+  // Pending refresher state.
+  std::mutex pending_mu;  // serialises Stats() calls
+  OutboxStore* store = nullptr;
+  std::chrono::milliseconds interval{5000};
+  Clock::time_point last_refresh{};
+  bool refreshed_once = false;
+  log::RateLimiter stats_errors{std::chrono::seconds(30)};
+};
+
+Metrics::Metrics(std::string version) : impl_(std::make_unique<Impl>()) {
+  impl_->info.Add({{"version", std::move(version)}}).Set(1);
+}
+
+Metrics::~Metrics() { StopPendingRefresher(); }
+
+prometheus::Registry& Metrics::registry() { return *impl_->registry; }
+
+void Metrics::OnMessages(std::string_view status, int64_t n) {
+  impl_->messages.Add({{"status", std::string(status)}}).Increment(static_cast<double>(n));
+}
+
+void Metrics::OnReclaimed(int64_t n) { impl_->reclaimed.Increment(static_cast<double>(n)); }
+
+void Metrics::OnClaimsLost(int64_t n) { OnClaimsLost("outbox", n); }
+
+void Metrics::OnClaimsLost(std::string_view component, int64_t n) {
+  impl_->claims_lost.Add({{"component", std::string(component)}}).Increment(static_cast<double>(n));
+}
+
+void Metrics::OnProcessError() { impl_->process_errors.Increment(); }
+
+void Metrics::OnProcessingDuration(double seconds) {
+  impl_->processing.Add({}, TimerQuantiles()).Observe(seconds);
+  impl_->processing_max.Observe({}, seconds);
+}
+
+void Metrics::OnPublish(const Destination& d, bool success, double seconds) {
+  prometheus::Labels type{{"destination_type", std::string(d.type())}};
+  impl_->publish.Add(type, TimerQuantiles()).Observe(seconds);
+  impl_->publish_max.Observe(type, seconds);
+  impl_->destination_messages
+      .Add({{"destination", d.name()}, {"outcome", success ? "success" : "failure"}})
+      .Increment();
+}
+
+void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {
+  impl_->queue_depth.Add({{"destination", destination}}).Increment(static_cast<double>(delta));
+}
+
+void Metrics::OnPollCycle(bool /*ok*/) {
+  impl_->last_poll_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+double Metrics::SecondsSinceLastPollCycle() const {
+  int64_t ns = impl_->last_poll_ns.load();
+  if (ns < 0) return 1e9;
+  auto now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return static_cast<double>(now - ns) / 1e9;
+}
+
+void Metrics::OnHttpResponse(int status) {
+  std::string cls = status >= 100 && status <= 599 ? std::to_string(status / 100) + "xx" : "other";
+  impl_->http_responses.Add({{"status_class", cls}}).Increment();
+}
+
+void Metrics::OnCleanup(std::string_view table, int64_t deleted, double seconds) {
+  prometheus::Labels labels{{"table", std::string(table)}};
+  impl_->cleanup_deleted.Add(labels).Increment(static_cast<double>(deleted));
+  impl_->cleanup_duration.Add(labels, TimerQuantiles()).Observe(seconds);
+  impl_->cleanup_max.Observe(labels, seconds);
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  impl_->cleanup_last_run.Add(labels).Set(
+      static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) /
+      1000.0);
+}
+
+void Metrics::SetPending(int64_t pending, double oldest_pending_age_seconds) {
+  impl_->pending.Set(static_cast<double>(pending));
+  impl_->oldest_pending.Set(oldest_pending_age_seconds);
+}
+
+void Metrics::RefreshPending(bool only_if_stale) {
+  std::lock_guard<std::mutex> lock(impl_->pending_mu);
+  if (impl_->store == nullptr) return;
+  auto now = Clock::now();
+  if (only_if_stale && impl_->refreshed_once && now - impl_->last_refresh < impl_->interval) return;
+  auto stats = impl_->store->Stats();
+  impl_->last_refresh = Clock::now();
+  impl_->refreshed_once = true;
+  if (!stats.ok()) {
+    int64_t suppressed = 0;
+    if (impl_->stats_errors.Allow(&suppressed)) {
+      log::Warn(
+          "The pending gauges could not be refreshed. The next refresh retries.",
+          {{"reason", stats.status().ToString()}, {"suppressed", std::to_string(suppressed)}});
+    }
+    return;
+  }
+  auto it = stats->rows_by_state.find(kStatePending);
+  SetPending(it == stats->rows_by_state.end() ? 0 : it->second, stats->oldest_pending_age_seconds);
+}
+
+void Metrics::StartPendingRefresher(OutboxStore* store, std::chrono::milliseconds interval) {
+  StopPendingRefresher();
+  {
+    std::lock_guard<std::mutex> lock(impl_->pending_mu);
+    impl_->store = store;
+    impl_->interval = std::max(interval, std::chrono::milliseconds(1));
+    impl_->refreshed_once = false;
+  }
+  std::lock_guard<std::mutex> lock(refresher_mu_);
+  refresher_stop_ = false;
+  refresher_ = std::thread([this] { RefresherLoop(); });
+}
+
+void Metrics::RefresherLoop() {
+  std::unique_lock<std::mutex> lock(refresher_mu_);
+  while (!refresher_stop_) {
+    lock.unlock();
+    RefreshPending(/*only_if_stale=*/true);
+    lock.lock();
+    refresher_cv_.wait_for(lock, impl_->interval, [this] { return refresher_stop_; });
+  }
+}
+
+void Metrics::StopPendingRefresher() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(refresher_mu_);
+    refresher_stop_ = true;
+    t = std::move(refresher_);
+  }
+  refresher_cv_.notify_all();
+  if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> lock(impl_->pending_mu);
+  impl_->store = nullptr;
+}
+
+std::string Metrics::Render() {
+  RefreshPending(/*only_if_stale=*/true);
+  impl_->uptime.Set(std::chrono::duration<double>(Clock::now() - impl_->started).count());
+  impl_->processing_max.Refresh();
+  impl_->publish_max.Refresh();
+  impl_->cleanup_max.Refresh();
+  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+}
+
+}  // namespace queuebox
