@@ -1,0 +1,328 @@
+// env.cc: QUEUEBOX_* variables onto the configuration tree, and ${NAME} placeholders.
+#include "config/env.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <regex>
+#include <vector>
+
+#include "config/schema.h"
+
+namespace queuebox::cfg {
+namespace {
+
+using nlohmann::json;
+// One step of a key path: a map key or a list index. (Not std::variant: g++ 12 warns
+// maybe-uninitialized on copies of it at -O2.)
+struct PathElem {
+  PathElem(std::string k) : key(std::move(k)) {}    // NOLINT: implicit by design
+  PathElem(const char* k) : key(k) {}               // NOLINT: implicit by design
+  PathElem(size_t i) : index(i), is_index(true) {}  // NOLINT: implicit by design
+  std::string key;
+  size_t index = 0;
+  bool is_index = false;
+};
+using Path = std::vector<PathElem>;
+
+constexpr char kPrefix[] = "QUEUEBOX_";
+
+std::string PathText(const Path& p) {
+  std::string out;
+  for (const PathElem& e : p) {
+    out = e.is_index ? IndexPath(out, e.index) : JoinPath(out, e.key);
+  }
+  return out;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "OUTBOX_POLL__INTERVAL_MS" -> {"OUTBOX", "POLL_INTERVAL", "MS"}; nullopt for an empty level.
+std::optional<std::vector<std::string>> SplitName(const std::string& rest) {
+  std::vector<std::string> segs;
+  std::string cur;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] != '_') {
+      cur += rest[i];
+    } else if (i + 1 < rest.size() && rest[i + 1] == '_') {
+      cur += '_';
+      ++i;
+    } else {
+      if (cur.empty()) return std::nullopt;
+      segs.push_back(cur);
+      cur.clear();
+    }
+  }
+  if (cur.empty()) return std::nullopt;
+  segs.push_back(cur);
+  return segs;
+}
+
+std::vector<std::string> SplitDots(const std::string& key) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t dot = key.find('.', start);
+    out.push_back(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) return out;
+    start = dot + 1;
+  }
+}
+
+const json* Lookup(const json& tree, const Path& path) {
+  const json* node = &tree;
+  for (const PathElem& e : path) {
+    if (!e.is_index) {
+      if (!node->is_object() || !node->contains(e.key)) return nullptr;
+      node = &(*node)[e.key];
+    } else {
+      if (!node->is_array() || e.index >= node->size()) return nullptr;
+      node = &(*node)[e.index];
+    }
+  }
+  return node;
+}
+
+// The existing map key `seg` names (case-insensitive, ignoring - and _), else `seg` lower case.
+std::string MapKey(const std::string& seg, const json* node) {
+  if (node != nullptr && node->is_object()) {
+    for (auto it = node->begin(); it != node->end(); ++it) {
+      if (NormalizeKey(it.key()) == NormalizeKey(seg)) return it.key();
+    }
+  }
+  return Lower(seg);
+}
+
+std::optional<size_t> Index(const std::string& seg) {
+  if (seg.empty() || seg.size() > 6) return std::nullopt;
+  for (char c : seg) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  return static_cast<size_t>(std::stoul(seg));
+}
+
+bool ResolveInTable(const std::vector<OptionSpec>& table, const std::vector<std::string>& segs,
+                    size_t i, const json& tree, Path& out) {
+  const OptionSpec* best = nullptr;
+  size_t best_len = 0;
+  for (const OptionSpec& spec : table) {
+    std::vector<std::string> comps = SplitDots(spec.key);
+    if (comps.size() > segs.size() - i || comps.size() <= best_len) continue;
+    bool match = true;
+    for (size_t j = 0; j < comps.size() && match; ++j) {
+      match = NormalizeKey(comps[j]) == NormalizeKey(segs[i + j]);
+    }
+    if (match) {
+      best = &spec;
+      best_len = comps.size();
+    }
+  }
+  if (best == nullptr) return false;
+  for (const std::string& c : SplitDots(best->key)) out.push_back(c);
+  size_t j = i + best_len;
+  switch (best->type) {
+    case OptionType::kStringMap:
+      if (j + 1 != segs.size()) return false;
+      out.push_back(MapKey(segs[j], Lookup(tree, out)));
+      return true;
+    case OptionType::kStringList:
+      if (j == segs.size()) return true;
+      if (j + 1 != segs.size() || !Index(segs[j])) return false;
+      out.push_back(*Index(segs[j]));
+      return true;
+    case OptionType::kAny:
+      for (; j < segs.size(); ++j) out.push_back(MapKey(segs[j], Lookup(tree, out)));
+      return true;
+    default:
+      return j == segs.size();
+  }
+}
+
+std::vector<OptionSpec> UnionTable(const std::vector<Variant>& variants,
+                                   const std::vector<OptionSpec>& common) {
+  OptionSpec type;
+  type.key = "type";
+  std::vector<OptionSpec> out = {type};
+  out.insert(out.end(), common.begin(), common.end());
+  for (const Variant& v : variants) out.insert(out.end(), v.options.begin(), v.options.end());
+  return out;
+}
+
+const std::vector<OptionSpec>& DestinationUnion() {
+  static const std::vector<OptionSpec>* const t =
+      new std::vector<OptionSpec>(UnionTable(DestinationVariants(), DestinationCommonOptions()));
+  return *t;
+}
+
+const std::vector<OptionSpec>& AuthUnion() {
+  static const std::vector<OptionSpec>* const t =
+      new std::vector<OptionSpec>(UnionTable(AdminAuthVariants(), {}));
+  return *t;
+}
+
+// The block a name is resolved in: its table, where its keys start, and the path so far.
+struct Scope {
+  const std::vector<OptionSpec>* table;
+  size_t first;
+  Path path;
+  std::string env_prefix;  // for suggestions: "QUEUEBOX_ROUTES_0_"
+};
+
+std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& tree) {
+  const std::string n0 = NormalizeKey(segs[0]);
+  if (n0 == "routes") {
+    if (segs.size() < 3 || !Index(segs[1])) return std::nullopt;
+    return Scope{
+        &RouteOptions(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
+  }
+  if (n0 == "destinations") {
+    if (segs.size() < 3) return std::nullopt;
+    Path p = {"destinations"};
+    p.push_back(MapKey(segs[1], Lookup(tree, p)));
+    return Scope{&DestinationUnion(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
+  }
+  if (n0 == "admin" && segs.size() >= 3 && NormalizeKey(segs[1]) == "auth") {
+    return Scope{&AuthUnion(), 2, {"admin", "auth"}, "QUEUEBOX_ADMIN_AUTH_"};
+  }
+  return Scope{&RootTable(), 0, {}, kPrefix};
+}
+
+std::string EnvName(const std::string& prefix, const std::string& dotted_key) {
+  std::string out = prefix;
+  for (char c : dotted_key) out += c == '.' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
+}
+
+void Set(json& root, const Path& path, std::string value) {
+  json* node = &root;
+  for (const PathElem& e : path) {
+    if (!e.is_index) {
+      if (!node->is_object()) *node = json::object();
+      node = &(*node)[e.key];
+    } else {
+      if (!node->is_array()) *node = json::array();
+      while (node->size() <= e.index) node->push_back(nullptr);
+      node = &(*node)[e.index];
+    }
+  }
+  *node = std::move(value);
+}
+
+// Blocks merge key by key; anything else (lists included) replaces.
+void Merge(json& base, const json& overlay) {
+  if (base.is_object() && overlay.is_object()) {
+    for (auto it = overlay.begin(); it != overlay.end(); ++it) Merge(base[it.key()], it.value());
+  } else {
+    base = overlay;
+  }
+}
+
+std::optional<std::string> ExpandText(const std::string& s,
+                                      const std::map<std::string, std::string>& env,
+                                      const std::string& path, Diagnostics& d) {
+  static const std::regex kName("^[A-Za-z_][A-Za-z0-9_.]*$");
+  std::string out;
+  size_t i = 0;
+  while (true) {
+    size_t open = s.find("${", i);
+    if (open == std::string::npos) break;
+    out += s.substr(i, open - i);
+    size_t close = s.find('}', open + 2);
+    if (close == std::string::npos) {
+      d.Add(path, "a placeholder starts with ${ but has no closing }");
+      return std::nullopt;
+    }
+    std::string inner = s.substr(open + 2, close - open - 2);
+    size_t sep = inner.find(":-");
+    std::string name = inner.substr(0, sep);
+    if (!std::regex_match(name, kName)) {
+      d.Add(path, "placeholder ${" + name + "} is not a variable name");
+      return std::nullopt;
+    }
+    auto var = env.find(name);
+    if (var != env.end() && (sep == std::string::npos || !var->second.empty())) {
+      out += var->second;
+    } else if (sep != std::string::npos) {
+      out += inner.substr(sep + 2);
+    } else {
+      d.Add(path, "placeholder ${" + name + "} names an unset environment variable; set " + name +
+                      " or write ${" + name + ":-<default>}");
+      return std::nullopt;
+    }
+    i = close + 1;
+  }
+  out += s.substr(i);
+  return out;
+}
+
+}  // namespace
+
+bool IsServiceLinkVariable(const std::string& name) {
+  static const std::regex kForms(
+      "^.*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_.*)?)$");
+  return std::regex_match(name, kForms);
+}
+
+int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, Diagnostics& d) {
+  json overlay = json::object();
+  int bound = 0;
+  for (const auto& [name, value] : env) {
+    if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar) continue;
+    std::optional<std::vector<std::string>> segs = SplitName(name.substr(sizeof(kPrefix) - 1));
+    std::optional<Scope> scope;
+    if (segs) scope = ScopeOf(*segs, tree);
+    Path path;
+    bool ok = false;
+    if (scope) {
+      path = scope->path;
+      ok = ResolveInTable(*scope->table, *segs, scope->first, tree, path);
+    }
+    if (!ok) {
+      if (IsServiceLinkVariable(name)) continue;
+      std::vector<std::string> candidates;
+      if (scope) {
+        for (const OptionSpec& o : *scope->table) {
+          candidates.push_back(EnvName(scope->env_prefix, o.key));
+        }
+      }
+      std::optional<std::string> guess = DidYouMean(name, candidates);
+      d.Add(name, "this QUEUEBOX_ variable names no configuration key" +
+                      (guess ? "; did you mean " + *guess + "?" : std::string()));
+      continue;
+    }
+    const std::string text = PathText(path);
+    if (const std::string* other = d.SourceOf(text)) {
+      d.Add(name, "sets " + text + ", which " + *other + " sets too; keep one of them");
+      continue;
+    }
+    d.SetSource(text, name);
+    Set(overlay, path, value);
+    ++bound;
+  }
+  if (!tree.is_object()) tree = json::object();
+  Merge(tree, overlay);
+  return bound;
+}
+
+void ExpandPlaceholders(json& tree, const std::map<std::string, std::string>& env,
+                        const std::string& path, Diagnostics& d) {
+  if (tree.is_string()) {
+    const std::string& s = tree.get_ref<const std::string&>();
+    if (s.find("${") == std::string::npos) return;
+    std::optional<std::string> expanded = ExpandText(s, env, path, d);
+    if (expanded) tree = std::move(*expanded);
+  } else if (tree.is_object()) {
+    for (auto it = tree.begin(); it != tree.end(); ++it) {
+      ExpandPlaceholders(it.value(), env, JoinPath(path, it.key()), d);
+    }
+  } else if (tree.is_array()) {
+    for (size_t i = 0; i < tree.size(); ++i) {
+      ExpandPlaceholders(tree[i], env, IndexPath(path, i), d);
+    }
+  }
+}
+
+}  // namespace queuebox::cfg

@@ -1,0 +1,190 @@
+// reference.cc: the configuration reference, rendered from the option tables.
+#include "config/reference.h"
+
+#include "config/schema.h"
+#include "config/validate.h"
+#include "destinations/registry.h"
+
+namespace queuebox {
+namespace {
+
+using cfg::Section;
+using cfg::Variant;
+
+constexpr char kIntro[] = R"(# Configuration reference
+
+<!-- Generated from the option tables by RenderConfigurationReference() (src/config/reference.cc).
+     Do not edit by hand: change the tables, then regenerate with
+     QB_UPDATE_DOCS=1 <build>/tests/unit_config --gtest_filter='ConfigReference.*' -->
+
+QueueBox C++ reads one YAML file and the `QUEUEBOX_*` environment variables, fills the defaults
+below and checks every key before it starts. `queuebox check-config` prints the effective
+configuration with every secret shown as `***`.
+
+## Sources
+
+1. `QUEUEBOX_*` environment variables win over
+2. the YAML file given with `--config <file>`, else the file named by `QUEUEBOX_CONFIG_FILE`.
+
+Either source may be used alone (`QUEUEBOX_DATABASE_URL=/var/lib/queuebox/outbox.db` is a
+whole configuration). With no file and no `QUEUEBOX_*` variable the start fails and names both
+sources.
+
+## Environment variables
+
+A variable names a key path: drop `QUEUEBOX_`, then every `_` starts a new level and `__` is a
+literal `_`. Levels match the keys below case-insensitively, ignoring `-` and `_`.
+
+| Variable | Key |
+|---|---|
+| `QUEUEBOX_OUTBOX_POLLINTERVALMS=200` | `outbox.pollIntervalMs` |
+| `QUEUEBOX_DATABASE_COLUMNMAPPING_OUTBOX_AGGREGATETYPE=kind` | `database.columnMapping.outbox.aggregateType` |
+| `QUEUEBOX_ROUTES_0_TOPICPATTERN=order.*` | `routes[0].topicPattern` (a number is a list index) |
+| `QUEUEBOX_DESTINATIONS_ORDERS_BASEURL=http://127.0.0.1:9000` | `destinations.orders.baseUrl` |
+| `QUEUEBOX_DESTINATIONS_ORDER__API_TYPE=http` | `destinations.order_api.type` |
+
+- Map keys (destination names, header names) are the existing YAML key they match, else the
+  level in lower case.
+- Values merge key by key into blocks; a list set by variables replaces the whole YAML list, and
+  its items are numbered from 0 without gaps.
+- A `QUEUEBOX_*` variable that names no key stops the start. `QUEUEBOX_CONFIG_FILE` and the
+  Kubernetes service-link variables (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`,
+  `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key are ignored.
+
+## Placeholders
+
+Any text value may hold `${NAME}` (the environment variable NAME; unset is an error) or
+`${NAME:-fallback}` (the fallback when NAME is unset or empty), e.g.
+`url: postgresql://queuebox@${DB_HOST:-127.0.0.1}/app`.
+
+## Secrets
+
+A key of type `secret` takes the value itself or `file:<path>`: the file is read once at start
+and one or more trailing newlines are removed. A file that cannot be read stops the start; the
+message names the key and the file, never a content. Secrets, passwords in URLs
+(`scheme://user:pass@host`, `?password=`), and static headers named `authorization`,
+`proxy-authorization`, `cookie`, `set-cookie` or containing `api-key`, `apikey`, `token`,
+`secret` or `password` are printed as `***`.
+
+## Values and checks
+
+- `int` and `ms` are whole numbers (`ms`: milliseconds) within the range shown.
+- `duration` is `<whole number><s|m|h|d>`: `30s`, `15m`, `24h`, `7d`.
+- `enum` values are exact case.
+- `map` is a block of names to text values; `list` is a YAML list or a comma-separated text.
+- An unknown key stops the start with a did-you-mean; a key of another destination type names the
+  type that takes it. Every problem is reported at once:
+
+```
+The configuration has 3 errors. Fix each one and start QueueBox again.
+  - outbox.batchSzie: unknown key; did you mean batchSize?
+  - destinations.orders.fsync: unknown key for type http; type file takes it
+  - destinations.billing: missing type; set one of file, http
+```
+)";
+
+std::string TypeName(const OptionSpec& o) {
+  switch (o.type) {
+    case OptionType::kString:
+      return "string";
+    case OptionType::kInt:
+      return "int";
+    case OptionType::kMillis:
+      return "ms";
+    case OptionType::kBool:
+      return "bool";
+    case OptionType::kEnum:
+      return "enum";
+    case OptionType::kSecret:
+      return "secret";
+    case OptionType::kDuration:
+      return "duration";
+    case OptionType::kStringMap:
+      return "map";
+    case OptionType::kStringList:
+      return "list";
+    case OptionType::kAny:
+      return "block";
+  }
+  return "value";
+}
+
+std::string Code(const std::string& s) { return s.empty() ? "`\"\"`" : "`" + s + "`"; }
+
+std::string DefaultText(const OptionSpec& o) {
+  if (o.required) return "required";
+  if (o.default_value.is_null()) return "none";
+  if (o.default_value.is_string()) return Code(o.default_value.get<std::string>());
+  return Code(o.default_value.dump());
+}
+
+std::string AllowedText(const OptionSpec& o) {
+  if (o.type == OptionType::kEnum) {
+    std::string out;
+    for (const std::string& v : o.enum_values) out += (out.empty() ? "" : ", ") + Code(v);
+    return out;
+  }
+  bool has_min = o.min != INT64_MIN, has_max = o.max != INT64_MAX && o.max != INT32_MAX;
+  if (has_min && has_max) return std::to_string(o.min) + "..." + std::to_string(o.max);
+  if (has_min) return ">= " + std::to_string(o.min);
+  if (has_max) return "<= " + std::to_string(o.max);
+  return "";
+}
+
+std::string Table(const std::string& prefix, const std::vector<OptionSpec>& options) {
+  std::string out = "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n";
+  for (const OptionSpec& o : options) {
+    std::string description = o.description;
+    if (cfg::IsIdentifierKey(prefix + o.key)) description += " (`^[a-zA-Z_][a-zA-Z0-9_]*$`)";
+    out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + DefaultText(o) + " | " +
+           AllowedText(o) + " | " + description + " |\n";
+  }
+  return out;
+}
+
+std::string Variants(const std::string& heading, const std::vector<Variant>& variants) {
+  std::string out;
+  for (const Variant& v : variants) {
+    out += "\n" + heading + " `type: " + v.type + "`\n\n" + Table("", v.options);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderConfigurationReference() {
+  std::string out = kIntro;
+  out += "\n## Keys\n";
+  for (const Section& s : cfg::RootSections()) {
+    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", s.options);
+    if (s.name == "database") {
+      out +=
+          "\nThe PostgreSQL URL takes `postgresql://`, `postgres://` (libpq URIs) or "
+          "`jdbc:postgresql://`; `database.type: sqlite` takes a file path.\n";
+    }
+    if (s.name == "admin") {
+      out +=
+          "\nWith `admin.enabled: true`, either `admin.auth` or `admin.insecure: true` is "
+          "required; otherwise the start fails with: \"" +
+          std::string(cfg::kAdminGuardMessage) + "\"\n";
+      out += "\n#### admin.auth\n\n`type` is required: one of " + cfg::KnownAuthTypes() + ".\n" +
+             Variants("#####", cfg::AdminAuthVariants());
+    }
+    if (s.name == "retention") {
+      out +=
+          "\n`policy: AGE` requires `maxAge`; `policy: COUNT` requires `maxCount`. Only `sent` "
+          "and `dead` rows are deleted.\n";
+    }
+  }
+  out +=
+      "\n### routes\n\nAn ordered list; the first route whose `topicPattern` matches the "
+      "whole topic wins. A row no route matches goes `dead`.\n\n" +
+      Table("routes[].", cfg::RouteOptions());
+  out += "\n### destinations\n\nA map of names to blocks. `type` is required: one of " +
+         KnownDestinationTypes() + ". Every type also takes:\n\n" +
+         Table("destinations.<name>.", cfg::DestinationCommonOptions());
+  out += Variants("####", cfg::DestinationVariants());
+  return out;
+}
+
+}  // namespace queuebox

@@ -1,0 +1,274 @@
+// render.cc: RenderMasked, the effective configuration with every secret as *** (QueueBox
+// reference §10: Secret prints masked; URL passwords and credential-like static headers masked).
+#include "config/render.h"
+
+#include <algorithm>
+#include <regex>
+
+#include "config/schema.h"
+#include "config/validate.h"
+#include "destinations/registry.h"
+#include "queuebox/config.h"
+
+namespace queuebox {
+namespace cfg {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr char kMask[] = "***";
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool ContainsAny(const std::string& s, std::initializer_list<const char*> parts) {
+  return std::any_of(parts.begin(), parts.end(),
+                     [&](const char* p) { return s.find(p) != std::string::npos; });
+}
+
+std::string Scalar(const ordered_json& v) {
+  if (v.is_object()) return "{}";
+  if (v.is_array()) return "[]";
+  return v.dump();  // strings JSON-quoted: valid YAML double-quoted scalars
+}
+
+std::string Key(const std::string& k) {
+  static const std::regex kPlain("^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
+  return std::regex_match(k, kPlain) ? k : ordered_json(k).dump();
+}
+
+bool IsBlock(const ordered_json& v) { return (v.is_object() || v.is_array()) && !v.empty(); }
+
+void Emit(const ordered_json& v, size_t indent, std::string& out) {
+  const std::string pad(indent, ' ');
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      out += pad + Key(it.key()) + ":";
+      if (IsBlock(it.value())) {
+        out += "\n";
+        Emit(it.value(), indent + 2, out);
+      } else {
+        out += " " + Scalar(it.value()) + "\n";
+      }
+    }
+  } else if (v.is_array()) {
+    for (const ordered_json& item : v) {
+      if (!IsBlock(item)) {
+        out += pad + "- " + Scalar(item) + "\n";
+        continue;
+      }
+      std::string inner;
+      Emit(item, indent + 2, inner);
+      out += pad + "- " + inner.substr(indent + 2);  // first line joins the dash
+    }
+  }
+}
+
+std::string DurationText(int64_t ms) {
+  const std::pair<int64_t, const char*> units[] = {
+      {86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  for (const auto& [size, suffix] : units) {
+    if (ms != 0 && ms % size == 0) return std::to_string(ms / size) + suffix;
+  }
+  return ms == 0 ? "0s" : std::to_string(ms) + "ms";
+}
+
+ordered_json MaskSecret(const std::string& value) {
+  return value.empty() ? ordered_json("") : ordered_json(kMask);
+}
+
+// A block's options with secrets masked: keys the table declares kSecret, keys named like
+// credentials, and URL credentials in every text.
+ordered_json MaskOptions(const nlohmann::json& value, const std::string& key,
+                         const std::vector<OptionSpec>& table) {
+  auto spec =
+      std::find_if(table.begin(), table.end(), [&](const OptionSpec& s) { return s.key == key; });
+  std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+  bool secret = (spec != table.end() && spec->type == OptionType::kSecret) ||
+                (!last.empty() && IsSecretKeyName(last));
+  if (secret && !value.is_null()) {
+    return value.is_string() ? MaskSecret(value.get<std::string>()) : ordered_json(kMask);
+  }
+  if (value.is_string()) return MaskUrlCredentials(value.get<std::string>());
+  if (value.is_object()) {
+    ordered_json out = ordered_json::object();
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      out[it.key()] = MaskOptions(it.value(), JoinPath(key, it.key()), table);
+    }
+    return out;
+  }
+  if (value.is_array()) {
+    ordered_json out = ordered_json::array();
+    for (const nlohmann::json& item : value) out.push_back(MaskOptions(item, key, table));
+    return out;
+  }
+  return ordered_json::parse(value.dump());
+}
+
+ordered_json MaskHeaders(const std::map<std::string, std::string>& headers) {
+  ordered_json out = ordered_json::object();
+  for (const auto& [name, value] : headers) {
+    out[name] = IsSecretHeaderName(name) ? MaskSecret(value) : ordered_json(value);
+  }
+  return out;
+}
+
+const std::vector<OptionSpec>& AuthTable(const std::string& type) {
+  static const std::vector<OptionSpec> kNone;
+  for (const Variant& v : AdminAuthVariants()) {
+    if (v.type == type) return v.options;
+  }
+  return kNone;
+}
+
+ordered_json Database(const DatabaseConfig& db) {
+  ordered_json o;
+  o["type"] = db.type;
+  o["url"] = MaskUrlCredentials(db.url);
+  if (!db.username.empty()) o["username"] = db.username;
+  if (!db.password.empty()) o["password"] = kMask;
+  o["poolSize"] = db.pool_size;
+  o["connectionTimeoutMs"] = db.connection_timeout_ms;
+  o["startupTimeoutMs"] = db.startup_timeout_ms;
+  o["migrate"] = db.migrate;
+  o["outboxTableName"] = db.outbox_table;
+  const OutboxColumns& c = db.columns;
+  o["columnMapping"]["outbox"] = {
+      {"id", c.id},
+      {"topic", c.topic},
+      {"key", c.key},
+      {"aggregateType", c.aggregate_type},
+      {"payload", c.payload},
+      {"headers", c.headers},
+      {"state", c.state},
+      {"attempt", c.attempt},
+      {"maxAttempts", c.max_attempts},
+      {"scheduledAt", c.scheduled_at},
+      {"createdAt", c.created_at},
+      {"updatedAt", c.updated_at},
+      {"claimedAt", c.claimed_at},
+      {"claimToken", c.claim_token},
+      {"leaseExpiresAt", c.lease_expires_at},
+      {"lastError", c.last_error},
+      {"sequence", c.sequence},
+  };
+  return o;
+}
+
+}  // namespace
+
+std::string MaskUrlCredentials(std::string_view text) {
+  static const std::regex kQuery("([?&;](password|pwd|secret|token)=)[^&;#\\s]*",
+                                 std::regex::icase);
+  // Userinfo: everything between `scheme://` and the last `@` of the authority.
+  std::string s(text);
+  size_t pos = 0;
+  while ((pos = s.find("://", pos)) != std::string::npos) {
+    size_t start = pos + 3;
+    size_t end = s.find_first_of("/?# \t\n", start);
+    if (end == std::string::npos) end = s.size();
+    size_t at = s.rfind('@', end == 0 ? 0 : end - 1);
+    if (at != std::string::npos && at >= start && at < end) {
+      s.replace(start, at - start, kMask);
+      start += sizeof(kMask);
+    }
+    pos = start;
+  }
+  return std::regex_replace(s, kQuery, "$1***");
+}
+
+bool IsSecretHeaderName(std::string_view name) {
+  const std::string n = Lower(name);
+  return n == "authorization" || n == "proxy-authorization" || n == "cookie" || n == "set-cookie" ||
+         ContainsAny(n, {"api-key", "apikey", "token", "secret", "password"});
+}
+
+bool IsSecretKeyName(std::string_view key) {
+  const std::string n = NormalizeKey(key);
+  return n == "key" || n == "pwd" || n == "passwd" || n == "authorization" || n == "headervalue" ||
+         ContainsAny(n, {"password", "secret", "token", "apikey", "credential", "passphrase",
+                         "privatekey"});
+}
+
+std::string EmitYaml(const ordered_json& value) {
+  std::string out;
+  Emit(value, 0, out);
+  return out;
+}
+
+}  // namespace cfg
+
+std::string RenderMasked(const Config& config) {
+  using nlohmann::ordered_json;
+  ordered_json root;
+  ordered_json& server = root["server"];
+  server["httpPort"] = config.server.http_port;
+  if (config.server.management_port) server["managementPort"] = *config.server.management_port;
+  server["address"] = config.server.address;
+  root["database"] = cfg::Database(config.database);
+
+  const OutboxConfig& o = config.outbox;
+  root["outbox"] = {{"pollIntervalMs", o.poll_interval_ms},
+                    {"batchSize", o.batch_size},
+                    {"concurrency", o.concurrency},
+                    {"retryBaseDelayMs", o.retry_base_delay_ms},
+                    {"maxAttempts", o.max_attempts},
+                    {"claimTimeoutMs", o.claim_timeout_ms},
+                    {"pendingGaugeIntervalMs", o.pending_gauge_interval_ms},
+                    {"shutdownTimeoutMs", o.shutdown_timeout_ms},
+                    {"notify", {{"enabled", o.notify}}}};
+  root["http"] = {{"maxErrorBodyBytes", config.http.max_error_body_bytes}};
+
+  ordered_json routes = ordered_json::array();
+  for (const RouteConfig& r : config.routes) {
+    ordered_json item;
+    item["topicPattern"] = r.topic_pattern;
+    item["destination"] = r.destination;
+    if (r.routing_key_template) item["routingKeyTemplate"] = *r.routing_key_template;
+    item["routingKeyMissingFieldDefault"] = r.routing_key_missing_field_default;
+    routes.push_back(std::move(item));
+  }
+  root["routes"] = std::move(routes);
+
+  ordered_json destinations = ordered_json::object();
+  for (const auto& [name, d] : config.destinations) {
+    const DestinationType* type = FindDestinationType(d.type);
+    static const std::vector<OptionSpec> kNoOptions;
+    ordered_json block = cfg::MaskOptions(d.options, "", type ? type->options : kNoOptions);
+    ordered_json item;
+    item["type"] = d.type;
+    for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
+    item["headers"] = cfg::MaskHeaders(d.headers);
+    destinations[name] = std::move(item);
+  }
+  root["destinations"] = std::move(destinations);
+
+  ordered_json& admin = root["admin"];
+  admin["enabled"] = config.admin.enabled;
+  if (config.admin.auth) {
+    ordered_json auth;
+    auth["type"] = config.admin.auth->type;
+    ordered_json opts =
+        cfg::MaskOptions(config.admin.auth->options, "", cfg::AuthTable(config.admin.auth->type));
+    for (auto it = opts.begin(); it != opts.end(); ++it) auth[it.key()] = it.value();
+    admin["auth"] = std::move(auth);
+  }
+  admin["insecure"] = config.admin.insecure;
+  admin["maxPayloadBytes"] = config.admin.max_payload_bytes;
+
+  const RetentionPolicy& p = config.retention.outbox;
+  ordered_json& retention = root["retention"];
+  retention["enabled"] = config.retention.enabled;
+  retention["outbox"]["policy"] = p.policy;
+  if (p.max_age_ms) retention["outbox"]["maxAge"] = cfg::DurationText(*p.max_age_ms);
+  if (p.max_count) retention["outbox"]["maxCount"] = *p.max_count;
+  retention["outbox"]["cleanupInterval"] = cfg::DurationText(p.cleanup_interval_ms);
+  retention["outbox"]["batchSize"] = p.batch_size;
+  root["logging"] = {{"format", config.logging.format}, {"level", config.logging.level}};
+  return cfg::EmitYaml(root);
+}
+
+}  // namespace queuebox
