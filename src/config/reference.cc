@@ -118,7 +118,8 @@ std::string DefaultText(const OptionSpec& o) {
   return Code(o.default_value.dump());
 }
 
-std::string AllowedText(const OptionSpec& o) {
+std::string AllowedText(const std::string& full_key, const OptionSpec& o) {
+  if (cfg::IsIdentifierKey(full_key)) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
   if (o.type == OptionType::kEnum) {
     std::string out;
     for (const std::string& v : o.enum_values) out += (out.empty() ? "" : ", ") + Code(v);
@@ -134,10 +135,8 @@ std::string AllowedText(const OptionSpec& o) {
 std::string Table(const std::string& prefix, const std::vector<OptionSpec>& options) {
   std::string out = "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n";
   for (const OptionSpec& o : options) {
-    std::string description = o.description;
-    if (cfg::IsIdentifierKey(prefix + o.key)) description += " (`^[a-zA-Z_][a-zA-Z0-9_]*$`)";
     out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + DefaultText(o) + " | " +
-           AllowedText(o) + " | " + description + " |\n";
+           AllowedText(prefix + o.key, o) + " | " + o.description + " |\n";
   }
   return out;
 }

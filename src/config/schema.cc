@@ -59,8 +59,7 @@ std::vector<OptionSpec> DatabaseOptions() {
              1, INT64_MAX),
       Opt("migrate", OptionType::kBool, true,
           "Apply the bundled migrations at start; must be false with a renamed table or column"),
-      Opt("outboxTableName", OptionType::kString, "outbox",
-          "Name of the outbox table (SQL identifier)"),
+      Opt("outboxTableName", OptionType::kString, "outbox", "Name of the outbox table"),
   };
   const std::pair<const char*, const char*> columns[] = {
       {"id", "id"},
@@ -83,7 +82,7 @@ std::vector<OptionSpec> DatabaseOptions() {
   };
   for (const auto& [key, column] : columns) {
     o.push_back(Opt(std::string("columnMapping.outbox.") + key, OptionType::kString, column,
-                    "Column name of the outbox (SQL identifier)"));
+                    "Column name in the outbox table"));
   }
   return o;
 }

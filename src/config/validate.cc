@@ -74,7 +74,7 @@ std::optional<std::string> DidYouMean(const std::string& key,
   };
   const std::string k = lower(key);
   std::optional<std::string> best;
-  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  size_t best_distance = std::max<size_t>(1, key.size() / 3) + 1;
   for (const std::string& c : candidates) {
     size_t d = NormalizeKey(c) == NormalizeKey(key) ? 0 : Levenshtein(k, lower(c));
     if (d < best_distance) {

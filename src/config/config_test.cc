@@ -1,0 +1,587 @@
+// Unit tests of LoadConfig: YAML, QUEUEBOX_* variables, placeholders, secrets and every error
+// path of the strict validation (QueueBox reference §12).
+#include "queuebox/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "config/schema.h"
+#include "destinations/registry.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Env = std::map<std::string, std::string>;
+
+constexpr char kMinimal[] = "database:\n  url: /tmp/queuebox-test.db\n";
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("qb_config_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  Result<Config> Load(const std::string& yaml, Env env = {}) {
+    ConfigSource source;
+    source.file = Write("queuebox.yml", yaml);
+    source.env = std::move(env);
+    return LoadConfig(source);
+  }
+
+  // The error message of a load that must fail with kInvalidArgument.
+  std::string Error(const std::string& yaml, Env env = {}) {
+    Result<Config> c = Load(yaml, std::move(env));
+    EXPECT_FALSE(c.ok());
+    if (c.ok()) return "";
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().message();
+    return c.status().message();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigTest, MinimalFileFillsEveryDefault) {
+  Result<Config> c = Load(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->server.http_port, 8080);
+  EXPECT_FALSE(c->server.management_port.has_value());
+  EXPECT_EQ(c->server.address, "127.0.0.1");
+  EXPECT_EQ(c->database.type, "sqlite");
+  EXPECT_EQ(c->database.url, "/tmp/queuebox-test.db");
+  EXPECT_EQ(c->database.pool_size, 10);
+  EXPECT_EQ(c->database.connection_timeout_ms, 30000);
+  EXPECT_EQ(c->database.startup_timeout_ms, 60000);
+  EXPECT_TRUE(c->database.migrate);
+  EXPECT_EQ(c->database.outbox_table, "outbox");
+  EXPECT_EQ(c->database.columns.aggregate_type, "aggregate_type");
+  EXPECT_EQ(c->database.columns.lease_expires_at, "lease_expires_at");
+  EXPECT_EQ(c->outbox.poll_interval_ms, 100);
+  EXPECT_EQ(c->outbox.batch_size, 100);
+  EXPECT_EQ(c->outbox.concurrency, 8);
+  EXPECT_EQ(c->outbox.retry_base_delay_ms, 1000);
+  EXPECT_EQ(c->outbox.max_attempts, 5);
+  EXPECT_EQ(c->outbox.claim_timeout_ms, 300000);
+  EXPECT_EQ(c->outbox.pending_gauge_interval_ms, 5000);
+  EXPECT_EQ(c->outbox.shutdown_timeout_ms, 30000);
+  EXPECT_FALSE(c->outbox.notify);
+  EXPECT_EQ(c->http.max_error_body_bytes, 2048);
+  EXPECT_FALSE(c->admin.enabled);
+  EXPECT_FALSE(c->admin.auth.has_value());
+  EXPECT_EQ(c->admin.max_payload_bytes, 65536);
+  EXPECT_FALSE(c->retention.enabled);
+  EXPECT_EQ(c->retention.outbox.policy, "DISABLED");
+  EXPECT_EQ(c->retention.outbox.cleanup_interval_ms, 3600000);
+  EXPECT_EQ(c->retention.outbox.batch_size, 1000);
+  EXPECT_EQ(c->logging.format, "json");
+  EXPECT_EQ(c->logging.level, "info");
+  EXPECT_TRUE(c->routes.empty());
+  EXPECT_TRUE(c->destinations.empty());
+}
+
+TEST_F(ConfigTest, FullFileIsParsed) {
+  Result<Config> c = Load(R"(
+server: {httpPort: 9090, managementPort: 9091, address: 0.0.0.0}
+database:
+  type: postgresql
+  url: postgresql://127.0.0.1:5432/app
+  username: relay
+  password: pw
+  poolSize: 4
+  migrate: false
+  outboxTableName: events_outbox
+  columnMapping:
+    outbox: {aggregateType: kind, payload: body}
+outbox: {pollIntervalMs: 50, batchSize: 20, notify: {enabled: true}}
+http: {maxErrorBodyBytes: 512}
+destinations:
+  orders:
+    type: http
+    baseUrl: http://127.0.0.1:9000
+    timeoutMs: 1500
+    headers: {X-Team: billing, X-Count: 3}
+  archive: {type: file, path: /tmp/archive.jsonl}
+routes:
+  - {topicPattern: "order.*", destination: orders, routingKeyTemplate: "{{ topic }}"}
+  - {topicPattern: "**", destination: archive, routingKeyMissingFieldDefault: none}
+admin:
+  enabled: true
+  auth: {type: bearer, token: t0ken}
+retention:
+  enabled: true
+  outbox: {policy: AGE, maxAge: 7d, cleanupInterval: 30m, batchSize: 50}
+logging: {format: text, level: debug}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->server.http_port, 9090);
+  EXPECT_EQ(c->server.management_port, 9091);
+  EXPECT_EQ(c->server.address, "0.0.0.0");
+  EXPECT_EQ(c->database.type, "postgresql");
+  EXPECT_EQ(c->database.username, "relay");
+  EXPECT_EQ(c->database.password, "pw");
+  EXPECT_EQ(c->database.pool_size, 4);
+  EXPECT_FALSE(c->database.migrate);
+  EXPECT_EQ(c->database.outbox_table, "events_outbox");
+  EXPECT_EQ(c->database.columns.aggregate_type, "kind");
+  EXPECT_EQ(c->database.columns.payload, "body");
+  EXPECT_EQ(c->database.columns.topic, "topic");
+  EXPECT_EQ(c->outbox.poll_interval_ms, 50);
+  EXPECT_EQ(c->outbox.batch_size, 20);
+  EXPECT_TRUE(c->outbox.notify);
+  EXPECT_EQ(c->http.max_error_body_bytes, 512);
+
+  ASSERT_EQ(c->destinations.size(), 2u);
+  const DestinationConfig& orders = c->destinations.at("orders");
+  EXPECT_EQ(orders.name, "orders");
+  EXPECT_EQ(orders.type, "http");
+  EXPECT_EQ(orders.options.at("baseUrl"), "http://127.0.0.1:9000");
+  EXPECT_EQ(orders.options.at("timeoutMs"), 1500);
+  EXPECT_EQ(orders.options.at("path"), "/");  // default filled
+  EXPECT_FALSE(orders.options.contains("headers"));
+  EXPECT_EQ(orders.headers,
+            (std::map<std::string, std::string>{{"X-Count", "3"}, {"X-Team", "billing"}}));
+  EXPECT_EQ(c->destinations.at("archive").options.at("path"), "/tmp/archive.jsonl");
+
+  ASSERT_EQ(c->routes.size(), 2u);
+  EXPECT_EQ(c->routes[0].topic_pattern, "order.*");
+  EXPECT_EQ(c->routes[0].destination, "orders");
+  EXPECT_EQ(c->routes[0].routing_key_template, "{{ topic }}");
+  EXPECT_EQ(c->routes[0].routing_key_missing_field_default, "");
+  EXPECT_FALSE(c->routes[1].routing_key_template.has_value());
+  EXPECT_EQ(c->routes[1].routing_key_missing_field_default, "none");
+
+  EXPECT_TRUE(c->admin.enabled);
+  ASSERT_TRUE(c->admin.auth.has_value());
+  EXPECT_EQ(c->admin.auth->type, "bearer");
+  EXPECT_EQ(c->admin.auth->options.at("token"), "t0ken");
+  EXPECT_TRUE(c->retention.enabled);
+  EXPECT_EQ(c->retention.outbox.policy, "AGE");
+  EXPECT_EQ(c->retention.outbox.max_age_ms, 7LL * 24 * 3600 * 1000);
+  EXPECT_EQ(c->retention.outbox.cleanup_interval_ms, 30LL * 60 * 1000);
+  EXPECT_EQ(c->retention.outbox.batch_size, 50);
+  EXPECT_EQ(c->logging.format, "text");
+  EXPECT_EQ(c->logging.level, "debug");
+}
+
+TEST_F(ConfigTest, UnknownKeySuggestsTheClosestKey) {
+  EXPECT_EQ(Error(std::string(kMinimal) + "outbox:\n  batchSzie: 10\n"),
+            "The configuration has 1 error. Fix each one and start QueueBox again.\n"
+            "  - outbox.batchSzie: unknown key; did you mean batchSize?");
+  EXPECT_THAT(Error(std::string(kMinimal) + "outbx:\n  batchSize: 10\n"),
+              HasSubstr("  - outbx: unknown key; did you mean outbox?"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "outbox:\n  notify: {enabeld: true}\n"),
+              HasSubstr("  - outbox.notify.enabeld: unknown key; did you mean enabled?"));
+  // Nothing close: the message lists what the block takes.
+  EXPECT_THAT(Error(std::string(kMinimal) + "http:\n  zzz: 1\n"),
+              HasSubstr("  - http.zzz: unknown key; this block takes maxErrorBodyBytes"));
+}
+
+TEST_F(ConfigTest, WrongTypesAreReported) {
+  std::string m = Error(std::string(kMinimal) +
+                        "outbox: {batchSize: abc, concurrency: 2.5}\nadmin: {enabled: maybe}\n"
+                        "server: 5\nlogging: {format: [json]}\n");
+  EXPECT_THAT(m, HasSubstr("  - outbox.batchSize: must be a whole number, got 'abc'"));
+  EXPECT_THAT(m, HasSubstr("  - outbox.concurrency: must be a whole number, got 2.5"));
+  EXPECT_THAT(m, HasSubstr("  - admin.enabled: must be true or false, got 'maybe'"));
+  EXPECT_THAT(m, HasSubstr("  - server: must be a block with the keys httpPort, managementPort, "
+                           "address"));
+  EXPECT_THAT(m, HasSubstr("  - logging.format: must be one of json, text, got [\"json\"]"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "destinations:\n  a: {type: file, path: {x: 1}}\n"),
+              HasSubstr("  - destinations.a.path: must be a text value, not a block"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "outbox: {pollIntervalMs: soon}\n"),
+              HasSubstr("outbox.pollIntervalMs: must be a whole number (milliseconds)"));
+}
+
+TEST_F(ConfigTest, OutOfRangeValuesAreReported) {
+  std::string m = Error(std::string(kMinimal) +
+                        "server: {httpPort: 70000}\noutbox: {batchSize: 0, claimTimeoutMs: -5}\n");
+  EXPECT_THAT(m, HasSubstr("  - server.httpPort: must be between 1 and 65535, got 70000"));
+  EXPECT_THAT(m, HasSubstr("  - outbox.batchSize: must be between 1 and 2147483647, got 0"));
+  EXPECT_THAT(m, HasSubstr("  - outbox.claimTimeoutMs: must be at least 1, got -5"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "server: {httpPort: 8080, managementPort: 8080}\n"),
+              HasSubstr("server.managementPort: must differ from server.httpPort (both are "
+                        "8080)"));
+}
+
+TEST_F(ConfigTest, EnumsNeedTheExactCase) {
+  std::string m = Error(
+      "logging: {level: INFO}\nretention: {outbox: {policy: age, maxAge: 1d}}\n"
+      "database: {url: /tmp/x.db, type: mysql}\n");
+  EXPECT_THAT(m, HasSubstr("  - logging.level: must be one of debug, info, warn, error (exact "
+                           "case); did you mean info?"));
+  EXPECT_THAT(m, HasSubstr("  - retention.outbox.policy: must be one of AGE, COUNT, DISABLED "
+                           "(exact case); did you mean AGE?"));
+  EXPECT_THAT(m, HasSubstr("  - database.type: must be one of postgresql, sqlite, got 'mysql'"));
+}
+
+TEST_F(ConfigTest, MissingRequiredKeys) {
+  std::string m = Error("database: {type: sqlite}\nroutes:\n  - {topicPattern: a}\n");
+  EXPECT_THAT(m, HasSubstr("  - database.url: required key is missing"));
+  EXPECT_THAT(m, HasSubstr("  - routes[0].destination: required key is missing"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "destinations:\n  a: {type: http}\n"),
+              HasSubstr("  - destinations.a.baseUrl: required key is missing"));
+}
+
+TEST_F(ConfigTest, RouteToMissingDestination) {
+  std::string m = Error(std::string(kMinimal) +
+                        "destinations:\n  orders: {type: file, path: /tmp/o}\n"
+                        "routes:\n  - {topicPattern: a, destination: order}\n"
+                        "  - {topicPattern: b, destination: zzzzzzzz}\n");
+  EXPECT_THAT(m, HasSubstr("  - routes[0].destination: no destination is named 'order'; did you "
+                           "mean orders?"));
+  EXPECT_THAT(m, HasSubstr("  - routes[1].destination: no destination is named 'zzzzzzzz'; "
+                           "destinations are orders"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "routes:\n  - {topicPattern: a, destination: x}\n"),
+              HasSubstr("routes[0].destination: no destination is named 'x'; define it under "
+                        "destinations"));
+}
+
+TEST_F(ConfigTest, DestinationTypeIsRequiredAndKnown) {
+  std::string m = Error(std::string(kMinimal) +
+                        "destinations:\n  billing: {baseUrl: http://127.0.0.1:1}\n"
+                        "  mail: {type: smtp}\n  feed: {type: htttp, baseUrl: x}\n");
+  EXPECT_THAT(m, HasSubstr("  - destinations.billing: missing type; set one of " +
+                           KnownDestinationTypes() + "\n"));
+  EXPECT_THAT(m, HasSubstr("  - destinations.mail.type: unknown type 'smtp'; set one of " +
+                           KnownDestinationTypes()));
+  EXPECT_THAT(m, HasSubstr("  - destinations.feed.type: unknown type 'htttp'; did you mean http? "
+                           "set one of " +
+                           KnownDestinationTypes()));
+  EXPECT_THAT(m, HasSubstr("The configuration has 3 errors."));
+}
+
+TEST_F(ConfigTest, KeyOfAnotherDestinationTypeNamesTheType) {
+  std::string m = Error(std::string(kMinimal) +
+                        "destinations:\n"
+                        "  orders: {type: http, baseUrl: 'http://127.0.0.1:1', fsync: false}\n"
+                        "  log: {type: file, path: /tmp/l, baseUrl: 'http://127.0.0.1:1'}\n");
+  EXPECT_THAT(m, HasSubstr("  - destinations.orders.fsync: unknown key for type http; type file "
+                           "takes it"));
+  EXPECT_THAT(m, HasSubstr("  - destinations.log.baseUrl: unknown key for type file; type http "
+                           "takes it"));
+  // A key no type takes gets a did-you-mean.
+  EXPECT_THAT(Error(std::string(kMinimal) +
+                    "destinations:\n  o: {type: http, baseUrl: 'http://h', timeoutMS: 5}\n"),
+              HasSubstr("destinations.o.timeoutMS: unknown key; did you mean timeoutMs?"));
+}
+
+TEST_F(ConfigTest, DestinationBlockValidatorRuns) {
+  // http's validator refuses credentials in baseUrl; the problem carries the block's path.
+  std::string m = Error(std::string(kMinimal) +
+                        "destinations:\n  o: {type: http, baseUrl: 'http://u:p@127.0.0.1:1'}\n");
+  EXPECT_THAT(m, HasSubstr("  - destinations.o.baseUrl: "));
+  EXPECT_THAT(m, HasSubstr("The configuration has 1 error."));
+}
+
+TEST_F(ConfigTest, BadGlobsAreReported) {
+  std::string m = Error(std::string(kMinimal) +
+                        "destinations:\n  a: {type: file, path: /tmp/a}\n"
+                        "routes:\n  - {topicPattern: 'order.***', destination: a}\n"
+                        "  - {topicPattern: '  ', destination: a}\n");
+  EXPECT_THAT(m, HasSubstr("  - routes[0].topicPattern: the topic pattern 'order.***' contains "
+                           "'***'"));
+  EXPECT_THAT(m, HasSubstr("  - routes[1].topicPattern: the topic pattern is blank"));
+}
+
+TEST_F(ConfigTest, BadDurationsAreReported) {
+  std::string m = Error(std::string(kMinimal) +
+                        "retention:\n  outbox: {policy: AGE, maxAge: 7 days, "
+                        "cleanupInterval: 10}\n");
+  EXPECT_THAT(m, HasSubstr("  - retention.outbox.maxAge: must be a duration <whole "
+                           "number><s|m|h|d> such as 30s, 15m, 24h or 7d, got '7 days'"));
+  EXPECT_THAT(m, HasSubstr("  - retention.outbox.cleanupInterval: must be a duration"));
+  for (const char* bad : {"-1d", "1w", "d", "1.5h"}) {
+    EXPECT_THAT(
+        Error(std::string(kMinimal) + "retention:\n  outbox: {cleanupInterval: '" + bad + "'}\n"),
+        HasSubstr("retention.outbox.cleanupInterval: must be a duration"))
+        << bad;
+  }
+  Result<Config> ok = Load(std::string(kMinimal) +
+                           "retention:\n  outbox: {policy: COUNT, maxCount: 5, "
+                           "cleanupInterval: 45s}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->retention.outbox.cleanup_interval_ms, 45000);
+  EXPECT_EQ(ok->retention.outbox.max_count, 5);
+}
+
+TEST_F(ConfigTest, RetentionPolicyNeedsItsLimit) {
+  EXPECT_THAT(Error(std::string(kMinimal) + "retention:\n  outbox: {policy: AGE}\n"),
+              HasSubstr("  - retention.outbox.maxAge: required when retention.outbox.policy is "
+                        "AGE"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "retention:\n  outbox: {policy: COUNT}\n"),
+              HasSubstr("  - retention.outbox.maxCount: required when retention.outbox.policy "
+                        "is COUNT"));
+}
+
+TEST_F(ConfigTest, SecretFromFileDropsTheTrailingNewline) {
+  std::string pw = Write("db-password", "s3cret-value\n");
+  std::string token = Write("token", "tok-1\r\n");
+  Result<Config> c = Load(
+      "database:\n  type: postgresql\n  url: postgres://127.0.0.1/app\n"
+      "  password: file:" +
+      pw +
+      "\n"
+      "admin:\n  enabled: true\n  auth: {type: bearer, token: 'file:" +
+      token + "'}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.password, "s3cret-value");
+  EXPECT_EQ(c->admin.auth->options.at("token"), "tok-1");
+}
+
+TEST_F(ConfigTest, MissingSecretFileNamesTheKeyNotTheContent) {
+  std::string missing = (dir_ / "nope").string();
+  std::string m = Error(std::string(kMinimal) +
+                        "admin:\n  enabled: true\n"
+                        "  auth: {type: api-key, key: 'file:" +
+                        missing + "'}\n");
+  EXPECT_THAT(m, HasSubstr("  - admin.auth.key: cannot read the secret file '" + missing +
+                           "': No such file or directory"));
+  EXPECT_THAT(m, HasSubstr("The configuration has 1 error."));  // no admin guard on top
+}
+
+TEST_F(ConfigTest, EnvironmentOverridesKeys) {
+  Result<Config> c = Load(std::string(kMinimal) +
+                              "outbox: {batchSize: 100}\n"
+                              "destinations:\n  orders: {type: file, path: /tmp/o}\n"
+                              "  Order-Api: {type: http, baseUrl: 'http://127.0.0.1:1'}\n"
+                              "routes:\n  - {topicPattern: old, destination: orders}\n"
+                              "  - {topicPattern: old2, destination: orders}\n",
+                          {
+                              {"QUEUEBOX_OUTBOX_BATCHSIZE", "7"},
+                              {"QUEUEBOX_OUTBOX_POLL__INTERVAL__MS", "250"},
+                              {"QUEUEBOX_OUTBOX_NOTIFY_ENABLED", "TRUE"},
+                              {"QUEUEBOX_DATABASE_COLUMNMAPPING_OUTBOX_AGGREGATETYPE", "kind"},
+                              {"QUEUEBOX_ROUTES_0_TOPICPATTERN", "order.*"},
+                              {"QUEUEBOX_ROUTES_0_DESTINATION", "new_dest"},
+                              {"QUEUEBOX_DESTINATIONS_NEW__DEST_TYPE", "file"},
+                              {"QUEUEBOX_DESTINATIONS_NEW__DEST_PATH", "/tmp/new"},
+                              {"QUEUEBOX_DESTINATIONS_NEW__DEST_HEADERS_X__TEAM", "ops"},
+                              {"QUEUEBOX_DESTINATIONS_ORDERAPI_TIMEOUTMS", "900"},
+                              {"QUEUEBOX_CONFIG_FILE", "/ignored/when/a/file/is/given"},
+                              {"OTHER_VAR", "not ours"},
+                          });
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->outbox.batch_size, 7);
+  EXPECT_EQ(c->outbox.poll_interval_ms, 250);
+  EXPECT_TRUE(c->outbox.notify);
+  EXPECT_EQ(c->database.columns.aggregate_type, "kind");
+  // A list set by env replaces the YAML list.
+  ASSERT_EQ(c->routes.size(), 1u);
+  EXPECT_EQ(c->routes[0].topic_pattern, "order.*");
+  EXPECT_EQ(c->routes[0].destination, "new_dest");
+  // `__` is a literal `_`; new map keys are lower case.
+  ASSERT_EQ(c->destinations.count("new_dest"), 1u);
+  EXPECT_EQ(c->destinations.at("new_dest").options.at("path"), "/tmp/new");
+  EXPECT_EQ(c->destinations.at("new_dest").headers.at("x_team"), "ops");
+  // An existing map key is matched ignoring case, '-' and '_'.
+  EXPECT_EQ(c->destinations.at("Order-Api").options.at("timeoutMs"), 900);
+  EXPECT_EQ(c->destinations.size(), 3u);
+}
+
+TEST_F(ConfigTest, EnvironmentAloneIsAConfiguration) {
+  ConfigSource source;
+  source.env = {{"QUEUEBOX_DATABASE_URL", "/tmp/env-only.db"},
+                {"QUEUEBOX_SERVER_HTTPPORT", "8181"}};
+  Result<Config> c = LoadConfig(source);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.url, "/tmp/env-only.db");
+  EXPECT_EQ(c->server.http_port, 8181);
+}
+
+TEST_F(ConfigTest, FileFromQueueboxConfigFile) {
+  ConfigSource source;
+  source.env = {{"QUEUEBOX_CONFIG_FILE", Write("named.yml", "database: {url: /tmp/named.db}\n")}};
+  Result<Config> c = LoadConfig(source);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.url, "/tmp/named.db");
+
+  source.env = {{"QUEUEBOX_CONFIG_FILE", (dir_ / "absent.yml").string()}};
+  c = LoadConfig(source);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("Cannot read the configuration file " + (dir_ / "absent.yml").string()));
+}
+
+TEST_F(ConfigTest, NoSourceNamesTheSources) {
+  ConfigSource source;
+  source.env = {{"HOME", "/root"}, {"QUEUEBOX_SERVICE_HOST", "10.0.0.1"}};
+  Result<Config> c = LoadConfig(source);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("No configuration found"), HasSubstr("--config"),
+                    HasSubstr("QUEUEBOX_CONFIG_FILE"), HasSubstr("QUEUEBOX_DATABASE_URL")));
+}
+
+TEST_F(ConfigTest, UnboundQueueboxVariableIsAnError) {
+  std::string m = Error(kMinimal, {
+                                      {"QUEUEBOX_OUTBOX_BATCHSZIE", "5"},
+                                      {"QUEUEBOX_ROUTES_X_DESTINATION", "a"},
+                                      // Kubernetes service links: ignored.
+                                      {"QUEUEBOX_SERVICE_HOST", "10.0.0.1"},
+                                      {"QUEUEBOX_SERVICE_PORT_HTTP", "80"},
+                                      {"QUEUEBOX_PORT", "tcp://10.0.0.1:80"},
+                                      {"QUEUEBOX_PORT_8080_TCP_ADDR", "10.0.0.1"},
+                                  });
+  EXPECT_THAT(m, HasSubstr("The configuration has 2 errors."));
+  EXPECT_THAT(m, HasSubstr("  - QUEUEBOX_OUTBOX_BATCHSZIE: this QUEUEBOX_ variable names no "
+                           "configuration key; did you mean QUEUEBOX_OUTBOX_BATCHSIZE?"));
+  EXPECT_THAT(m, HasSubstr("  - QUEUEBOX_ROUTES_X_DESTINATION: this QUEUEBOX_ variable names no "
+                           "configuration key"));
+}
+
+TEST_F(ConfigTest, ErrorsNameTheVariableAValueCameFrom) {
+  std::string m = Error(kMinimal, {{"QUEUEBOX_OUTBOX_BATCHSIZE", "0"}});
+  EXPECT_THAT(m, HasSubstr("  - outbox.batchSize (from QUEUEBOX_OUTBOX_BATCHSIZE): must be "
+                           "between 1 and 2147483647, got 0"));
+  // Two variables for one key.
+  EXPECT_THAT(
+      Error(kMinimal, {{"QUEUEBOX_OUTBOX_BATCHSIZE", "1"}, {"QUEUEBOX_OUTBOX_BATCH__SIZE", "2"}}),
+      HasSubstr("  - QUEUEBOX_OUTBOX_BATCH__SIZE: sets outbox.batchSize, which "
+                "QUEUEBOX_OUTBOX_BATCHSIZE sets too"));
+  // A list from env must be numbered without gaps.
+  EXPECT_THAT(
+      Error(std::string(kMinimal) + "destinations: {a: {type: file, path: /tmp/a}}\n",
+            {{"QUEUEBOX_ROUTES_1_TOPICPATTERN", "x"}, {"QUEUEBOX_ROUTES_1_DESTINATION", "a"}}),
+      HasSubstr("  - routes[0]: missing route"));
+}
+
+TEST_F(ConfigTest, PlaceholdersWithAndWithoutDefault) {
+  Result<Config> c = Load(
+      "database: {url: '${DB_DIR}/q.db'}\nserver: {address: '${BIND:-0.0.0.0}', "
+      "httpPort: '${PORT:-8088}'}\nlogging: {level: '${LEVEL:-warn}'}\n",
+      {{"DB_DIR", "/var/lib/qb"}, {"LEVEL", ""}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.url, "/var/lib/qb/q.db");
+  EXPECT_EQ(c->server.address, "0.0.0.0");
+  EXPECT_EQ(c->server.http_port, 8088);
+  EXPECT_EQ(c->logging.level, "warn");  // empty counts as unset with :-
+
+  std::string m = Error("database: {url: '${MISSING_DIR}/q.db'}\nserver: {address: '${oops'}\n");
+  EXPECT_THAT(m, HasSubstr("  - database.url: placeholder ${MISSING_DIR} names an unset "
+                           "environment variable; set MISSING_DIR or write "
+                           "${MISSING_DIR:-<default>}"));
+  EXPECT_THAT(m, HasSubstr("  - server.address: a placeholder starts with ${ but has no "
+                           "closing }"));
+}
+
+TEST_F(ConfigTest, ManyProblemsAreReportedInOneMessage) {
+  std::string m = Error(R"(
+outbox:
+  batchSzie: 10
+destinations:
+  orders: {type: file, path: /tmp/o, baseUrl: 'http://127.0.0.1:1'}
+  billing: {path: /tmp/b}
+routes:
+  - {topicPattern: 'a.*', destination: nowhere}
+)");
+  EXPECT_THAT(m, HasSubstr("The configuration has 5 errors. Fix each one and start QueueBox "
+                           "again.\n  - "));
+  EXPECT_THAT(m, HasSubstr("  - outbox.batchSzie: unknown key; did you mean batchSize?"));
+  EXPECT_THAT(m, HasSubstr("  - database.url: required key is missing"));
+  EXPECT_THAT(m, HasSubstr("  - destinations.orders.baseUrl: unknown key for type file; type "
+                           "http takes it"));
+  EXPECT_THAT(m, HasSubstr("  - destinations.billing: missing type; set one of"));
+  EXPECT_THAT(m, HasSubstr("  - routes[0].destination: no destination is named 'nowhere'"));
+  size_t lines = std::count(m.begin(), m.end(), '\n');
+  EXPECT_EQ(lines, 5u);
+}
+
+TEST_F(ConfigTest, AdminGuardNeedsAuthOrInsecure) {
+  std::string m = Error(std::string(kMinimal) + "admin: {enabled: true}\n");
+  EXPECT_THAT(m, HasSubstr(std::string("  - admin.auth: ") + cfg::kAdminGuardMessage));
+  EXPECT_THAT(m, HasSubstr("Set 'admin.auth' to a bearer token, an API key, or an HMAC "
+                           "signature."));
+  EXPECT_TRUE(Load(std::string(kMinimal) + "admin: {enabled: true, insecure: true}\n").ok());
+  EXPECT_TRUE(Load(std::string(kMinimal) + "admin: {enabled: false}\n").ok());
+  EXPECT_THAT(Error(std::string(kMinimal) + "admin: {enabled: true, auth: {token: x}}\n"),
+              HasSubstr("  - admin.auth: missing type; set one of api-key, bearer, hmac"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "admin: {enabled: true, auth: {type: bearer, "
+                                            "key: x}}\n"),
+              HasSubstr("  - admin.auth.key: unknown key for type bearer; type api-key takes "
+                        "it"));
+}
+
+TEST_F(ConfigTest, HmacAuthDefaultsAndChecks) {
+  Result<Config> c = Load(std::string(kMinimal) +
+                          "admin:\n  enabled: true\n  auth: {type: hmac, secret: s, "
+                          "timestampHeader: X-Ts}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const nlohmann::json& o = c->admin.auth->options;
+  EXPECT_EQ(o.at("signaturePayloadFormat"), "TIMESTAMP_DOT_BODY");
+  EXPECT_EQ(o.at("algorithm"), "HmacSHA256");
+  EXPECT_EQ(o.at("headerName"), "X-Signature");
+  EXPECT_EQ(o.at("signaturePrefix"), "sha256=");
+  EXPECT_EQ(o.at("timestampTolerance"), 300000);
+
+  c = Load(std::string(kMinimal) +
+           "admin:\n  auth: {type: hmac, secret: s, signaturePayloadFormat: body}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->admin.auth->options.at("signaturePayloadFormat"), "BODY");
+
+  EXPECT_THAT(Error(std::string(kMinimal) + "admin:\n  auth: {type: hmac, secret: s, "
+                                            "signaturePayloadFormat: timestamp-dot-body}\n"),
+              HasSubstr("  - admin.auth.signaturePayloadFormat: timestamp-dot-body needs "
+                        "timestampHeader"));
+  EXPECT_THAT(Error(std::string(kMinimal) +
+                    "admin:\n  auth: {type: hmac, secret: s, signaturePayloadFormat: Body}\n"),
+              HasSubstr("admin.auth.signaturePayloadFormat: must be one of BODY, "
+                        "TIMESTAMP_DOT_BODY, body, timestamp-dot-body (exact case)"));
+}
+
+TEST_F(ConfigTest, DatabaseUrlMatchesTheType) {
+  for (const char* url : {"postgresql://127.0.0.1/app", "postgres://u@127.0.0.1:5432/app",
+                          "jdbc:postgresql://127.0.0.1/app"}) {
+    Result<Config> c = Load(std::string("database: {type: postgresql, url: '") + url + "'}\n");
+    EXPECT_TRUE(c.ok()) << url << ": " << c.status().message();
+  }
+  std::string m = Error("database: {type: postgresql, url: /var/lib/q.db}\n");
+  EXPECT_THAT(m, HasSubstr("  - database.url: must be a PostgreSQL URI"));
+  m = Error("database: {url: 'postgresql://app:hunter2@127.0.0.1/app'}\n");
+  EXPECT_THAT(m, HasSubstr("  - database.url: is a server URL but database.type is sqlite"));
+  EXPECT_THAT(m, Not(HasSubstr("hunter2")));
+}
+
+TEST_F(ConfigTest, IdentifiersAreChecked) {
+  std::string m = Error(
+      "database: {url: /tmp/x.db, outboxTableName: 'out-box', "
+      "columnMapping: {outbox: {topic: '1topic'}}}\n");
+  EXPECT_THAT(m, HasSubstr("  - database.outboxTableName: must be a SQL identifier"));
+  EXPECT_THAT(m, HasSubstr("  - database.columnMapping.outbox.topic: must be a SQL identifier"));
+}
+
+TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
+  Result<Config> c = Load("database:\n  url: [unclosed\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("is not valid YAML: line"));
+  c = Load("- a\n- b\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("must hold a map of sections"));
+}
+
+TEST_F(ConfigTest, ProcessEnvironmentReadsThisProcess) {
+  ASSERT_EQ(setenv("QB_CONFIG_TEST_VAR", "a=b", 1), 0);
+  std::map<std::string, std::string> env = ProcessEnvironment();
+  unsetenv("QB_CONFIG_TEST_VAR");
+  EXPECT_EQ(env["QB_CONFIG_TEST_VAR"], "a=b");
+}
+
+}  // namespace
+}  // namespace queuebox
