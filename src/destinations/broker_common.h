@@ -1,0 +1,80 @@
+// broker_common.h: what the Kafka, RabbitMQ and NATS destinations share: the address of a
+// message (a `*From` column or an address template, QueueBox reference §7.5), merged headers
+// (§9.1: static headers, then row headers, a row header wins) and failure reasons.
+//
+// Thread-safety: AddressSpec is immutable after Create and may be used from many threads.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/template.h"
+#include "queuebox/message.h"
+#include "queuebox/options.h"
+#include "queuebox/status.h"
+
+namespace queuebox {
+
+// The row columns a `*From` key may name (underscore spelling, §7.5).
+inline const std::vector<std::string>& AddressFromColumns() {
+  static const std::vector<std::string> kColumns = {"aggregate_type", "topic", "key"};
+  return kColumns;
+}
+
+// The address (Kafka topic, RabbitMQ exchange, NATS subject) of one message.
+class AddressSpec {
+ public:
+  // `field` is the template key ("topic", "exchange", "subject"), `from_key` its *From key.
+  // `from` (when set) names a column and wins over the template. kInvalidArgument, naming the
+  // destination and field, for an unknown placeholder or an unknown column:
+  //   "destinations.<name>.topic: unknown placeholder '{{ x }}' (...)"
+  static Result<AddressSpec> Create(std::string_view destination, std::string_view field,
+                                    std::string_view tmpl, std::string_view from_key,
+                                    const std::optional<std::string>& from);
+
+  // The address of `row` (may be empty: the caller fails the message, never a default).
+  std::string Render(const OutboxRow& row, const TemplateContext& context) const;
+  // True when the address is the same for every message (a literal without *From).
+  bool fixed() const { return !from_ && tmpl_.literal(); }
+  const std::string& field() const { return field_; }
+
+ private:
+  AddressSpec(std::string field, Template tmpl, std::optional<std::string> from)
+      : field_(std::move(field)), tmpl_(std::move(tmpl)), from_(std::move(from)) {}
+  std::string field_;
+  Template tmpl_;
+  std::optional<std::string> from_;
+};
+
+// Block-validator checks of an address key and its *From key (relative "key: reason" problems):
+// the template's placeholders and the column name. Skips keys absent from the block.
+void ValidateAddressKeys(const nlohmann::json& block, std::string_view field,
+                         std::string_view from_key, std::vector<std::string>* problems);
+
+// The option specs of an address key (required template) and its *From key (enum of columns).
+std::vector<OptionSpec> AddressOptionSpecs(std::string_view field, std::string_view from_key,
+                                           std::string_view what);
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// Static headers, then the row's `headers` JSON object; a row header replaces a static header
+// of the same name (exact case) in place. A non-string value is its JSON text, null is skipped.
+// kInvalidArgument when `row_headers` is not a JSON object (the message can never succeed).
+Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& static_headers,
+                                   std::string_view row_headers);
+
+// True when `s` is empty or only whitespace (a blank record key means no key, §7.3).
+bool IsBlank(std::string_view s);
+
+// A failure reason for last_error: redacted, then cut to max_chars (Outcome::error contract).
+std::string FailureReason(std::string_view text, int max_chars);
+
+// JSON value -> string or null when absent/null (for reading factory options).
+std::optional<std::string> OptionalString(const nlohmann::json& block, const char* key);
+
+}  // namespace queuebox

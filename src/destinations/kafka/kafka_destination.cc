@@ -1,0 +1,447 @@
+#include "destinations/kafka/kafka_destination.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <utility>
+
+#include "core/log.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMinTimeoutMs = 2000;
+const std::vector<std::string> kSecurityProtocols = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                     "SASL_SSL"};
+
+bool IsSasl(std::string_view protocol) { return protocol.starts_with("SASL_"); }
+
+// Outcomes of one batch, filled by delivery reports (any polling thread).
+struct KafkaBatch {
+  explicit KafkaBatch(size_t n) : outcomes(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<Outcome>> outcomes;
+  size_t pending = 0;
+  int max_error_chars = 2048;
+};
+
+// The opaque of one produced message; owned by librdkafka until its delivery report.
+struct KafkaSlot {
+  std::shared_ptr<KafkaBatch> batch;
+  size_t index = 0;
+};
+
+void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string& value) {
+  rd_kafka_header_add(h, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                      static_cast<ssize_t>(value.size()));
+}
+
+}  // namespace
+
+struct KafkaDestination::Producer {
+  rd_kafka_t* rk = nullptr;
+  std::atomic<bool> brokers_down{false};
+  int64_t timeout_ms = 30000;
+  std::string name;
+
+  ~Producer() {
+    if (rk == nullptr) return;
+    rd_kafka_flush(rk, static_cast<int>(timeout_ms));
+    rd_kafka_destroy(rk);
+  }
+
+  static void OnDelivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* m, void* opaque) {
+    auto* self = static_cast<Producer*>(opaque);
+    std::unique_ptr<KafkaSlot> slot(static_cast<KafkaSlot*>(m->_private));
+    if (!slot) return;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) self->brokers_down = false;
+    Outcome outcome = Outcome::Delivered();
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::string topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+      outcome = Outcome::Retry(FailureReason(
+          "Kafka delivery to topic '" + topic + "' failed: " + rd_kafka_err2str(m->err),
+          slot->batch->max_error_chars));
+    }
+    std::lock_guard<std::mutex> lock(slot->batch->mu);
+    if (!slot->batch->outcomes[slot->index]) {
+      slot->batch->outcomes[slot->index] = std::move(outcome);
+      --slot->batch->pending;
+    }
+    slot->batch->cv.notify_all();
+  }
+
+  static void OnError(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
+    auto* self = static_cast<Producer*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) self->brokers_down = true;
+    static log::RateLimiter limiter(std::chrono::seconds(10));
+    int64_t suppressed = 0;
+    if (limiter.Allow(&suppressed)) {
+      log::Warn("Kafka client error", {{"destination", self->name},
+                                       {"error", SanitizeErrorText(reason)},
+                                       {"suppressed", std::to_string(suppressed)}});
+    }
+  }
+
+  static std::string SanitizeErrorText(const char* reason) {
+    return FailureReason(reason ? reason : "", 2000);
+  }
+
+  static void OnLog(const rd_kafka_t* /*rk*/, int level, const char* fac, const char* buf) {
+    if (level <= 3) {
+      log::Debug("librdkafka", {{"facility", fac ? fac : ""}, {"text", SanitizeErrorText(buf)}});
+    }
+  }
+};
+
+// ---- option table ------------------------------------------------------------------------------
+
+std::vector<std::string> ValidateKafkaBlock(const nlohmann::json& block) {
+  std::vector<std::string> problems;
+  ValidateAddressKeys(block, "topic", "topicFrom", &problems);
+  if (auto key = OptionalString(block, "keyTemplate")) {
+    Status s = ValidateAddressTemplate(*key);
+    if (!s.ok()) problems.push_back("keyTemplate: " + s.message());
+  }
+  auto timeout = block.find("timeoutMs");
+  if (timeout != block.end() && timeout->is_number_integer() &&
+      timeout->get<int64_t>() < kMinTimeoutMs) {
+    problems.push_back("timeoutMs: must be at least 2000 (got " +
+                       std::to_string(timeout->get<int64_t>()) + ")");
+  }
+  std::string protocol = OptionalString(block, "securityProtocol").value_or("PLAINTEXT");
+  if (IsSasl(protocol)) {
+    for (const char* k : {"saslMechanism", "saslUsername", "saslPassword"}) {
+      std::optional<std::string> v = OptionalString(block, k);
+      if (!v || v->empty()) {
+        problems.push_back(std::string(k) + ": required when securityProtocol is " + protocol +
+                           " (saslMechanism, saslUsername and saslPassword go together)");
+      }
+    }
+  }
+  return problems;
+}
+
+DestinationType KafkaDestinationType() {
+  DestinationType t;
+  t.type = "kafka";
+  t.options = {OptionSpec{.key = "bootstrapServers",
+                          .type = OptionType::kString,
+                          .default_value = nullptr,
+                          .required = true,
+                          .enum_values = {},
+                          .description = "Comma-separated host:port list of Kafka brokers"}};
+  for (OptionSpec& s : AddressOptionSpecs("topic", "topicFrom", "Kafka topic")) {
+    t.options.push_back(std::move(s));
+  }
+  t.options.push_back(OptionSpec{
+      .key = "keyTemplate",
+      .type = OptionType::kString,
+      .default_value = "{{ key }}",
+      .enum_values = {},
+      .description = "Record key when the route has no routingKeyTemplate; blank = no key"});
+  t.options.push_back(OptionSpec{.key = "timeoutMs",
+                                 .type = OptionType::kMillis,
+                                 .default_value = 30000,
+                                 .min = kMinTimeoutMs,
+                                 .enum_values = {},
+                                 .description = "Delivery timeout in ms (at least 2000)"});
+  t.options.push_back(OptionSpec{.key = "securityProtocol",
+                                 .type = OptionType::kEnum,
+                                 .default_value = "PLAINTEXT",
+                                 .enum_values = kSecurityProtocols,
+                                 .description = "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"});
+  t.options.push_back(OptionSpec{.key = "saslMechanism",
+                                 .type = OptionType::kString,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "SASL mechanism (e.g. PLAIN, SCRAM-SHA-512)"});
+  t.options.push_back(OptionSpec{.key = "saslUsername",
+                                 .type = OptionType::kString,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "SASL username"});
+  t.options.push_back(OptionSpec{.key = "saslPassword",
+                                 .type = OptionType::kSecret,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "SASL password (secret; file: allowed)"});
+  t.validate = ValidateKafkaBlock;
+  t.create = [](const DestinationConfig& config,
+                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+    const nlohmann::json& o = config.options;
+    KafkaDestinationSettings s;
+    s.name = config.name;
+    s.bootstrap_servers = OptionalString(o, "bootstrapServers").value_or("");
+    s.topic = OptionalString(o, "topic").value_or("");
+    s.topic_from = OptionalString(o, "topicFrom");
+    s.key_template = OptionalString(o, "keyTemplate").value_or("{{ key }}");
+    auto timeout = o.find("timeoutMs");
+    if (timeout != o.end() && timeout->is_number_integer()) s.timeout_ms = timeout->get<int64_t>();
+    s.security_protocol = OptionalString(o, "securityProtocol").value_or("PLAINTEXT");
+    s.sasl_mechanism = OptionalString(o, "saslMechanism");
+    s.sasl_username = OptionalString(o, "saslUsername");
+    s.sasl_password = OptionalString(o, "saslPassword");
+    s.static_headers = config.headers;
+    s.max_error_body_bytes = context.max_error_body_bytes;
+    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Destination>(std::move(d).value());
+  };
+  return t;
+}
+
+// ---- destination -------------------------------------------------------------------------------
+
+KafkaDestination::KafkaDestination(KafkaDestinationSettings settings, AddressSpec topic,
+                                   Template key)
+    : settings_(std::move(settings)), topic_(std::move(topic)), key_template_(std::move(key)) {}
+
+KafkaDestination::~KafkaDestination() { Stop(); }
+
+Result<std::unique_ptr<KafkaDestination>> KafkaDestination::Create(
+    KafkaDestinationSettings settings) {
+  const std::string prefix = "destinations." + settings.name + ".";
+  nlohmann::json block = {{"topic", settings.topic},
+                          {"keyTemplate", settings.key_template},
+                          {"timeoutMs", settings.timeout_ms},
+                          {"securityProtocol", settings.security_protocol}};
+  if (settings.topic_from) block["topicFrom"] = *settings.topic_from;
+  if (settings.sasl_mechanism) block["saslMechanism"] = *settings.sasl_mechanism;
+  if (settings.sasl_username) block["saslUsername"] = *settings.sasl_username;
+  if (settings.sasl_password) block["saslPassword"] = *settings.sasl_password;
+  std::vector<std::string> problems = ValidateKafkaBlock(block);
+  if (settings.bootstrap_servers.empty()) problems.push_back("bootstrapServers: required");
+  if (std::find(kSecurityProtocols.begin(), kSecurityProtocols.end(), settings.security_protocol) ==
+      kSecurityProtocols.end()) {
+    problems.push_back("securityProtocol: '" + settings.security_protocol +
+                       "' is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL");
+  }
+  if (!problems.empty()) return InvalidArgument(prefix + problems.front());
+  Result<AddressSpec> topic =
+      AddressSpec::Create(settings.name, "topic", settings.topic, "topicFrom", settings.topic_from);
+  if (!topic.ok()) return topic.status();
+  Result<Template> key = Template::CompileAddress(settings.key_template);
+  if (!key.ok()) return InvalidArgument(prefix + "keyTemplate: " + key.status().message());
+  return std::unique_ptr<KafkaDestination>(
+      new KafkaDestination(std::move(settings), std::move(topic).value(), std::move(key).value()));
+}
+
+Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::NewProducer() {
+  auto producer = std::make_shared<Producer>();
+  producer->timeout_ms = settings_.timeout_ms;
+  producer->name = settings_.name;
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[512];
+  std::vector<std::pair<std::string, std::string>> props = {
+      {"bootstrap.servers", settings_.bootstrap_servers},
+      {"client.id", "queuebox-" + settings_.name},
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"linger.ms", "5"},
+      {"delivery.timeout.ms", std::to_string(settings_.timeout_ms)},
+      {"request.timeout.ms", std::to_string(std::max<int64_t>(settings_.timeout_ms - 1000, 1000))},
+      {"allow.auto.create.topics", "false"},
+      {"security.protocol", settings_.security_protocol},
+  };
+  if (IsSasl(settings_.security_protocol)) {
+    props.emplace_back("sasl.mechanism", settings_.sasl_mechanism.value_or(""));
+    props.emplace_back("sasl.username", settings_.sasl_username.value_or(""));
+    props.emplace_back("sasl.password", settings_.sasl_password.value_or(""));
+  }
+  for (const auto& [k, v] : settings_.librdkafka) props.emplace_back(k, v);
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      // The value is not repeated: it may be a secret.
+      return InvalidArgument("destinations." + settings_.name + ": Kafka property " + k +
+                             " refused: " + FailureReason(err, settings_.max_error_body_bytes));
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, producer.get());
+  rd_kafka_conf_set_dr_msg_cb(conf, &Producer::OnDelivery);
+  rd_kafka_conf_set_error_cb(conf, &Producer::OnError);
+  rd_kafka_conf_set_log_cb(conf, &Producer::OnLog);
+  producer->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (producer->rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return InvalidArgument("destinations." + settings_.name +
+                           ": cannot create the Kafka producer: " +
+                           FailureReason(err, settings_.max_error_body_bytes));
+  }
+  return producer;
+}
+
+Status KafkaDestination::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (producer_) return Status::Ok();
+  Result<std::shared_ptr<Producer>> p = NewProducer();
+  if (!p.ok()) return p.status();
+  producer_ = std::move(p).value();
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::CurrentProducer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (producer_) {
+    char err[256];
+    rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(producer_->rk, err, sizeof err);
+    if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) return producer_;
+    log::Warn("Kafka producer hit a fatal error; creating a new one",
+              {{"destination", settings_.name},
+               {"error", FailureReason(err, settings_.max_error_body_bytes)}});
+    producer_.reset();  // the last batch still using it destroys it
+  }
+  Result<std::shared_ptr<Producer>> p = NewProducer();
+  if (!p.ok()) return p.status();
+  producer_ = std::move(p).value();
+  return producer_;
+}
+
+void KafkaDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  const int max_chars = settings_.max_error_body_bytes;
+  Result<std::shared_ptr<Producer>> current = CurrentProducer();
+  if (!current.ok()) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      sink.Report(i, Outcome::Retry(FailureReason(current.status().message(), max_chars)));
+    }
+    return;
+  }
+  std::shared_ptr<Producer> producer = std::move(current).value();
+  auto state = std::make_shared<KafkaBatch>(batch.size());
+  state->max_error_chars = max_chars;
+  auto settle = [&](size_t i, Outcome o) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->outcomes[i] = std::move(o);
+  };
+  const auto produce_deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
+
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const OutboxRow& row = *batch[i].row;
+    TemplateContext ctx = TemplateContext::ForRow(row);
+    std::string topic = topic_.Render(row, ctx);
+    if (topic.empty()) {
+      settle(i,
+             Outcome::Retry("Kafka destination '" + settings_.name + "' rendered an empty topic"));
+      continue;
+    }
+    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    if (!headers.ok()) {
+      settle(i, Outcome::Reject(FailureReason(headers.status().message(), max_chars)));
+      continue;
+    }
+    std::string key = batch[i].routing_key ? *batch[i].routing_key : key_template_.Render(ctx);
+
+    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers->size() + 3);
+    for (const auto& [n, v] : *headers) AddHeader(hdrs, n, v);
+    AddHeader(hdrs, "x-message-id", row.id);
+    AddHeader(hdrs, "x-topic", row.topic);
+    AddHeader(hdrs, "x-attempt", std::to_string(row.attempt));
+
+    auto* slot = new KafkaSlot{state, i};
+    std::vector<rd_kafka_vu_t> vus;
+    auto add = [&vus](rd_kafka_vtype_t type) -> rd_kafka_vu_t& {
+      vus.emplace_back();
+      vus.back().vtype = type;
+      return vus.back();
+    };
+    add(RD_KAFKA_VTYPE_TOPIC).u.cstr = topic.c_str();
+    if (!IsBlank(key)) {
+      rd_kafka_vu_t& k = add(RD_KAFKA_VTYPE_KEY);
+      k.u.mem.ptr = key.data();
+      k.u.mem.size = key.size();
+    }
+    rd_kafka_vu_t& value = add(RD_KAFKA_VTYPE_VALUE);
+    value.u.mem.ptr = const_cast<char*>(row.payload.data());
+    value.u.mem.size = row.payload.size();
+    add(RD_KAFKA_VTYPE_MSGFLAGS).u.i = RD_KAFKA_MSG_F_COPY;
+    add(RD_KAFKA_VTYPE_HEADERS).u.headers = hdrs;
+    add(RD_KAFKA_VTYPE_OPAQUE).u.ptr = slot;
+
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      ++state->pending;  // before producing: another thread's poll may report it at once
+    }
+    rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+    std::string reason;
+    while (true) {
+      rd_kafka_error_t* error = rd_kafka_produceva(producer->rk, vus.data(), vus.size());
+      if (error == nullptr) break;
+      code = rd_kafka_error_code(error);
+      reason = rd_kafka_error_string(error);
+      rd_kafka_error_destroy(error);
+      // A full local queue drains as reports are served: wait for it within the timeout.
+      if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL || Clock::now() >= produce_deadline) break;
+      rd_kafka_poll(producer->rk, 50);
+      code = RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    if (code != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_headers_destroy(hdrs);  // not taken over on failure
+      delete slot;
+      std::lock_guard<std::mutex> lock(state->mu);
+      --state->pending;
+      state->outcomes[i] = Outcome::Retry(
+          FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
+    }
+  }
+
+  // Serve delivery reports until every message of this batch has one. librdkafka reports every
+  // message within delivery.timeout.ms; two more seconds cover its timeout scan.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms + 2000);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->pending == 0) break;
+    }
+    if (Clock::now() >= deadline) break;
+    rd_kafka_poll(producer->rk, 50);
+  }
+
+  std::vector<Outcome> outcomes;
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!state->outcomes[i]) {
+        // Mark it reported so a late report is ignored.
+        state->outcomes[i] = Outcome::Retry("no Kafka delivery report within " +
+                                            std::to_string(settings_.timeout_ms) + "ms");
+        --state->pending;
+      }
+      outcomes.push_back(*state->outcomes[i]);
+    }
+  }
+  for (size_t i = 0; i < outcomes.size(); ++i) sink.Report(i, std::move(outcomes[i]));
+}
+
+Status KafkaDestination::Health() {
+  std::shared_ptr<Producer> p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p = producer_;
+  }
+  if (!p) return Unavailable("Kafka producer of destination '" + settings_.name + "' not started");
+  char err[256];
+  if (rd_kafka_fatal_error(p->rk, err, sizeof err) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Unavailable("Kafka producer of destination '" + settings_.name +
+                       "' hit a fatal error: " + FailureReason(err, 512));
+  }
+  if (p->brokers_down) {
+    return Unavailable("all Kafka brokers of destination '" + settings_.name + "' are down");
+  }
+  return Status::Ok();
+}
+
+void KafkaDestination::Stop() {
+  std::shared_ptr<Producer> p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p = std::move(producer_);
+  }
+  // Destroyed (flushed) here unless a batch still holds it.
+}
+
+}  // namespace queuebox

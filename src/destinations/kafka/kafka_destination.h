@@ -1,0 +1,93 @@
+// kafka_destination.h: the `kafka` destination (QueueBox reference §7.3, §7.5, §7.7, §9.1),
+// built on librdkafka.
+//
+// Producer: one per destination, created by Start(): enable.idempotence=true, acks=all,
+// delivery.timeout.ms = timeoutMs, request.timeout.ms = max(timeoutMs - 1000, 1000), linger 5 ms,
+// allow.auto.create.topics=false (an unknown topic is a failure, never created by a publish).
+// Record: topic = topicFrom column or the `topic` template rendered (empty => failure
+//   "rendered an empty topic"); key = the route's rendered routingKeyTemplate when the route has
+//   one, else `keyTemplate` rendered (default {{ key }}); a blank key => no key; value = the
+//   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
+//   one of the same name), then x-message-id, x-topic, x-attempt (UTF-8 text).
+// Outcomes: Delivered only on a successful delivery report (acks=all). Every other result
+//   (delivery error, timeout, produce refused) => Retry with the librdkafka reason; a row whose
+//   `headers` is not a JSON object => Reject.
+// Throughput: the whole batch is produced at once; delivery reports are matched to their message
+//   through the message opaque and collected until all arrived or timeoutMs (+2 s) passed.
+//
+// Thread-safety: PublishBatch may run on several threads at once (librdkafka is thread-safe;
+// any thread's poll may serve another batch's reports, which go to that batch's shared state).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "destinations/broker_common.h"
+#include "destinations/registry.h"
+#include "queuebox/destination.h"
+
+namespace queuebox {
+
+struct KafkaDestinationSettings {
+  std::string name;                       // destinations.<name>
+  std::string bootstrap_servers;          // comma list host:port, required
+  std::string topic;                      // literal or address template, required
+  std::optional<std::string> topic_from;  // aggregate_type | topic | key; wins over topic
+  std::string key_template = "{{ key }}";
+  int64_t timeout_ms = 30000;                   // delivery timeout (ms), >= 2000
+  std::string security_protocol = "PLAINTEXT";  // PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+  std::optional<std::string> sasl_mechanism;
+  std::optional<std::string> sasl_username;
+  std::optional<std::string> sasl_password;  // a secret: never logged
+  std::map<std::string, std::string> static_headers;
+  int max_error_body_bytes = 2048;  // cut of failure reasons (characters)
+  // Extra librdkafka properties (tests, tuning); applied after the ones above.
+  std::map<std::string, std::string> librdkafka;
+};
+
+// The registry entry for `type: kafka`: option table, block validator, factory.
+DestinationType KafkaDestinationType();
+// Cross-key checks of a kafka block (defaults filled): SASL_* needs saslMechanism,
+// saslUsername and saslPassword; timeoutMs >= 2000; topic/keyTemplate placeholders; topicFrom.
+std::vector<std::string> ValidateKafkaBlock(const nlohmann::json& block);
+
+class KafkaDestination final : public Destination {
+ public:
+  // kInvalidArgument (naming destinations.<name>.<key>) for a bad template, column or timeout.
+  static Result<std::unique_ptr<KafkaDestination>> Create(KafkaDestinationSettings settings);
+  ~KafkaDestination() override;
+
+  const std::string& name() const override { return settings_.name; }
+  std::string_view type() const override { return "kafka"; }
+  // Creates the producer (no broker round trip: librdkafka connects in the background).
+  // kInvalidArgument when librdkafka refuses a property.
+  Status Start() override;
+  void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // Unavailable while every broker is down (librdkafka _ALL_BROKERS_DOWN until a delivery or
+  // a broker comes back) or after a fatal producer error.
+  Status Health() override;
+  // Flushes for at most timeoutMs, then destroys the producer.
+  void Stop() override;
+
+ private:
+  struct Producer;
+
+  KafkaDestination(KafkaDestinationSettings settings, AddressSpec topic, Template key);
+  Result<std::shared_ptr<Producer>> CurrentProducer();
+  Result<std::shared_ptr<Producer>> NewProducer();
+
+  KafkaDestinationSettings settings_;
+  AddressSpec topic_;
+  Template key_template_;
+  std::mutex mu_;  // guards producer_ (swapped after a fatal error)
+  std::shared_ptr<Producer> producer_;
+};
+
+}  // namespace queuebox
