@@ -163,14 +163,22 @@ void FillSections(const json& root, Config& c) {
   c.logging.level = Get<std::string>(root, "logging.level", c.logging.level);
 }
 
+// The root member `key` when it is a block (`want_list` false) or a list; nullptr when it is
+// absent or null (nothing to fill) or of the other shape (then `problem` is added).
+const json* RootMember(const json& tree, const char* key, bool want_list, const char* problem,
+                       Diagnostics& d) {
+  if (!tree.contains(key) || tree[key].is_null()) return nullptr;
+  const json& member = tree[key];
+  if (want_list ? member.is_array() : member.is_object()) return &member;
+  d.Add(key, problem);
+  return nullptr;
+}
+
 void FillDestinations(const json& tree, Config& c, Diagnostics& d) {
-  const json& block = tree.contains("destinations") ? tree["destinations"] : json();
-  if (block.is_null()) return;
-  if (!block.is_object()) {
-    d.Add("destinations", "must be a map of destination names to blocks");
-    return;
-  }
-  for (auto it = block.begin(); it != block.end(); ++it) {
+  const json* block =
+      RootMember(tree, "destinations", false, "must be a map of destination names to blocks", d);
+  if (block == nullptr) return;
+  for (auto it = block->begin(); it != block->end(); ++it) {
     std::optional<cfg::VariantResult> v = cfg::ValidateVariant(
         it.value(), cfg::DestinationVariants(), cfg::DestinationCommonOptions(),
         KnownDestinationTypes(), cfg::JoinPath("destinations", it.key()), d);
@@ -186,12 +194,10 @@ void FillDestinations(const json& tree, Config& c, Diagnostics& d) {
 }
 
 void FillRoutes(const json& tree, Config& c, Diagnostics& d) {
-  const json& list = tree.contains("routes") ? tree["routes"] : json();
-  if (list.is_null()) return;
-  if (!list.is_array()) {
-    d.Add("routes", "must be a list of routes (- topicPattern: ..., destination: ...)");
-    return;
-  }
+  const json* routes = RootMember(
+      tree, "routes", true, "must be a list of routes (- topicPattern: ..., destination: ...)", d);
+  if (routes == nullptr) return;
+  const json& list = *routes;
   std::vector<std::string> names;
   if (tree.contains("destinations") && tree["destinations"].is_object()) {
     for (auto it = tree["destinations"].begin(); it != tree["destinations"].end(); ++it) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/config_test_util.h"
 #include "config/schema.h"
 #include "destinations/registry.h"
 
@@ -23,29 +24,8 @@ using Env = std::map<std::string, std::string>;
 
 constexpr char kMinimal[] = "database:\n  url: /tmp/queuebox-test.db\n";
 
-class ConfigTest : public ::testing::Test {
+class ConfigTest : public testing::ConfigFileTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("qb_config_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-
-  Result<Config> Load(const std::string& yaml, Env env = {}) {
-    ConfigSource source;
-    source.file = Write("queuebox.yml", yaml);
-    source.env = std::move(env);
-    return LoadConfig(source);
-  }
-
   // The error message of a load that must fail with kInvalidArgument.
   std::string Error(const std::string& yaml, Env env = {}) {
     Result<Config> c = Load(yaml, std::move(env));
@@ -54,8 +34,6 @@ class ConfigTest : public ::testing::Test {
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().message();
     return c.status().message();
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(ConfigTest, MinimalFileFillsEveryDefault) {

@@ -7,6 +7,7 @@
 
 #include "config/schema.h"
 #include "config/validate.h"
+#include "core/redaction.h"
 #include "destinations/registry.h"
 #include "queuebox/config.h"
 
@@ -159,26 +160,6 @@ ordered_json Database(const DatabaseConfig& db) {
 }
 
 }  // namespace
-
-std::string MaskUrlCredentials(std::string_view text) {
-  static const std::regex kQuery("([?&;](password|pwd|secret|token)=)[^&;#\\s]*",
-                                 std::regex::icase);
-  // Userinfo: everything between `scheme://` and the last `@` of the authority.
-  std::string s(text);
-  size_t pos = 0;
-  while ((pos = s.find("://", pos)) != std::string::npos) {
-    size_t start = pos + 3;
-    size_t end = s.find_first_of("/?# \t\n", start);
-    if (end == std::string::npos) end = s.size();
-    size_t at = s.rfind('@', end == 0 ? 0 : end - 1);
-    if (at != std::string::npos && at >= start && at < end) {
-      s.replace(start, at - start, kMask);
-      start += sizeof(kMask);
-    }
-    pos = start;
-  }
-  return std::regex_replace(s, kQuery, "$1***");
-}
 
 bool IsSecretHeaderName(std::string_view name) {
   const std::string n = Lower(name);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/config_test_util.h"
 #include "queuebox/config.h"
 
 namespace queuebox {
@@ -17,25 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class RenderTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("qb_render_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  Result<Config> Load(const std::string& yaml) {
-    ConfigSource source;
-    source.file = (dir_ / "queuebox.yml").string();
-    std::ofstream(source.file) << yaml;
-    return LoadConfig(source);
-  }
-
-  std::filesystem::path dir_;
-};
+using RenderTest = testing::ConfigFileTest;
 
 // Every value here is a secret and must not be printed.
 const char* const kSecrets[] = {"db-pass-111", "url-pass-222", "token-333",     "auth-hdr-444",
@@ -120,17 +103,6 @@ retention: {enabled: true, outbox: {policy: AGE, maxAge: 36h}}
   Result<Config> again = Load(first);
   ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << first;
   EXPECT_EQ(RenderMasked(*again), first);
-}
-
-TEST(MaskUrlCredentials, HidesUserinfoAndPasswordParameters) {
-  EXPECT_EQ(cfg::MaskUrlCredentials("https://user:p@ss@host/path"), "https://***@host/path");
-  EXPECT_EQ(
-      cfg::MaskUrlCredentials("jdbc:postgresql://db:5432/app?user=app&password=hunter2&ssl=1"),
-      "jdbc:postgresql://db:5432/app?user=app&password=***&ssl=1");
-  EXPECT_EQ(cfg::MaskUrlCredentials("amqp://127.0.0.1:5672"), "amqp://127.0.0.1:5672");
-  EXPECT_EQ(cfg::MaskUrlCredentials("/var/lib/queuebox.db"), "/var/lib/queuebox.db");
-  EXPECT_EQ(cfg::MaskUrlCredentials("a://u:x@h1 b://v:y@h2/?Token=z"),
-            "a://***@h1 b://***@h2/?Token=***");
 }
 
 TEST(SecretNames, HeadersAndKeys) {
