@@ -373,6 +373,27 @@ TEST_F(ConfigTest, EnvironmentOverridesKeys) {
   EXPECT_EQ(c->destinations.size(), 3u);
 }
 
+TEST_F(ConfigTest, EnvironmentSetsAdminAuthAndSecretFiles) {
+  std::string pw = Write("pw", "from-file\n");
+  Result<Config> c = Load("database: {type: postgresql, url: 'postgresql://127.0.0.1/app'}\n",
+                          {{"QUEUEBOX_DATABASE_PASSWORD", "file:" + pw},
+                           {"QUEUEBOX_ADMIN_ENABLED", "true"},
+                           {"QUEUEBOX_ADMIN_AUTH_TYPE", "api-key"},
+                           {"QUEUEBOX_ADMIN_AUTH_KEY", "k-1"},
+                           {"QUEUEBOX_ADMIN_AUTH_HEADERNAME", "X-Key"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.password, "from-file");
+  ASSERT_TRUE(c->admin.auth.has_value());
+  EXPECT_EQ(c->admin.auth->type, "api-key");
+  EXPECT_EQ(c->admin.auth->options.at("key"), "k-1");
+  EXPECT_EQ(c->admin.auth->options.at("headerName"), "X-Key");
+
+  std::string m = Error(kMinimal, {{"QUEUEBOX_DATABASE_PASSWORD", "file:" + pw + ".missing"}});
+  EXPECT_THAT(m, HasSubstr("  - database.password (from QUEUEBOX_DATABASE_PASSWORD): cannot read "
+                           "the secret file '" +
+                           pw + ".missing'"));
+}
+
 TEST_F(ConfigTest, EnvironmentAloneIsAConfiguration) {
   ConfigSource source;
   source.env = {{"QUEUEBOX_DATABASE_URL", "/tmp/env-only.db"},
