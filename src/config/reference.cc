@@ -132,11 +132,18 @@ std::string AllowedText(const std::string& full_key, const OptionSpec& o) {
   return "";
 }
 
+// A table cell: `|` would end the cell.
+std::string Cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
 std::string Table(const std::string& prefix, const std::vector<OptionSpec>& options) {
   std::string out = "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n";
   for (const OptionSpec& o : options) {
-    out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + DefaultText(o) + " | " +
-           AllowedText(prefix + o.key, o) + " | " + o.description + " |\n";
+    out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + Cell(DefaultText(o)) + " | " +
+           Cell(AllowedText(prefix + o.key, o)) + " | " + Cell(o.description) + " |\n";
   }
   return out;
 }
