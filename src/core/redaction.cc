@@ -97,6 +97,8 @@ size_t QuotedEnd(std::string_view text, size_t pos) {
 
 // The end of the value that starts at text[pos] (after the delimiter and blanks).
 size_t ValueEnd(std::string_view text, size_t pos, bool colon) {
+  // Already redacted (Redact is idempotent).
+  if (text.substr(pos).starts_with(kRedacted)) return pos + kRedacted.size();
   if (pos < text.size() && (text[pos] == '"' || text[pos] == '\'')) return QuotedEnd(text, pos);
   size_t p = SkipScheme(text, pos);
   while (p < text.size()) {

@@ -123,6 +123,14 @@ TEST(RedactTest, UnterminatedQuoteHidesRestOfLine) {
   EXPECT_EQ(Redact("password=\"abc def\nnext"), "password=[REDACTED]\nnext");
 }
 
+TEST(RedactTest, Idempotent) {
+  for (std::string text : {"password=hunter2] x", "token: abc, Bearer xyz",
+                           "https://u:p@h/p?token=1", "Authorization=Bearer a.b"}) {
+    std::string once = Redact(text);
+    EXPECT_EQ(Redact(once), once) << text;
+  }
+}
+
 TEST(RedactTest, PlainTextUnchanged) {
   std::string text = "HTTP 503: Service Unavailable - upstream busy, retry later; id=42 ok";
   EXPECT_EQ(Redact(text), text);

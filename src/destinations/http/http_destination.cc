@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <optional>
 #include <utility>
+
+#include "core/redaction.h"
 
 namespace queuebox {
 namespace {
@@ -177,9 +181,361 @@ DestinationType HttpDestinationType() {
   return t;
 }
 
-// ---- HttpDestination -------------------------------------------------------------------------
+// ---- Request building -----------------------------------------------------------------------
 
-class HttpDestination::Worker {};
+namespace {
+
+bool HasLineBreak(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+
+// "Name: value"; an empty value needs curl's "Name;" form (curl drops "Name:").
+std::string HeaderLine(std::string_view name, std::string_view value) {
+  std::string line(name);
+  if (value.empty()) return line + ";";
+  line += ": ";
+  line += value;
+  return line;
+}
+
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+
+// The header lines of one request, in the order of QueueBox §7.1 / §9.1. An error text when the
+// row's headers can never be sent (not a JSON object, a line break, an empty name).
+Result<std::vector<std::string>> BuildHeaders(const OutboxRow& row,
+                                              const std::map<std::string, std::string>& statics) {
+  std::vector<std::string> lines = {
+      "Content-Type: application/json",
+      HeaderLine("X-Message-Id", row.id),
+      HeaderLine("X-Topic", row.topic),
+      HeaderLine("X-Attempt", std::to_string(row.attempt)),
+  };
+  if (row.key.has_value()) lines.push_back(HeaderLine("X-Message-Key", *row.key));
+
+  nlohmann::ordered_json row_headers = nlohmann::ordered_json::parse(
+      row.headers.empty() ? std::string_view("{}") : std::string_view(row.headers), nullptr,
+      /*allow_exceptions=*/false);
+  if (row_headers.is_discarded() || !row_headers.is_object()) {
+    return InvalidArgument("invalid row headers: expected a JSON object of string values");
+  }
+  std::vector<std::pair<std::string, std::string>> merged;
+  for (const auto& [name, value] : statics) merged.emplace_back(name, value);
+  for (const auto& [name, value] : row_headers.items()) {
+    std::string text;
+    try {
+      text = value.is_string() ? value.get<std::string>() : value.dump();
+    } catch (const nlohmann::json::exception&) {
+      return InvalidArgument("invalid value of header \"" + name + "\": not valid UTF-8 JSON");
+    }
+    std::string lower = Lower(name);
+    std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
+    merged.emplace_back(name, std::move(text));
+  }
+  for (const auto& [name, value] : merged) {
+    if (name.empty() || HasLineBreak(name) || name.find(':') != std::string::npos ||
+        name.find(';') != std::string::npos || name.find(' ') != std::string::npos) {
+      return InvalidArgument("invalid header name \"" + Truncate(name, 64) +
+                             "\": it must be a non-empty token without ':', ';', spaces or "
+                             "line breaks");
+    }
+    if (HasLineBreak(value)) {
+      return InvalidArgument("invalid value of header \"" + name + "\": it contains a line break");
+    }
+    lines.push_back(HeaderLine(name, value));
+  }
+  return lines;
+}
+
+std::string_view StandardReason(long code) {
+  switch (code) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 303:
+      return "See Other";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Unknown Status";
+  }
+}
+
+bool IsBlankText(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+// One request in flight. Owned by Worker::Run; curl holds a pointer through CURLOPT_PRIVATE.
+struct Request {
+  size_t index = 0;
+  CURL* easy = nullptr;
+  Slist headers;
+  std::string body;  // the response body, first body_cap bytes
+  size_t body_cap = 0;
+  std::string reason;  // reason phrase of the last status line
+  char error[CURL_ERROR_SIZE] = {};
+};
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  auto* r = static_cast<Request*>(user);
+  size_t n = size * count;
+  if (r->body.size() < r->body_cap) r->body.append(data, std::min(n, r->body_cap - r->body.size()));
+  return n;  // always take everything: a short count would abort the transfer
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* r = static_cast<Request*>(user);
+  size_t n = size * count;
+  std::string_view line(data, n);
+  if (line.starts_with("HTTP/")) {
+    // "HTTP/1.1 404 Not Found\r\n": the reason is after the second space (none on HTTP/2).
+    size_t sp1 = line.find(' ');
+    size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    r->reason.clear();
+    if (sp2 != std::string_view::npos) {
+      std::string_view reason = line.substr(sp2 + 1);
+      while (!reason.empty() && (reason.back() == '\r' || reason.back() == '\n')) {
+        reason.remove_suffix(1);
+      }
+      r->reason = std::string(reason.substr(0, 200));
+    }
+  }
+  return n;
+}
+
+std::once_flag curl_init_once;
+
+}  // namespace
+
+// ---- HttpDestination::Worker -----------------------------------------------------------------
+
+// One curl multi handle (its connection cache keeps connections alive between batches) and
+// the easy handles it reuses. Used by one PublishBatch call at a time.
+class HttpDestination::Worker {
+ public:
+  explicit Worker(const HttpDestinationSettings& settings) : settings_(settings) {
+    multi_ = curl_multi_init();
+  }
+  ~Worker() {
+    for (CURL* e : free_easy_) curl_easy_cleanup(e);
+    if (multi_ != nullptr) curl_multi_cleanup(multi_);
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void Run(const std::string& url, std::span<const OutboundMessage> batch, OutcomeSink& sink);
+
+ private:
+  CURL* TakeEasy() {
+    if (free_easy_.empty()) return curl_easy_init();
+    CURL* e = free_easy_.back();
+    free_easy_.pop_back();
+    curl_easy_reset(e);  // keeps live connections and caches, drops options
+    return e;
+  }
+  void GiveBack(CURL* e) { free_easy_.push_back(e); }
+
+  Status Prepare(const std::string& url, const OutboxRow& row, Request& r);
+  Outcome Finish(Request& r, CURLcode result);
+
+  const HttpDestinationSettings& settings_;
+  CURLM* multi_ = nullptr;
+  std::vector<CURL*> free_easy_;
+};
+
+Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow& row, Request& r) {
+  Result<std::vector<std::string>> lines = BuildHeaders(row, settings_.static_headers);
+  if (!lines.ok()) return lines.status();
+  curl_slist* list = nullptr;
+  for (const std::string& line : *lines) {
+    curl_slist* next = curl_slist_append(list, line.c_str());
+    if (next == nullptr) {
+      curl_slist_free_all(list);
+      return Internal("out of memory building headers");
+    }
+    list = next;
+  }
+  // No "Expect: 100-continue" round trip for large bodies.
+  list = curl_slist_append(list, "Expect:");
+  r.headers.reset(list);
+  r.body_cap = static_cast<size_t>(settings_.max_error_body_bytes) * 4;  // UTF-8: <= 4 bytes/char
+  r.easy = TakeEasy();
+  if (r.easy == nullptr) return Internal("curl_easy_init failed");
+  CURL* e = r.easy;
+  long timeout = static_cast<long>(settings_.timeout_ms);
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, row.payload.data());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(row.payload.size()));
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers.get());
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout / 2));
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &r);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r.error);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, &r);
+  return Status::Ok();
+}
+
+Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
+  const size_t max = static_cast<size_t>(settings_.max_error_body_bytes);
+  if (result == CURLE_OK) {
+    long code = 0;
+    curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) return Outcome::Delivered();
+    std::string text = "HTTP " + std::to_string(code) + ": " +
+                       (r.reason.empty() ? std::string(StandardReason(code)) : r.reason);
+    if (!IsBlankText(r.body)) text += " - " + SanitizeError(r.body, max);
+    return Outcome::Retry(SanitizeError(text, max));
+  }
+  if (result == CURLE_OPERATION_TIMEDOUT) {
+    return Outcome::Retry(
+        SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
+  }
+  std::string detail = r.error[0] != '\0' ? std::string(r.error) : curl_easy_strerror(result);
+  return Outcome::Retry(SanitizeError("Publish failed: " + detail, max));
+}
+
+void HttpDestination::Worker::Run(const std::string& url, std::span<const OutboundMessage> batch,
+                                  OutcomeSink& sink) {
+  if (multi_ == nullptr) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      sink.Report(i, Outcome::Retry("Publish failed: curl_multi_init failed"));
+    }
+    return;
+  }
+  const size_t cap = static_cast<size_t>(std::max(1, settings_.max_in_flight));
+  std::vector<std::unique_ptr<Request>> requests(batch.size());
+  size_t next = 0;       // next batch index to start
+  size_t in_flight = 0;  // handles in the multi handle
+
+  auto start_more = [&] {
+    while (next < batch.size() && in_flight < cap) {
+      size_t i = next++;
+      const OutboxRow* row = batch[i].row;
+      if (row == nullptr) {
+        sink.Report(i, Outcome::Reject("Publish failed: no row"));
+        continue;
+      }
+      auto r = std::make_unique<Request>();
+      r->index = i;
+      Status prepared = Prepare(url, *row, *r);
+      if (!prepared.ok()) {
+        if (r->easy != nullptr) GiveBack(r->easy);
+        Outcome o =
+            prepared.code() == StatusCode::kInvalidArgument
+                ? Outcome::Reject(SanitizeError(prepared.message(), settings_.max_error_body_bytes))
+                : Outcome::Retry("Publish failed: " + prepared.message());
+        sink.Report(i, std::move(o));
+        continue;
+      }
+      CURLMcode added = curl_multi_add_handle(multi_, r->easy);
+      if (added != CURLM_OK) {
+        GiveBack(r->easy);
+        sink.Report(i,
+                    Outcome::Retry(std::string("Publish failed: ") + curl_multi_strerror(added)));
+        continue;
+      }
+      requests[i] = std::move(r);
+      ++in_flight;
+    }
+  };
+
+  start_more();
+  while (in_flight > 0) {
+    int running = 0;
+    CURLMcode mc = curl_multi_perform(multi_, &running);
+    if (mc == CURLM_OK) {
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Request* r = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &r);
+        CURLcode result = msg->data.result;
+        curl_multi_remove_handle(multi_, r->easy);
+        --in_flight;
+        Outcome outcome = Finish(*r, result);
+        GiveBack(r->easy);
+        size_t index = r->index;
+        requests[index].reset();
+        sink.Report(index, std::move(outcome));
+      }
+      start_more();
+      if (in_flight > 0) mc = curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    }
+    if (mc != CURLM_OK) {
+      // The multi handle is broken: fail what is still in flight (retried later).
+      std::string reason = std::string("Publish failed: ") + curl_multi_strerror(mc);
+      for (auto& r : requests) {
+        if (!r) continue;
+        curl_multi_remove_handle(multi_, r->easy);
+        GiveBack(r->easy);
+        sink.Report(r->index, Outcome::Retry(reason));
+        r.reset();
+      }
+      in_flight = 0;
+      while (next < batch.size()) sink.Report(next++, Outcome::Retry(reason));
+    }
+  }
+}
+
+// ---- HttpDestination -------------------------------------------------------------------------
 
 HttpDestination::HttpDestination(HttpDestinationSettings settings, std::string url)
     : settings_(std::move(settings)), url_(std::move(url)) {}
@@ -187,6 +543,13 @@ HttpDestination::HttpDestination(HttpDestinationSettings settings, std::string u
 HttpDestination::~HttpDestination() = default;
 
 Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestinationSettings settings) {
+  std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (settings.timeout_ms <= 0) {
+    return InvalidArgument("destinations." + settings.name + ".timeoutMs: must be > 0");
+  }
+  if (settings.max_error_body_bytes <= 0) {
+    return InvalidArgument("http.maxErrorBodyBytes: must be > 0");
+  }
   Result<std::string> url = JoinHttpUrl(settings.base_url, settings.path);
   if (!url.ok()) {
     return InvalidArgument("destinations." + settings.name + "." + url.status().message());
@@ -195,12 +558,41 @@ Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestination
       new HttpDestination(std::move(settings), std::move(url).value()));
 }
 
-Status HttpDestination::Start() { return Status::Ok(); }
-
-void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
-  for (size_t i = 0; i < batch.size(); ++i) sink.Report(i, Outcome::Retry("not implemented yet"));
+Status HttpDestination::Start() {
+  Result<std::string> url = JoinHttpUrl(settings_.base_url, settings_.path);
+  if (!url.ok()) {
+    return InvalidArgument("destinations." + settings_.name + "." + url.status().message());
+  }
+  return Status::Ok();
 }
 
-void HttpDestination::Stop() {}
+std::unique_ptr<HttpDestination::Worker> HttpDestination::Borrow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Worker> w = std::move(idle_.back());
+      idle_.pop_back();
+      return w;
+    }
+  }
+  return std::make_unique<Worker>(settings_);
+}
+
+void HttpDestination::Return(std::unique_ptr<Worker> worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(std::move(worker));
+}
+
+void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  if (batch.empty()) return;
+  std::unique_ptr<Worker> worker = Borrow();
+  worker->Run(url_, batch, sink);
+  Return(std::move(worker));
+}
+
+void HttpDestination::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.clear();
+}
 
 }  // namespace queuebox

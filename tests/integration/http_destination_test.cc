@@ -1,0 +1,436 @@
+// The http destination against a real HTTP server on loopback (QueueBox reference §7.1, §9.1).
+#include "destinations/http/http_destination.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/http_receiver.h"
+
+namespace queuebox {
+namespace {
+
+using ::queuebox::testing::HttpReceiver;
+using ::queuebox::testing::ReceivedRequest;
+using ::queuebox::testing::ReceiverResponse;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+constexpr auto kWait = std::chrono::seconds(20);
+
+// Records one outcome per index and counts double reports.
+class CollectingSink : public OutcomeSink {
+ public:
+  void Report(std::size_t index, Outcome outcome) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outcomes_.count(index) > 0) ++duplicates_;
+    outcomes_.insert_or_assign(index, std::move(outcome));
+  }
+  std::map<std::size_t, Outcome> outcomes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return outcomes_;
+  }
+  Outcome at(std::size_t index) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return outcomes_.at(index);
+  }
+  int duplicates() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return duplicates_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::size_t, Outcome> outcomes_;
+  int duplicates_ = 0;
+};
+
+OutboxRow Row(std::string id, std::optional<std::string> key = std::nullopt,
+              std::string headers = "{}", std::string payload = R"({"n":1})") {
+  OutboxRow row;
+  row.id = std::move(id);
+  row.topic = "orders.created";
+  row.key = std::move(key);
+  row.payload = std::move(payload);
+  row.headers = std::move(headers);
+  row.attempt = 0;
+  return row;
+}
+
+std::vector<OutboundMessage> Messages(const std::vector<OutboxRow>& rows) {
+  std::vector<OutboundMessage> out;
+  for (const OutboxRow& r : rows) out.push_back(OutboundMessage{&r, std::nullopt});
+  return out;
+}
+
+struct DestOptions {
+  std::string path = "/hooks";
+  int64_t timeout_ms = 10000;
+  std::map<std::string, std::string> headers = {};
+  int max_error_body_bytes = 2048;
+};
+
+std::unique_ptr<HttpDestination> MakeDestination(const std::string& base_url, DestOptions o = {}) {
+  HttpDestinationSettings s;
+  s.name = "webhook";
+  s.base_url = base_url;
+  s.path = o.path;
+  s.timeout_ms = o.timeout_ms;
+  s.static_headers = o.headers;
+  s.max_error_body_bytes = o.max_error_body_bytes;
+  Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  if (!d.ok()) return nullptr;
+  EXPECT_TRUE((*d)->Start().ok());
+  return std::move(d).value();
+}
+
+class HttpDestinationTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(receiver_.Start().ok()); }
+  void TearDown() override { receiver_.Stop(); }
+
+  // Publishes one row and returns its outcome.
+  Outcome PublishOne(HttpDestination& d, const OutboxRow& row) {
+    std::vector<OutboxRow> rows = {row};
+    std::vector<OutboundMessage> batch = Messages(rows);
+    CollectingSink sink;
+    d.PublishBatch(batch, sink);
+    EXPECT_EQ(sink.outcomes().size(), 1u);
+    return sink.at(0);
+  }
+
+  HttpReceiver receiver_{256};
+};
+
+TEST_F(HttpDestinationTest, AnyTwoHundredStatusIsDelivered) {
+  // The row's header x-want says which status the receiver answers.
+  receiver_.SetResponder([](const ReceivedRequest& r) {
+    return ReceiverResponse{.status = std::stoi(r.Header("x-want"))};
+  });
+  auto d = MakeDestination(receiver_.BaseUrl());
+  std::vector<OutboxRow> rows = {Row("a", std::nullopt, R"({"x-want":"200"})"),
+                                 Row("b", std::nullopt, R"({"x-want":"202"})"),
+                                 Row("c", std::nullopt, R"({"x-want":"204"})")};
+  std::vector<OutboundMessage> batch = Messages(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.outcomes().size(), 3u);
+  for (const auto& [i, o] : sink.outcomes()) {
+    EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << i << ": " << o.error;
+    EXPECT_EQ(o.error, "");
+  }
+  EXPECT_EQ(receiver_.RequestCount(), 3u);
+  EXPECT_EQ(sink.duplicates(), 0);
+}
+
+TEST_F(HttpDestinationTest, ClientErrorIsRetryWithRedactedBody) {
+  receiver_.EnqueueResponse(
+      {.status = 400, .body = "invalid field; password=hunter2 token: abc123\n"});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.error,
+            "HTTP 400: Bad Request - invalid field; password=[REDACTED] token=[REDACTED]\n");
+  EXPECT_THAT(o.error, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(o.error, Not(HasSubstr("abc123")));
+}
+
+TEST_F(HttpDestinationTest, ServerErrorWithoutBody) {
+  receiver_.EnqueueResponse({.status = 500});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.error, "HTTP 500: Internal Server Error");
+}
+
+TEST_F(HttpDestinationTest, RedirectIsNotFollowed) {
+  receiver_.EnqueueResponse(
+      {.status = 302, .headers = {{"Location", receiver_.BaseUrl() + "/elsewhere"}}});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.error, "HTTP 302: Found");
+  ASSERT_EQ(receiver_.RequestCount(), 1u);
+  EXPECT_EQ(receiver_.Requests()[0].target, "/hooks");
+}
+
+TEST_F(HttpDestinationTest, LongBodyIsCutRedactedAndCutAgain) {
+  // The secret sits at the start of the body, so it falls inside the kept part.
+  std::string body = "password=hunter2 " + std::string(5000, 'x');
+  receiver_.EnqueueResponse({.status = 503, .body = body});
+  auto d = MakeDestination(receiver_.BaseUrl(), {.max_error_body_bytes = 100});
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  // "HTTP 503: Service Unavailable - " is 32 characters; 100 - 14 (marker) = 86 kept.
+  std::string prefix = "HTTP 503: Service Unavailable - password=[REDACTED] ";
+  std::string expected = prefix + std::string(86 - prefix.size(), 'x') + "...[truncated]";
+  EXPECT_EQ(o.error, expected);
+  EXPECT_EQ(o.error.size(), 100u);
+}
+
+TEST_F(HttpDestinationTest, TimeoutIsRetry) {
+  receiver_.EnqueueResponse({.status = 204, .delay = std::chrono::seconds(60)});
+  auto d = MakeDestination(receiver_.BaseUrl(), {.timeout_ms = 300});
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.error, "Request timeout after 300ms");
+}
+
+TEST(HttpDestinationNoServerTest, ConnectionRefusedIsRetry) {
+  int port = ::queuebox::testing::UnusedLoopbackPort();
+  ASSERT_GT(port, 0);
+  // Start() does not need the receiver.
+  auto d = MakeDestination("http://127.0.0.1:" + std::to_string(port));
+  std::vector<OutboxRow> rows = {Row("id-1"), Row("id-2")};
+  std::vector<OutboundMessage> batch = Messages(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.outcomes().size(), 2u);
+  for (const auto& [i, o] : sink.outcomes()) {
+    EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+    EXPECT_THAT(o.error, StartsWith("Publish failed: "));
+    EXPECT_THAT(o.error, HasSubstr(std::to_string(port)));
+  }
+}
+
+TEST_F(HttpDestinationTest, HeadersValuesAndOverrides) {
+  auto d = MakeDestination(
+      receiver_.BaseUrl() + "/api/",
+      {.path = "/v1//hooks", .headers = {{"X-Static", "static"}, {"X-Other", "kept"}}});
+  OutboxRow row = Row("0b9a7e51-6a43-4f1e-9d0a-6d7e0c3a1f00", "customer-7",
+                      R"({"x-static":"row-wins","X-Num":5,"X-Obj":{"a":[1,"b"]}})");
+  row.attempt = 3;
+  Outcome o = PublishOne(*d, row);
+  ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  ASSERT_EQ(receiver_.RequestCount(), 1u);
+  ReceivedRequest r = receiver_.Requests()[0];
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/api/v1/hooks");
+  EXPECT_THAT(r.HeaderValues("Content-Type"), ElementsAre("application/json"));
+  EXPECT_THAT(r.HeaderValues("X-Message-Id"), ElementsAre("0b9a7e51-6a43-4f1e-9d0a-6d7e0c3a1f00"));
+  EXPECT_THAT(r.HeaderValues("X-Topic"), ElementsAre("orders.created"));
+  EXPECT_THAT(r.HeaderValues("X-Attempt"), ElementsAre("3"));
+  EXPECT_THAT(r.HeaderValues("X-Message-Key"), ElementsAre("customer-7"));
+  EXPECT_THAT(r.HeaderValues("X-Static"), ElementsAre("row-wins"));
+  EXPECT_THAT(r.HeaderValues("X-Other"), ElementsAre("kept"));
+  EXPECT_THAT(r.HeaderValues("X-Num"), ElementsAre("5"));
+  EXPECT_THAT(r.HeaderValues("X-Obj"), ElementsAre(R"({"a":[1,"b"]})"));
+}
+
+TEST_F(HttpDestinationTest, RowHeaderNamedLikeAStandardHeaderAddsASecondValue) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1", std::nullopt, R"({"X-Topic":"forged"})"));
+  ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  EXPECT_THAT(receiver_.Requests()[0].HeaderValues("X-Topic"),
+              ElementsAre("orders.created", "forged"));
+}
+
+TEST_F(HttpDestinationTest, NoKeyHeaderWithoutKey) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1", std::nullopt));
+  ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  ReceivedRequest r = receiver_.Requests()[0];
+  EXPECT_FALSE(r.HasHeader("X-Message-Key"));
+  EXPECT_EQ(r.Header("X-Attempt"), "0");
+}
+
+TEST_F(HttpDestinationTest, BodyIsSentVerbatim) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  std::string payload = "{ \"a\" : 1.50,\n  \"b\":\"\xC3\xBC\\u00fc\", \"c\": [ ] }";
+  Outcome o = PublishOne(*d, Row("id-1", std::nullopt, "{}", payload));
+  ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  EXPECT_EQ(receiver_.Requests()[0].body, payload);
+  // A large body (no Expect: 100-continue round trip, no truncation).
+  std::string big = "{\"s\":\"" + std::string(3 * 1024 * 1024, 'y') + "\"}";
+  o = PublishOne(*d, Row("id-2", std::nullopt, "{}", big));
+  ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  EXPECT_EQ(receiver_.Requests()[1].body, big);
+}
+
+TEST_F(HttpDestinationTest, InvalidRowHeadersAreRejectedWithoutARequest) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  std::vector<OutboxRow> rows = {
+      Row("bad-json", std::nullopt, "{not json"), Row("array", std::nullopt, "[1,2]"),
+      Row("crlf", std::nullopt, R"({"X-A":"v\r\nX-Injected: 1"})"), Row("good")};
+  std::vector<OutboundMessage> batch = Messages(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.outcomes().size(), 4u);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kReject);
+  EXPECT_EQ(sink.at(0).error, "invalid row headers: expected a JSON object of string values");
+  EXPECT_EQ(sink.at(1).kind, Outcome::Kind::kReject);
+  EXPECT_EQ(sink.at(2).kind, Outcome::Kind::kReject);
+  EXPECT_EQ(sink.at(2).error, "invalid value of header \"X-A\": it contains a line break");
+  EXPECT_EQ(sink.at(3).kind, Outcome::Kind::kDelivered);
+  ASSERT_EQ(receiver_.RequestCount(), 1u);
+  EXPECT_EQ(receiver_.Requests()[0].Header("X-Message-Id"), "good");
+}
+
+TEST_F(HttpDestinationTest, ManyMessagesInFlightAtOnce) {
+  // Each answer takes a moment, so a client that sends one at a time is seen at 1.
+  receiver_.SetDefaultResponse({.status = 202, .delay = std::chrono::milliseconds(20)});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  std::vector<OutboxRow> rows;
+  for (int i = 0; i < 200; ++i) rows.push_back(Row("m-" + std::to_string(i)));
+  std::vector<OutboundMessage> batch = Messages(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.outcomes().size(), 200u);
+  for (const auto& [i, o] : sink.outcomes()) {
+    EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << i << ": " << o.error;
+  }
+  EXPECT_EQ(sink.duplicates(), 0);
+  std::set<std::string> ids;
+  for (const ReceivedRequest& r : receiver_.Requests()) ids.insert(r.Header("X-Message-Id"));
+  EXPECT_EQ(ids.size(), 200u);
+  EXPECT_GT(receiver_.MaxConcurrent(), 1);
+}
+
+TEST_F(HttpDestinationTest, ConcurrentBatchesFromSeveralThreads) {
+  receiver_.SetDefaultResponse({.status = 200, .delay = std::chrono::milliseconds(5)});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  constexpr int kThreads = 4, kPerThread = 50;
+  std::vector<std::vector<OutboxRow>> rows(kThreads);
+  std::vector<CollectingSink> sinks(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      rows[t].push_back(Row("t" + std::to_string(t) + "-" + std::to_string(i)));
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<OutboundMessage> batch = Messages(rows[t]);
+      d->PublishBatch(batch, sinks[t]);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(sinks[t].outcomes().size(), static_cast<size_t>(kPerThread));
+    for (const auto& [i, o] : sinks[t].outcomes()) {
+      EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+    }
+  }
+  EXPECT_EQ(receiver_.RequestCount(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+TEST_F(HttpDestinationTest, KeepsTheConnectionAliveBetweenBatches) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  ASSERT_EQ(PublishOne(*d, Row("one")).kind, Outcome::Kind::kDelivered);
+  ASSERT_EQ(PublishOne(*d, Row("two")).kind, Outcome::Kind::kDelivered);
+  std::vector<ReceivedRequest> r = receiver_.Requests();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].remote_port, r[1].remote_port);
+}
+
+TEST_F(HttpDestinationTest, StoppedReceiverIsRetry) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  ASSERT_EQ(PublishOne(*d, Row("before")).kind, Outcome::Kind::kDelivered);
+  receiver_.Stop();  // the kept-alive connection dies with it
+  Outcome down = PublishOne(*d, Row("during"));
+  EXPECT_EQ(down.kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(down.error, StartsWith("Publish failed: "));
+}
+
+// A one-shot raw TCP server: captures the request bytes exactly as sent and answers 204. Used
+// where the header order on the wire matters (cpp-httplib sorts headers by name).
+class RawCapture {
+ public:
+  RawCapture() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd_, 4) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RawCapture() {
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  // The request head (request line and header lines), after the server answered.
+  std::string Head() {
+    if (thread_.joinable()) thread_.join();
+    return head_;
+  }
+
+ private:
+  void Serve() {
+    int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::string data;
+    char buf[4096];
+    size_t head_end = std::string::npos;
+    while (head_end == std::string::npos) {
+      ssize_t n = ::read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      data.append(buf, static_cast<size_t>(n));
+      head_end = data.find("\r\n\r\n");
+    }
+    head_ = data.substr(0, head_end);
+    std::string answer = "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n";
+    ssize_t written = ::write(c, answer.data(), answer.size());
+    (void)written;
+    ::close(c);
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::string head_;
+};
+
+TEST(HttpDestinationWireTest, HeaderOrderOnTheWire) {
+  RawCapture capture;
+  ASSERT_GT(capture.port(), 0);
+  auto d = MakeDestination("http://127.0.0.1:" + std::to_string(capture.port()),
+                           {.headers = {{"A-Static", "1"}, {"Z-Static", "2"}}});
+  std::vector<OutboxRow> rows = {Row("id-9", "k", R"({"X-Row-2":"b","X-Row-1":"a","X-Empty":""})")};
+  std::vector<OutboundMessage> batch = Messages(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  std::vector<std::string> names;
+  std::string head = capture.Head();
+  size_t pos = head.find("\r\n");  // skip the request line
+  EXPECT_EQ(head.substr(0, pos), "POST /hooks HTTP/1.1");
+  while (pos != std::string::npos && pos + 2 < head.size()) {
+    size_t end = head.find("\r\n", pos + 2);
+    std::string line = head.substr(pos + 2, end == std::string::npos ? end : end - pos - 2);
+    std::string name = line.substr(0, line.find(':'));
+    if (name != "Host" && name != "Accept" && name != "User-Agent" && name != "Content-Length") {
+      names.push_back(line);
+    }
+    pos = end;
+  }
+  EXPECT_THAT(names,
+              ElementsAre("Content-Type: application/json", "X-Message-Id: id-9",
+                          "X-Topic: orders.created", "X-Attempt: 0", "X-Message-Key: k",
+                          "A-Static: 1", "Z-Static: 2", "X-Row-2: b", "X-Row-1: a", "X-Empty:"));
+}
+
+}  // namespace
+}  // namespace queuebox
