@@ -116,10 +116,9 @@ Result<std::string> NormaliseInstant(std::string_view text) {
   } else {
     return bad();
   }
-  std::time_t secs = timegm(&tm);
-  std::tm check{};
-  gmtime_r(&secs, &check);
-  if (check.tm_mday != tm.tm_mday) return bad();  // e.g. 2024-02-31
+  int day = tm.tm_mday;
+  std::time_t secs = timegm(&tm);  // normalises tm: 2024-02-30 becomes 2024-03-01
+  if (tm.tm_mday != day) return bad();
   secs -= offset_s;
   std::tm utc{};
   gmtime_r(&secs, &utc);

@@ -1,0 +1,317 @@
+// Unit tests of the admin pieces that need no server: auth, replay parsing, metrics rendering,
+// retention validation, log formatting and the rate limiter.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "admin/auth.h"
+#include "admin/metrics.h"
+#include "admin/replay.h"
+#include "admin/retention.h"
+#include "core/log.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+RequestAuth::HeaderLookup Headers(std::map<std::string, std::string> h) {
+  return [h](std::string_view name) {
+    for (const auto& [k, v] : h) {
+      if (strcasecmp(k.c_str(), std::string(name).c_str()) == 0) return v;
+    }
+    return std::string();
+  };
+}
+
+std::unique_ptr<RequestAuth> MakeAuth(std::string type, nlohmann::json options) {
+  auto a = RequestAuth::Create(AdminAuthConfig{std::move(type), std::move(options)});
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? std::move(a).value() : nullptr;
+}
+
+TEST(AuthTest, BearerChecksSchemeAndToken) {
+  auto auth = MakeAuth("bearer", {{"token", "s3cret-token"}});
+  EXPECT_EQ(auth->Check(Headers({}), "", 0).message(), "Missing Authorization header");
+  EXPECT_EQ(auth->Check(Headers({{"Authorization", "s3cret-token"}}), "", 0).message(),
+            "Invalid bearer token");
+  EXPECT_EQ(auth->Check(Headers({{"Authorization", "Bearer wrong"}}), "", 0).message(),
+            "Invalid bearer token");
+  EXPECT_EQ(auth->Check(Headers({{"Authorization", "Bearer wrong"}}), "", 0).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(auth->Check(Headers({{"Authorization", "bearer s3cret-token"}}), "", 0).ok());
+}
+
+TEST(AuthTest, ApiKeyUsesConfiguredHeader) {
+  auto auth = MakeAuth("api-key", {{"key", "k-123"}, {"headerName", "X-Admin-Key"}});
+  EXPECT_EQ(auth->Check(Headers({{"X-API-Key", "k-123"}}), "", 0).message(),
+            "Missing X-Admin-Key header");
+  EXPECT_EQ(auth->Check(Headers({{"x-admin-key", "k-12"}}), "", 0).message(), "Invalid API key");
+  EXPECT_TRUE(auth->Check(Headers({{"x-admin-key", "k-123"}}), "", 0).ok());
+}
+
+TEST(AuthTest, HmacBodyAndTimestampDotBody) {
+  // Known vector: HMAC-SHA256("key", "The quick brown fox jumps over the lazy dog").
+  auto mac = HmacHex("HmacSHA256", "key", "The quick brown fox jumps over the lazy dog");
+  ASSERT_TRUE(mac.ok());
+  EXPECT_EQ(*mac, "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
+  EXPECT_FALSE(HmacHex("HmacMD5", "k", "p").ok());
+
+  auto body_auth = MakeAuth("hmac", {{"secret", "whsec"}});
+  std::string body = R"({"topic":"a"})";
+  std::string good = "sha256=" + *HmacHex("HmacSHA256", "whsec", body);
+  EXPECT_EQ(body_auth->Check(Headers({}), body, 0).message(), "Missing X-Signature header");
+  EXPECT_EQ(body_auth->Check(Headers({{"X-Signature", good + "0"}}), body, 0).message(),
+            "Invalid signature");
+  EXPECT_TRUE(body_auth->Check(Headers({{"X-Signature", good}}), body, 0).ok());
+
+  auto ts_auth = MakeAuth("hmac", {{"secret", "whsec"},
+                                   {"algorithm", "HmacSHA512"},
+                                   {"signaturePrefix", ""},
+                                   {"timestampHeader", "X-Timestamp"},
+                                   {"timestampTolerance", "5m"}});
+  int64_t now = 1'700'000'000'000;
+  std::string ts = std::to_string(now - 1000);
+  std::string sig = *HmacHex("HmacSHA512", "whsec", ts + "." + body);
+  EXPECT_EQ(ts_auth->Check(Headers({{"X-Signature", sig}}), body, now).message(),
+            "Missing timestamp header");
+  EXPECT_EQ(
+      ts_auth->Check(Headers({{"X-Signature", sig}, {"X-Timestamp", "12a"}}), body, now).message(),
+      "Invalid timestamp format");
+  EXPECT_EQ(
+      ts_auth->Check(Headers({{"X-Signature", sig}, {"X-Timestamp", ts}}), body, now + 301'000)
+          .message(),
+      "Request timestamp expired");
+  EXPECT_TRUE(ts_auth->Check(Headers({{"X-Signature", sig}, {"X-Timestamp", ts}}), body, now).ok());
+  // A signature over the body alone does not pass the TIMESTAMP_DOT_BODY check.
+  std::string body_only = *HmacHex("HmacSHA512", "whsec", body);
+  EXPECT_EQ(ts_auth->Check(Headers({{"X-Signature", body_only}, {"X-Timestamp", ts}}), body, now)
+                .message(),
+            "Invalid signature");
+}
+
+TEST(AuthTest, ConfigErrorsNameTheKey) {
+  auto missing = RequestAuth::Create({"bearer", nlohmann::json::object()});
+  EXPECT_THAT(missing.status().message(), HasSubstr("admin.auth.token"));
+  auto algo = RequestAuth::Create({"hmac", {{"secret", "x"}, {"algorithm", "HmacMD5"}}});
+  EXPECT_THAT(algo.status().message(), HasSubstr("admin.auth.algorithm"));
+  auto dot = RequestAuth::Create(
+      {"hmac", {{"secret", "x"}, {"signaturePayloadFormat", "TIMESTAMP_DOT_BODY"}}});
+  EXPECT_THAT(dot.status().message(), HasSubstr("timestampHeader"));
+  auto type = RequestAuth::Create({"oauth2", nlohmann::json::object()});
+  EXPECT_THAT(type.status().message(), HasSubstr("bearer, api-key or hmac"));
+}
+
+TEST(AuthTest, AdminGuardRefusesEnabledWithoutAuth) {
+  AdminConfig admin;
+  admin.enabled = true;
+  Status s = RequireAdminAuth(admin);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("Set 'admin.auth'"));
+  admin.insecure = true;
+  EXPECT_TRUE(RequireAdminAuth(admin).ok());
+  admin.insecure = false;
+  admin.auth = AdminAuthConfig{"bearer", {{"token", "t"}}};
+  EXPECT_TRUE(RequireAdminAuth(admin).ok());
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
+}
+
+TEST(ReplayParseTest, ReadsEveryFilterAndNormalises) {
+  auto r = ParseReplayRequest(R"({"ids":["6F9619FF-8B86-D011-B42D-00C04FC964FF"],
+      "topic":"order.created","topics":["a","b"],"destination":"web",
+      "createdAfter":"2024-05-01T12:00:00+02:00","createdBefore":"2024-05-02T00:00:00.250Z",
+      "unknown":42})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ids->at(0), "6f9619ff-8b86-d011-b42d-00c04fc964ff");
+  EXPECT_EQ(*r->topic, "order.created");
+  EXPECT_EQ(r->topics->size(), 2u);
+  EXPECT_EQ(*r->destination, "web");
+  EXPECT_EQ(*r->created_after, "2024-05-01T10:00:00Z");
+  EXPECT_EQ(*r->created_before, "2024-05-02T00:00:00.250Z");
+  EXPECT_TRUE(r->HasFilter());
+}
+
+TEST(ReplayParseTest, RejectsBadInput) {
+  EXPECT_THAT(ParseReplayRequest("{").status().message(), HasSubstr("not valid JSON"));
+  EXPECT_THAT(ParseReplayRequest("[]").status().message(), HasSubstr("JSON object"));
+  EXPECT_THAT(ParseReplayRequest(R"({"ids":["nope"]})").status().message(),
+              HasSubstr("'nope' in 'ids' is not a UUID"));
+  EXPECT_THAT(ParseReplayRequest(R"({"ids":"x"})").status().message(), HasSubstr("'ids'"));
+  EXPECT_THAT(ParseReplayRequest(R"({"topic":1})").status().message(), HasSubstr("'topic'"));
+  EXPECT_THAT(ParseReplayRequest(R"({"createdAfter":"yesterday"})").status().message(),
+              HasSubstr("createdAfter"));
+  EXPECT_FALSE(ParseReplayRequest(R"({"createdBefore":"2024-02-30T00:00:00Z"})").ok());
+  EXPECT_FALSE(ParseReplayRequest(R"({"createdBefore":"2024-02-01T00:00:00"})").ok());
+  // Null and unknown fields are no filter.
+  auto empty = ParseReplayRequest(R"({"topic":null,"other":1})");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->HasFilter());
+  // An empty id list is a filter (that matches nothing).
+  EXPECT_TRUE(ParseReplayRequest(R"({"ids":[]})")->HasFilter());
+}
+
+std::vector<std::string> Families(const std::string& exposition) {
+  std::vector<std::string> names;
+  std::istringstream in(exposition);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) names.push_back(line.substr(7, line.find(' ', 7) - 7));
+  }
+  return names;
+}
+
+class FakeDestination : public Destination {
+ public:
+  FakeDestination(std::string name, std::string type)
+      : name_(std::move(name)), type_(std::move(type)) {}
+  const std::string& name() const override { return name_; }
+  std::string_view type() const override { return type_; }
+  Status Start() override { return Status::Ok(); }
+  void PublishBatch(std::span<const OutboundMessage>, OutcomeSink&) override {}
+
+ private:
+  std::string name_, type_;
+};
+
+TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
+  Metrics m("9.9.9");
+  FakeDestination web("web", "http");
+  m.OnMessages("sent", 3);
+  m.OnMessages("dead", 1);
+  m.OnPublish(web, true, 0.02);
+  m.OnPublish(web, false, 0.5);
+  m.OnQueueDepth("web", 2);
+  m.OnQueueDepth("web", -1);
+  m.OnHttpResponse(503);
+  m.OnHttpResponse(42);
+  m.OnProcessingDuration(0.7);
+  m.OnCleanup("outbox", 5, 0.01);
+  m.SetPending(7, 12.5);
+  std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("queuebox_info{version=\"9.9.9\"} 1"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_messages_total{status=\"sent\"} 3"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_messages_total{status=\"dead\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "queuebox_outbox_destination_messages_total{destination=\"web\",outcome=\"failure\"} 1"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_queue_depth{destination=\"web\"} 1"));
+  EXPECT_THAT(text, HasSubstr("queuebox_http_publish_responses_total{status_class=\"5xx\"} 1"));
+  EXPECT_THAT(text, HasSubstr("queuebox_http_publish_responses_total{status_class=\"other\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("queuebox_outbox_publish_duration_seconds_max{destination_type=\"http\"} 0.5"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("queuebox_outbox_publish_duration_seconds_count{destination_type=\"http\"} 2"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_processing_duration_seconds{quantile=\"0.99\"}"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_messages_pending 7"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_oldest_pending_age_seconds 12.5"));
+  EXPECT_THAT(text, HasSubstr("queuebox_cleanup_messages_deleted_total{table=\"outbox\"} 5"));
+  auto names = Families(text);
+  EXPECT_THAT(names, ::testing::Contains("queuebox_uptime_seconds"));
+  EXPECT_THAT(names, ::testing::Contains("queuebox_cleanup_last_run_timestamp"));
+  EXPECT_GT(m.SecondsSinceLastPollCycle(), 1e6);
+  m.OnPollCycle(true);
+  EXPECT_LT(m.SecondsSinceLastPollCycle(), 60.0);
+}
+
+TEST(RetentionValidateTest, PolicyNeedsItsLimit) {
+  RetentionConfig c;
+  c.enabled = true;
+  c.outbox.policy = "AGE";
+  EXPECT_THAT(RetentionService::Validate(c).status().message(), HasSubstr("maxAge"));
+  c.outbox.policy = "COUNT";
+  EXPECT_THAT(RetentionService::Validate(c).status().message(), HasSubstr("maxCount"));
+  c.outbox.policy = "SIZE";
+  EXPECT_THAT(RetentionService::Validate(c).status().message(),
+              HasSubstr("AGE, COUNT or DISABLED"));
+  c.outbox.policy = "DISABLED";
+  EXPECT_FALSE(*RetentionService::Validate(c));
+  c.outbox.policy = "AGE";
+  c.outbox.max_age_ms = 1000;
+  EXPECT_TRUE(*RetentionService::Validate(c));
+  c.enabled = false;
+  EXPECT_FALSE(*RetentionService::Validate(c));
+}
+
+class LogCapture {
+ public:
+  explicit LogCapture(std::string_view format) {
+    log::Init(format, "debug");
+    log::SetSinkForTesting([this](std::string_view l) { lines.emplace_back(l); });
+  }
+  ~LogCapture() {
+    log::SetSinkForTesting(nullptr);
+    log::Init("json", "info");
+  }
+  std::vector<std::string> lines;
+};
+
+TEST(LogTest, JsonLineHasLevelTimeMessageAndFields) {
+  LogCapture cap("json");
+  log::Warn("Delivery failed\n\"quoted\"", {{"message_id", "m-1"}, {"message", "clash"}});
+  ASSERT_EQ(cap.lines.size(), 1u);
+  auto j = nlohmann::json::parse(cap.lines[0]);
+  EXPECT_EQ(j["level"], "warn");
+  EXPECT_EQ(j["message"], "Delivery failed\n\"quoted\"");
+  EXPECT_EQ(j["message_id"], "m-1");
+  EXPECT_EQ(j["field.message"], "clash");
+  EXPECT_THAT(j["time"].get<std::string>(), ::testing::MatchesRegex("....-..-..T..:..:..\\....Z"));
+  EXPECT_EQ(cap.lines[0].find('\n'), std::string::npos);
+}
+
+TEST(LogTest, TextLineIsOneLineWithQuotedValues) {
+  std::string line = log::FormatLine(false, log::Level::kError, "two\nlines",
+                                     {{"topic", "order.created"}, {"reason", "a b=c"}});
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_THAT(line, HasSubstr("ERROR two\\nlines topic=order.created reason=\"a b=c\""));
+}
+
+TEST(LogTest, RedactedCallerTextCarriesNoSecret) {
+  // Callers pass ids, names and redacted reasons; the formatter adds nothing of its own, so a
+  // secret from the configuration never shows up in any format.
+  const std::string secret = "hunter2-secret-value";
+  for (const char* format : {"json", "text"}) {
+    LogCapture cap(format);
+    AdminConfig admin;
+    admin.enabled = true;
+    admin.auth = AdminAuthConfig{"bearer", {{"token", secret}}};
+    auto auth = RequestAuth::Create(*admin.auth);
+    ASSERT_TRUE(auth.ok());
+    Status s = (*auth)->Check(Headers({{"Authorization", "Bearer " + secret + "x"}}), "", 0);
+    log::Warn("An admin request was refused.", {{"reason", s.message()}});
+    ASSERT_EQ(cap.lines.size(), 1u);
+    EXPECT_THAT(cap.lines[0], Not(HasSubstr("hunter2")));
+    EXPECT_THAT(cap.lines[0], HasSubstr("Invalid bearer token"));
+  }
+}
+
+TEST(LogTest, RateLimiterBoundsAnOutageToAFewLines) {
+  LogCapture cap("json");
+  log::RateLimiter limiter(std::chrono::seconds(60));
+  int written = 0;
+  for (int i = 0; i < 10000; ++i) {
+    if (log::WriteLimited(limiter, log::Level::kError, "The database is unreachable.",
+                          {{"attempt", std::to_string(i)}})) {
+      ++written;
+    }
+  }
+  int64_t suppressed = limiter.TakeSuppressed();
+  log::Error("Repeated errors were suppressed.", {{"suppressed", std::to_string(suppressed)}});
+  EXPECT_LE(written, 5);
+  EXPECT_GE(written, 1);
+  EXPECT_EQ(written + suppressed, 10000);
+  EXPECT_EQ(static_cast<int>(cap.lines.size()), written + 1);
+  EXPECT_THAT(cap.lines.back(), HasSubstr("\"suppressed\":\"" + std::to_string(suppressed) + "\""));
+  EXPECT_EQ(limiter.TakeSuppressed(), 0);
+}
+
+}  // namespace
+}  // namespace queuebox
