@@ -1,8 +1,10 @@
 # Warnings are errors in our own code (not in outside headers, which are SYSTEM includes).
+# -Wnull-dereference is left out: g++ 12 at -O2 reports it inside inlined libstdc++ code
+# (basic_string, streambuf), false positives that no change of ours can remove.
 add_library(qb_warnings INTERFACE)
 target_compile_options(qb_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
                        -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Wunused
-                       -Woverloaded-virtual -Wnull-dereference -Wdouble-promotion
+                       -Woverloaded-virtual -Wdouble-promotion
                        -Wformat=2 -Wimplicit-fallthrough -Werror)
 
 # qb_library(name SOURCES ... DEPS ...): a static library of ours with warnings as errors.

@@ -3,6 +3,8 @@
 #   PostgreSQL 15 (throw-away trust cluster), RabbitMQ, NATS with JetStream.
 # Usage: scripts/services.sh start|stop|status|env [pg|rabbitmq|nats ...]
 #   start/stop with no names act on all three. `env` prints the QB_TEST_* exports.
+#   scripts/services.sh rabbitmqctl ARGS...  runs rabbitmqctl against the test node (tests use
+#   it to close connections: `rabbitmqctl close_all_connections reason`).
 # Ports come from the environment (defaults avoid the usual ones so a machine's own servers
 # do not collide). State lives under $QB_SVC_DIR.
 set -euo pipefail
@@ -103,5 +105,6 @@ case "$cmd" in
     rmq_up && echo "rabbitmq: up" || echo "rabbitmq: down"
     nats_up && echo "nats: up" || echo "nats: down" ;;
   env) print_env ;;
-  *) echo "usage: $0 start|stop|status|env [pg|rabbitmq|nats ...]" >&2; exit 2 ;;
+  rabbitmqctl) (rmq_env; rabbitmqctl -q -n queuebox@localhost "${names[@]}") ;;
+  *) echo "usage: $0 start|stop|status|env [pg|rabbitmq|nats ...] | rabbitmqctl ARGS..." >&2; exit 2 ;;
 esac

@@ -1,1 +1,87 @@
-int main() { return 0; }
+// queuebox: the composition root. Parses the command line, loads the configuration, builds the
+// store, destinations, relay and admin server, and runs until SIGTERM/SIGINT.
+//
+// Exit codes (QueueBox reference §13.5): 0 OK, 1 failed (start, migration, command), 2 usage.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "apps/queuebox/commands.h"
+
+int main(int argc, char** argv) {
+  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"QueueBox C++: a transactional outbox relay"};
+  app.require_subcommand(0, 1);
+  queuebox::app::GlobalOptions global;
+  app.add_option("-c,--config", global.config_file,
+                 "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE)");
+
+  queuebox::app::RunOptions run_opts;
+  auto* run = app.add_subcommand("run", "Run the relay (the default command)");
+  run->add_flag("--until-idle", run_opts.until_idle,
+                "Stop once nothing is claimable and nothing is in flight");
+  run->add_option("--idle-timeout-ms", run_opts.idle_timeout_ms,
+                  "With --until-idle: give up after this many ms (default 60000)");
+
+  std::optional<int> baseline;
+  auto* migrate = app.add_subcommand("migrate", "Apply the bundled migrations and exit");
+  migrate->add_option("--baseline", baseline,
+                      "Record <version> as applied by hand, then apply the later files");
+
+  auto* check = app.add_subcommand(
+      "check-config", "Validate the configuration without connecting, print it masked");
+
+  bool json = false;
+  auto* status = app.add_subcommand("status", "Rows per state, oldest pending age, dead per topic");
+  status->add_flag("--json", json, "JSON output");
+
+  queuebox::app::ReplayOptions replay_opts;
+  auto* replay = app.add_subcommand("replay", "Move sent/dead rows back to pending");
+  replay->add_option("--ids", replay_opts.ids, "Row ids (UUIDs)")->delimiter(',');
+  replay->add_option("--topic", replay_opts.topic, "One topic");
+  replay->add_option("--topics", replay_opts.topics, "Several topics")->delimiter(',');
+  replay->add_option("--destination", replay_opts.destination,
+                     "Rows whose topic routes to this destination");
+  replay->add_option("--created-after", replay_opts.created_after, "ISO-8601 instant (strict >)");
+  replay->add_option("--created-before", replay_opts.created_before, "ISO-8601 instant (strict <)");
+
+  auto* dead = app.add_subcommand("dead", "Dead-lettered rows");
+  dead->require_subcommand(1);
+  int dead_limit = 100;
+  auto* dead_list = dead->add_subcommand("list", "List dead rows, newest first");
+  dead_list->add_flag("--json", json, "JSON output");
+  dead_list->add_option("--limit", dead_limit, "At most this many rows (default 100)");
+
+  std::string envelope_path = "-";
+  bool canonical = false;
+  auto* envelope = app.add_subcommand(
+      "envelope", "Validate a BabelQueue envelope (file or stdin) or re-encode it canonically");
+  envelope->add_option("file", envelope_path, "Envelope file, or - for standard input");
+  envelope->add_flag("--canonical", canonical, "Print the canonical encoding");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  if (*migrate) return queuebox::app::Migrate(global, baseline);
+  if (*check) return queuebox::app::CheckConfig(global);
+  if (*status) return queuebox::app::ShowStatus(global, json);
+  if (*replay) return queuebox::app::Replay(global, replay_opts);
+  if (*dead_list) return queuebox::app::DeadList(global, json, dead_limit);
+  if (*envelope) return queuebox::app::Envelope(envelope_path, canonical);
+  return queuebox::app::Run(global, run_opts, stop_signals);
+}

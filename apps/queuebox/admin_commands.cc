@@ -1,0 +1,34 @@
+// migrate, check-config: commands that need no running relay.
+#include <iostream>
+
+#include "apps/queuebox/commands.h"
+#include "apps/queuebox/common.h"
+#include "core/log.h"
+
+namespace queuebox::app {
+
+int Migrate(const GlobalOptions& global, std::optional<int> baseline) {
+  auto config = LoadOrExplain(global);
+  if (!config) return 1;
+  log::Init(config->logging.format, config->logging.level);
+  auto store = OpenAndWait(*config);
+  if (!store) return 1;
+  auto report = store->Migrate(baseline);
+  if (!report.ok()) {
+    log::Error("The migration failed.", {{"reason", report.status().message()}});
+    std::cerr << "The migration failed. " << report.status().message() << "\n";
+    return 1;
+  }
+  LogMigrations(*report);
+  return 0;
+}
+
+int CheckConfig(const GlobalOptions& global) {
+  auto config = LoadOrExplain(global);
+  if (!config) return 1;
+  std::cout << RenderMasked(*config);
+  std::cout << "The configuration is valid.\n";
+  return 0;
+}
+
+}  // namespace queuebox::app

@@ -1,0 +1,34 @@
+// commands.h: the subcommands of the queuebox binary. Each returns the process exit code:
+// 0 OK, 1 failed, 2 usage (QueueBox reference §13.5).
+#pragma once
+
+#include <csignal>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace queuebox::app {
+
+struct GlobalOptions {
+  std::string config_file;  // --config; empty: QUEUEBOX_CONFIG_FILE
+};
+
+struct RunOptions {
+  bool until_idle = false;  // stop once nothing is claimable and nothing in flight
+  int64_t idle_timeout_ms = 60000;
+};
+
+struct ReplayOptions {
+  std::vector<std::string> ids, topics;
+  std::string topic, destination, created_after, created_before;
+};
+
+int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& stop_signals);
+int Migrate(const GlobalOptions& global, std::optional<int> baseline);
+int CheckConfig(const GlobalOptions& global);
+int ShowStatus(const GlobalOptions& global, bool json);
+int Replay(const GlobalOptions& global, const ReplayOptions& options);
+int DeadList(const GlobalOptions& global, bool json, int limit);
+int Envelope(const std::string& path, bool canonical);
+
+}  // namespace queuebox::app

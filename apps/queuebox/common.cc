@@ -1,0 +1,80 @@
+#include "apps/queuebox/common.h"
+
+#include <iostream>
+
+#include "core/log.h"
+#include "core/redaction.h"
+#include "core/startup.h"
+#include "destinations/registry.h"
+
+namespace queuebox::app {
+
+std::optional<Config> LoadOrExplain(const GlobalOptions& global) {
+  ConfigSource source;
+  source.file = global.config_file;
+  source.env = ProcessEnvironment();
+  auto config = LoadConfig(source);
+  if (!config.ok()) {
+    std::cerr << config.status().message() << "\n";
+    return std::nullopt;
+  }
+  return std::move(config).value();
+}
+
+int StartFailed(const Status& status) {
+  std::string reason = SanitizeError(status.message(), 2000);
+  log::Error("QueueBox did not start", {{"reason", reason}});
+  std::cerr << "QueueBox did not start. Reason: " << reason << "\n";
+  return 1;
+}
+
+std::optional<std::map<std::string, std::unique_ptr<Destination>>> BuildDestinations(
+    const Config& config) {
+  DestinationContext context;
+  context.max_error_body_bytes = config.http.max_error_body_bytes;
+  std::map<std::string, std::unique_ptr<Destination>> out;
+  for (const auto& [name, dc] : config.destinations) {
+    const DestinationType* type = FindDestinationType(dc.type);
+    if (type == nullptr) {
+      StartFailed(InvalidArgument("destinations." + name + ".type: unknown type '" + dc.type +
+                                  "'; set one of " + KnownDestinationTypes()));
+      return std::nullopt;
+    }
+    auto d = type->create(dc, context);
+    if (!d.ok()) {
+      StartFailed(Status(d.status().code(),
+                         "destination '" + name + "' (" + dc.type + "): " + d.status().message()));
+      return std::nullopt;
+    }
+    if (Status s = (*d)->Start(); !s.ok()) {
+      StartFailed(Status(s.code(), "destination '" + name + "' (" + dc.type +
+                                       ") could not start: " + s.message()));
+      return std::nullopt;
+    }
+    out.emplace(name, std::move(d).value());
+  }
+  return out;
+}
+
+std::unique_ptr<OutboxStore> OpenAndWait(const Config& config) {
+  auto store = OpenStore(config.database);
+  if (!store.ok()) {
+    StartFailed(store.status());
+    return nullptr;
+  }
+  Status db = WaitForDatabase(**store, config.database.startup_timeout_ms);
+  if (!db.ok()) {
+    StartFailed(db);
+    return nullptr;
+  }
+  return std::move(store).value();
+}
+
+void LogMigrations(const MigrateReport& report) {
+  std::string versions;
+  for (int v : report.applied) versions += (versions.empty() ? "V" : ", V") + std::to_string(v);
+  log::Info("Applied " + std::to_string(report.applied.size()) +
+            " migration(s): " + (versions.empty() ? "none" : versions) + ".");
+}
+
+}  // namespace queuebox::app

@@ -1,0 +1,28 @@
+// common.h: start-up steps shared by the subcommands.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "apps/queuebox/commands.h"
+#include "queuebox/config.h"
+#include "queuebox/destination.h"
+#include "queuebox/store.h"
+
+namespace queuebox::app {
+
+// Loads the configuration; on failure prints the whole problem list to stderr, returns nullopt.
+std::optional<Config> LoadOrExplain(const GlobalOptions& global);
+// Creates and starts every configured destination. A destination that cannot start stops the
+// start with a message naming it (scenario S11); returns nullopt after printing it.
+std::optional<std::map<std::string, std::unique_ptr<Destination>>> BuildDestinations(
+    const Config& config);
+// Opens the store and waits for the database (database.startupTimeoutMs); prints on failure.
+std::unique_ptr<OutboxStore> OpenAndWait(const Config& config);
+// Prints "QueueBox did not start. Reason: ..." (redacted) to stderr and the log; returns 1.
+int StartFailed(const Status& status);
+void LogMigrations(const MigrateReport& report);
+
+}  // namespace queuebox::app

@@ -1,0 +1,54 @@
+// status, replay, dead list: operator commands over the same configuration as the relay.
+#include <iostream>
+
+#include "admin/cli.h"
+#include "apps/queuebox/commands.h"
+#include "apps/queuebox/common.h"
+#include "core/log.h"
+
+namespace queuebox::app {
+namespace {
+
+template <typename Fn>
+int WithStore(const GlobalOptions& global, Fn&& fn) {
+  auto config = LoadOrExplain(global);
+  if (!config) return 1;
+  log::Init("text", "warn");  // commands print their answer on stdout; logs only for trouble
+  auto store = OpenAndWait(*config);
+  if (!store) return 1;
+  return fn(*store, *config);
+}
+
+}  // namespace
+
+int ShowStatus(const GlobalOptions& global, bool json) {
+  return WithStore(global, [&](OutboxStore& store, const Config& config) {
+    return RunStatusCommand(store, config, json, std::cout, std::cerr);
+  });
+}
+
+int Replay(const GlobalOptions& global, const ReplayOptions& o) {
+  ReplayRequest request;
+  if (!o.ids.empty()) request.ids = o.ids;
+  if (!o.topic.empty()) request.topic = o.topic;
+  if (!o.topics.empty()) request.topics = o.topics;
+  if (!o.destination.empty()) request.destination = o.destination;
+  if (!o.created_after.empty()) request.created_after = o.created_after;
+  if (!o.created_before.empty()) request.created_before = o.created_before;
+  if (!request.HasFilter()) {
+    std::cerr << kReplayNeedsFilter << " Use --ids, --topic, --topics, --destination, "
+              << "--created-after or --created-before.\n";
+    return 2;
+  }
+  return WithStore(global, [&](OutboxStore& store, const Config& config) {
+    return RunReplayCommand(store, config, request, std::cout, std::cerr);
+  });
+}
+
+int DeadList(const GlobalOptions& global, bool json, int limit) {
+  return WithStore(global, [&](OutboxStore& store, const Config& config) {
+    return RunDeadListCommand(store, config, limit, json, std::cout, std::cerr);
+  });
+}
+
+}  // namespace queuebox::app

@@ -1,0 +1,149 @@
+// `queuebox run`: the relay process (QueueBox reference §13.6 start-up, §13.7 shutdown).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "admin/admin_server.h"
+#include "admin/metrics.h"
+#include "admin/retention.h"
+#include "apps/queuebox/commands.h"
+#include "apps/queuebox/common.h"
+#include "core/log.h"
+#include "core/startup.h"
+#include "queuebox/relay.h"
+
+namespace queuebox::app {
+
+int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& stop_signals) {
+  auto config = LoadOrExplain(global);
+  if (!config) return 1;
+  log::Init(config->logging.format, config->logging.level);
+  log::Info("QueueBox C++ is starting",
+            {{"version", QUEUEBOX_VERSION}, {"database", config->database.type}});
+
+  auto destinations = BuildDestinations(*config);
+  if (!destinations) return 1;
+
+  auto store = OpenStore(config->database);
+  if (!store.ok()) return StartFailed(store.status());
+
+  // A signal during the wait for the database ends the start-up.
+  std::atomic<bool> cancel{false}, db_done{false};
+  std::thread signal_watch([&] {
+    const timespec step{0, 100 * 1000 * 1000};
+    while (!db_done.load()) {
+      int sig = sigtimedwait(&stop_signals, nullptr, &step);
+      if (sig == SIGTERM || sig == SIGINT) cancel = true;
+    }
+  });
+  Status db = WaitForDatabase(**store, config->database.startup_timeout_ms, &cancel);
+  db_done = true;
+  signal_watch.join();
+  if (cancel.load()) {
+    log::Info("Stop signal received during start-up; exiting");
+    return 0;
+  }
+  if (!db.ok()) return StartFailed(db);
+  if (config->database.migrate) {
+    auto report = (*store)->Migrate(std::nullopt);
+    if (!report.ok()) return StartFailed(report.status());
+    LogMigrations(*report);
+  }
+
+  Metrics metrics;
+  std::vector<Destination*> destination_list;
+  for (auto& [name, d] : *destinations) destination_list.push_back(d.get());
+
+  RelayOptions relay_options;
+  relay_options.outbox = config->outbox;
+  relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
+  relay_options.routes = config->routes;
+  auto relay = Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics);
+  if (!relay.ok()) return StartFailed(relay.status());
+
+  std::unique_ptr<RetentionService> retention;
+  if (config->retention.enabled) {
+    retention = std::make_unique<RetentionService>(store->get(), config->retention, &metrics);
+  }
+
+  AdminServerDeps deps;
+  deps.store = store->get();
+  deps.metrics = &metrics;
+  Relay* relay_ptr = relay->get();
+  // The poller is healthy while it completes cycles; a database outage stops them.
+  const double poller_bound_s =
+      std::max(10.0, 3.0 * static_cast<double>(config->outbox.poll_interval_ms) / 1000.0);
+  deps.poller_healthy = [relay_ptr, poller_bound_s] {
+    return relay_ptr->SecondsSinceLastCycle() < poller_bound_s;
+  };
+  if (retention) {
+    RetentionService* r = retention.get();
+    deps.retention_healthy = [r] { return r->Healthy(); };
+  }
+  deps.destinations = destination_list;
+  auto admin = AdminServer::Create(*config, deps);
+  if (!admin.ok()) return StartFailed(admin.status());
+
+  if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
+  if (retention) {
+    if (Status s = retention->Start(); !s.ok()) return StartFailed(s);
+  }
+  metrics.StartPendingRefresher(
+      store->get(), std::chrono::milliseconds(config->outbox.pending_gauge_interval_ms));
+  if (Status s = (*admin)->Start(); !s.ok()) {
+    (*relay)->Stop();
+    return StartFailed(s);
+  }
+  log::Info("QueueBox C++ is delivering",
+            {{"batch_size", std::to_string(config->outbox.batch_size)},
+             {"concurrency", std::to_string(config->outbox.concurrency)},
+             {"routes", std::to_string(config->routes.size())},
+             {"http_port", std::to_string((*admin)->data_port())}});
+
+  // Wait for a stop signal, or (--until-idle) for the relay to run dry.
+  auto started = std::chrono::steady_clock::now();
+  const timespec slice{0, 200 * 1000 * 1000};
+  const timespec poll_only{0, 0};
+  while (true) {
+    int sig = sigtimedwait(&stop_signals, nullptr, options.until_idle ? &poll_only : &slice);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log::Info("Stop signal received; shutting down", {{"signal", std::to_string(sig)}});
+      break;
+    }
+    if (options.until_idle) {
+      if ((*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
+        log::Info("Nothing left to claim and nothing in flight; stopping (--until-idle)");
+        break;
+      }
+      auto waited = std::chrono::steady_clock::now() - started;
+      if (waited > std::chrono::milliseconds(options.idle_timeout_ms)) {
+        log::Warn("--until-idle: the idle timeout passed; stopping",
+                  {{"idle_timeout_ms", std::to_string(options.idle_timeout_ms)}});
+        break;
+      }
+    }
+  }
+
+  // Shutdown (QueueBox reference §13.7): HTTP drains first (503), then background work, then
+  // resources.
+  (*admin)->StartDraining();
+  int64_t abandoned = (*relay)->Stop();
+  if (retention) retention->Stop();
+  metrics.StopPendingRefresher();
+  (*admin)->Stop(std::chrono::milliseconds(2000));
+  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)}});
+  if (abandoned > 0) {
+    // Publishes still run on worker threads; the leases return their rows. Leave at once.
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  return 0;
+}
+
+}  // namespace queuebox::app

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: installs the packages, starts PostgreSQL,
+# RabbitMQ and NATS on loopback, builds, and runs every ctest test (unit, contract,
+# integration, e2e). Extra arguments go to ctest (e.g. -L unit, -R relay).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/services.sh start
+eval "$(bash scripts/services.sh env)"
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900 -j 2 "$@"

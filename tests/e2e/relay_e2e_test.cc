@@ -1,0 +1,347 @@
+// End to end: the queuebox binary against a real PostgreSQL and a real HTTP receiver on loopback.
+// Failure scenarios of ../shared/spec/scenarios.md carry their number in the test name.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "testing/env.h"
+#include "testing/http_receiver.h"
+#include "testing/pg.h"
+#include "testing/process.h"
+
+namespace queuebox {
+namespace {
+
+using testing::ChildProcess;
+using ::testing::HasSubstr;
+using testing::HttpReceiver;
+using testing::ReceiverResponse;
+using testing::TempDir;
+using testing::TempPgDatabase;
+using namespace std::chrono_literals;
+
+constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+
+struct RelaySettings {
+  int batch_size = 50;
+  int concurrency = 8;
+  int64_t claim_timeout_ms = 30000;
+  int64_t retry_base_delay_ms = 100;
+  int64_t http_timeout_ms = 10000;
+};
+
+class RelayE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string url;
+    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
+    pg_ = std::make_unique<TempPgDatabase>(url);
+    ASSERT_TRUE(receiver_.Start().ok());
+  }
+
+  // Writes a configuration for one replica and returns its path.
+  std::string WriteConfig(const RelaySettings& s, const std::string& name) {
+    std::string yaml =
+        "database:\n  type: postgresql\n  url: " + pg_->url() +
+        "\n  startupTimeoutMs: 20000\n"
+        "server:\n  httpPort: " +
+        std::to_string(testing::UnusedLoopbackPort()) +
+        "\noutbox:\n  pollIntervalMs: 50\n  batchSize: " + std::to_string(s.batch_size) +
+        "\n  concurrency: " + std::to_string(s.concurrency) +
+        "\n  claimTimeoutMs: " + std::to_string(s.claim_timeout_ms) +
+        "\n  retryBaseDelayMs: " + std::to_string(s.retry_base_delay_ms) +
+        "\n  shutdownTimeoutMs: 5000\n"
+        "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+        "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+        receiver_.BaseUrl() +
+        "\n    path: /events\n    timeoutMs: " + std::to_string(s.http_timeout_ms) +
+        "\n    headers:\n      X-Static: yes\n"
+        "logging:\n  format: json\n  level: info\n";
+    dir_.Write(name + ".yml", yaml);
+    return dir_.File(name + ".yml");
+  }
+
+  void Migrate(const std::string& config) {
+    std::string out;
+    ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "migrate"}, {}, &out), 0) << out;
+  }
+
+  std::unique_ptr<ChildProcess> StartReplica(const std::string& config, const std::string& name) {
+    return std::make_unique<ChildProcess>(
+        kBinary, std::vector<std::string>{"--config", config, "run"},
+        std::map<std::string, std::string>{}, dir_.File(name + ".log"));
+  }
+
+  // Inserts `per_key` rows for each of `keys` keys, interleaved, one transaction per statement.
+  void InsertRows(int keys, int per_key, const std::string& topic = "order.created") {
+    std::string sql = "INSERT INTO outbox (topic, key, payload) SELECT '" + topic +
+                      "', 'key-' || (i % " + std::to_string(keys) +
+                      "), jsonb_build_object('i', i) FROM generate_series(0, " +
+                      std::to_string(keys * per_key - 1) + ") AS i";
+    pg_->Exec(sql);
+  }
+
+  int64_t Count(const std::string& where) {
+    return std::stoll(pg_->Scalar("SELECT count(*) FROM outbox WHERE " + where));
+  }
+
+  // Waits until every row is sent (true) or the timeout passes.
+  bool WaitAllSent(std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (Count("state <> 'sent'") == 0) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  // Checks at-least-once and per-key order over what the receiver got: every row's id arrived,
+  // and per key the deliveries, with a redelivery of the row just delivered collapsed, follow
+  // insert order. Returns the number of duplicate deliveries.
+  int64_t CheckDeliveredInKeyOrder() {
+    std::map<std::string, std::pair<std::string, int64_t>> rows;  // id -> (key, sequence)
+    for (const auto& r : pg_->Query("SELECT id, key, sequence FROM outbox")) {
+      rows[r[0]] = {r[1], std::stoll(r[2])};
+    }
+    std::map<std::string, int64_t> last;  // key -> last sequence delivered
+    std::set<std::string> seen;
+    int64_t duplicates = 0;
+    for (const auto& req : receiver_.Requests()) {
+      std::string id = req.Header("X-Message-Id");
+      auto it = rows.find(id);
+      EXPECT_NE(it, rows.end()) << "unknown id " << id;
+      if (it == rows.end()) continue;
+      const auto& [key, seq] = it->second;
+      if (!seen.insert(id).second) {
+        ++duplicates;
+        // A redelivery after a crash repeats a row at or before the key's last delivery.
+        EXPECT_LE(seq, last[key]) << "key " << key;
+        continue;
+      }
+      EXPECT_GT(seq, last[key]) << "key " << key << " delivered out of insert order";
+      last[key] = seq;
+    }
+    EXPECT_EQ(seen.size(), rows.size()) << "every row arrives at least once";
+    return duplicates;
+  }
+
+  std::unique_ptr<TempPgDatabase> pg_;
+  HttpReceiver receiver_;
+  TempDir dir_;
+};
+
+TEST_F(RelayE2ETest, DeliversRowsOverHttpWithQueueBoxHeaders) {
+  std::string config = WriteConfig({}, "a");
+  Migrate(config);
+  pg_->Exec(
+      "INSERT INTO outbox (topic, key, payload, headers, aggregate_type) VALUES ('order.created', "
+      "'cust-42', '{\"orderId\":\"1111\",\"amount\":99.99}'::jsonb, "
+      "'{\"X-Tenant\":\"acme\"}'::jsonb, "
+      "'order')");
+  pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('invoice.issued', '{\"n\":1}')");
+  auto relay = StartReplica(config, "a");
+  ASSERT_TRUE(receiver_.WaitForRequests(2, 30s)) << relay->Log();
+  ASSERT_TRUE(WaitAllSent(30s)) << relay->Log();
+  auto reqs = receiver_.Requests();
+  std::map<std::string, testing::ReceivedRequest> by_topic;
+  for (const auto& r : reqs) by_topic[r.Header("X-Topic")] = r;
+  const auto& order = by_topic.at("order.created");
+  EXPECT_EQ(order.method, "POST");
+  EXPECT_EQ(order.target, "/events");
+  EXPECT_EQ(order.Header("Content-Type"), "application/json");
+  EXPECT_EQ(order.Header("X-Attempt"), "0");
+  EXPECT_EQ(order.Header("X-Message-Key"), "cust-42");
+  EXPECT_EQ(order.Header("X-Tenant"), "acme");
+  EXPECT_EQ(order.Header("X-Static"), "yes");
+  EXPECT_EQ(order.Header("X-Message-Id"),
+            pg_->Scalar("SELECT id FROM outbox WHERE topic = 'order.created'"));
+  EXPECT_EQ(nlohmann::json::parse(order.body),
+            nlohmann::json::parse(R"({"orderId":"1111","amount":99.99})"));
+  EXPECT_FALSE(by_topic.at("invoice.issued").HasHeader("X-Message-Key"));
+  relay->Kill(SIGTERM);
+  EXPECT_EQ(relay->Wait(20s), std::optional<int>(0)) << relay->Log();
+}
+
+TEST_F(RelayE2ETest, RetriesThenDeadLettersAtTheRowCeiling) {
+  receiver_.SetDefaultResponse({500, "boom password=hunter2", "text/plain", {}, 0ms});
+  RelaySettings s;
+  s.retry_base_delay_ms = 20;
+  std::string config = WriteConfig(s, "a");
+  Migrate(config);
+  pg_->Exec("INSERT INTO outbox (topic, payload, max_attempts) VALUES ('t', '{}', 2)");
+  auto relay = StartReplica(config, "a");
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (Count("state = 'dead'") == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(Count("state = 'dead'"), 1) << relay->Log();
+  EXPECT_EQ(pg_->Scalar("SELECT attempt FROM outbox"), "2");
+  std::string last_error = pg_->Scalar("SELECT last_error FROM outbox");
+  EXPECT_THAT(last_error, HasSubstr("HTTP 500"));
+  EXPECT_THAT(last_error, ::testing::Not(HasSubstr("hunter2")));
+  EXPECT_EQ(receiver_.RequestCount(), 3u);  // max_attempts + 1 deliveries
+  EXPECT_THAT(relay->Log(), ::testing::Not(HasSubstr("hunter2")));
+}
+
+// S9: the relay claims rows, delivers some and is killed; after the lease the rest arrive.
+TEST_F(RelayE2ETest, S9_RestartInTheMiddleOfABatchLosesNothing) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 20ms});
+  RelaySettings s;
+  s.batch_size = 100;
+  s.concurrency = 100;
+  s.claim_timeout_ms = 2000;
+  std::string config = WriteConfig(s, "a");
+  Migrate(config);
+  InsertRows(10, 60);
+  auto relay = StartReplica(config, "a");
+  ASSERT_TRUE(receiver_.WaitForRequests(150, 60s)) << relay->Log();
+  relay->Kill(SIGKILL);
+  relay->Wait(10s);
+  EXPECT_GT(Count("state = 'processing'"), 0) << "the kill should leave claimed rows behind";
+  auto again = StartReplica(config, "b");
+  ASSERT_TRUE(WaitAllSent(120s)) << again->Log();
+  CheckDeliveredInKeyOrder();
+  EXPECT_EQ(Count("state = 'processing'"), 0);
+}
+
+// S8: four replicas share the outbox; one is killed with SIGKILL and restarted every 2 s.
+TEST_F(RelayE2ETest, S8_ReplicasKilledWhileTheyWorkDeliverEveryRowInKeyOrder) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 10ms});
+  RelaySettings s;
+  s.claim_timeout_ms = 2000;
+  s.concurrency = 16;
+  std::string config[4];
+  for (int i = 0; i < 4; ++i) config[i] = WriteConfig(s, "r" + std::to_string(i));
+  Migrate(config[0]);
+  InsertRows(100, 100);
+  std::unique_ptr<ChildProcess> replicas[4];
+  for (int i = 0; i < 4; ++i) replicas[i] = StartReplica(config[i], "r" + std::to_string(i));
+  int kills = 0;
+  auto deadline = std::chrono::steady_clock::now() + 240s;
+  while (Count("state <> 'sent'") > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(2s);
+    int victim = kills % 4;
+    replicas[victim]->Kill(SIGKILL);
+    replicas[victim]->Wait(10s);
+    replicas[victim] =
+        StartReplica(config[victim], "r" + std::to_string(victim) + "-" + std::to_string(kills));
+    ++kills;
+  }
+  ASSERT_TRUE(WaitAllSent(120s));
+  EXPECT_GE(kills, 1);
+  int64_t duplicates = CheckDeliveredInKeyOrder();
+  EXPECT_EQ(Count("state = 'processing'"), 0);
+  RecordProperty("kills", kills);
+  RecordProperty("duplicates", static_cast<int>(duplicates));
+}
+
+// S5: one producer writes e1..e1000 for one key, one transaction each, while other keys carry
+// traffic; concurrency 8; two replicas. The key's rows arrive in order.
+TEST_F(RelayE2ETest, S5_OrderForOneKeyUnderParallelWorkers) {
+  RelaySettings s;
+  s.concurrency = 8;
+  std::string a = WriteConfig(s, "a"), b = WriteConfig(s, "b");
+  Migrate(a);
+  auto r1 = StartReplica(a, "a");
+  auto r2 = StartReplica(b, "b");
+  PGconn* conn = PQconnectdb(pg_->url().c_str());
+  ASSERT_EQ(PQstatus(conn), CONNECTION_OK);
+  for (int i = 1; i <= 1000; ++i) {
+    std::string sql =
+        "INSERT INTO outbox (topic, key, payload) VALUES ('e', 'k', '{\"e\":" + std::to_string(i) +
+        "}'); INSERT INTO outbox (topic, key, payload) VALUES "
+        "('other', 'o" +
+        std::to_string(i % 17) + "', '{}')";
+    PGresult* r = PQexec(conn, sql.c_str());
+    ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQerrorMessage(conn);
+    PQclear(r);
+  }
+  PQfinish(conn);
+  ASSERT_TRUE(WaitAllSent(120s)) << r1->Log() << r2->Log();
+  std::vector<int> order;
+  for (const auto& req : receiver_.Requests()) {
+    if (req.Header("X-Topic") == "e") order.push_back(nlohmann::json::parse(req.body)["e"]);
+  }
+  ASSERT_EQ(order.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(order[i], i + 1) << "position " << i;
+}
+
+// S3: a lease of 2 s, a destination that takes 500 ms per message, batch 10, two replicas:
+// the owner renews, so no second replica takes a live row and nothing is delivered twice.
+TEST_F(RelayE2ETest, S3_LeaseRenewedDuringASlowPublish) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 2500ms});
+  RelaySettings s;
+  s.batch_size = 10;
+  s.concurrency = 10;
+  s.claim_timeout_ms = 2000;
+  std::string a = WriteConfig(s, "a"), b = WriteConfig(s, "b");
+  Migrate(a);
+  InsertRows(20, 1);
+  auto r1 = StartReplica(a, "a");
+  auto r2 = StartReplica(b, "b");
+  ASSERT_TRUE(WaitAllSent(60s)) << r1->Log() << r2->Log();
+  std::set<std::string> ids;
+  for (const auto& req : receiver_.Requests()) {
+    EXPECT_TRUE(ids.insert(req.Header("X-Message-Id")).second)
+        << "delivered twice: " << req.Header("X-Message-Id");
+  }
+  EXPECT_EQ(ids.size(), 20u);
+  EXPECT_THAT(r1->Log() + r2->Log(),
+              ::testing::Not(HasSubstr("claim on the message was already lost")));
+}
+
+// S10: replica A claims rows and publishes slowly; replica B starts (its reclaim runs) and
+// takes only rows whose lease expired on the database clock, never one A still holds.
+TEST_F(RelayE2ETest, S10_AStartingReplicaNeverTakesALiveClaim) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 1500ms});
+  RelaySettings s;
+  s.batch_size = 100;
+  s.concurrency = 100;
+  s.claim_timeout_ms = 5000;
+  std::string a = WriteConfig(s, "a"), b = WriteConfig(s, "b");
+  Migrate(a);
+  InsertRows(50, 1);
+  auto ra = StartReplica(a, "a");
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (Count("state = 'processing'") < 50 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(Count("state = 'processing'"), 50);
+  auto rb = StartReplica(b, "b");
+  ASSERT_TRUE(WaitAllSent(60s)) << ra->Log() << rb->Log();
+  EXPECT_EQ(receiver_.RequestCount(), 50u) << "B must not take A's live claims";
+}
+
+TEST_F(RelayE2ETest, StartFailsNamingStartupTimeoutWhenTheDatabaseNeverAnswers) {
+  int port = testing::UnusedLoopbackPort();
+  dir_.Write("bad.yml", "database:\n  type: postgresql\n  url: postgresql://postgres@127.0.0.1:" +
+                            std::to_string(port) + "/x\n  startupTimeoutMs: 1000\n");
+  std::string out;
+  int code = testing::RunCommand(kBinary, {"--config", dir_.File("bad.yml"), "run"}, {}, &out);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("database.startupTimeoutMs"));
+}
+
+TEST_F(RelayE2ETest, AnInvalidConfigurationListsEveryProblem) {
+  dir_.Write("bad.yml",
+             "database:\n  type: sqlite\n  url: x.db\noutbox:\n  batchSzie: 3\n  concurrency: -1\n"
+             "routes:\n  - topicPattern: \"a.*\"\n    destination: nowhere\n");
+  std::string out;
+  int code =
+      testing::RunCommand(kBinary, {"--config", dir_.File("bad.yml"), "check-config"}, {}, &out);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(out, HasSubstr("The configuration has 3 errors"));
+  EXPECT_THAT(out, HasSubstr("outbox.batchSzie"));
+  EXPECT_THAT(out, HasSubstr("batchSize"));
+  EXPECT_THAT(out, HasSubstr("outbox.concurrency"));
+  EXPECT_THAT(out, HasSubstr("routes[0].destination"));
+}
+
+}  // namespace
+}  // namespace queuebox
