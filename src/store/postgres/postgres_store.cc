@@ -168,10 +168,11 @@ Status PostgresOutboxStore::CheckSchema() {
   const std::string& column = config_.columns.sequence;
   // Like QueueBox's SchemaGuard: the table as written, lower or upper case; columns compared
   // without case.
-  QB_ASSIGN_OR_RETURN(
-      SqlRows cols, Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                        "ANY (current_schemas(false)) AND table_name IN ($1, lower($1), upper($1))",
-                        {table}));
+  QB_ASSIGN_OR_RETURN(SqlRows cols,
+                      Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                          "ANY (current_schemas(false)) AND table_name::text IN ($1::text, "
+                          "lower($1::text), upper($1::text))",
+                          {table}));
   if (cols.empty()) {
     return FailedPrecondition("The outbox table '" + table +
                               "' does not exist. Run `queuebox migrate` or create it "
@@ -189,22 +190,22 @@ Status PostgresOutboxStore::CheckSchema() {
 Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lease_ms) {
   QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
   // qb_now: one database instant per claim. `(SELECT t FROM qb_now)` is an InitPlan, so the due
-  // check is an index condition on idx_outbox_pending_due (docs/schema.md).
+  // check is an index condition on idx_outbox_pending_due (docs/schema.md). The candidates are a
+  // MATERIALIZED CTE so the LIMIT holds once for the statement (a subquery on the inner side of
+  // a nested loop would be rescanned, each rescan taking `limit` more rows).
   static const std::string tmpl =
-      "WITH qb_now AS (SELECT clock_timestamp() AS t) "
-      "UPDATE {T} AS o SET {state} = 'processing', {claim_token} = gen_random_uuid(), "
-      "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
-      "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
-      std::string(kMs) +
-      " FROM (SELECT head.{id} AS qb_id FROM {T} AS head"
+      "WITH qb_now AS (SELECT clock_timestamp() AS t), "
+      "c AS MATERIALIZED (SELECT head.{id} AS qb_id FROM {T} AS head"
       " WHERE head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)"
       " AND (head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior"
       " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
       " AND prior.{sequence} < head.{sequence}))"
       " ORDER BY head.{scheduled_at}, head.{sequence} LIMIT $1::int"
-      " FOR UPDATE OF head SKIP LOCKED) AS c"
-      " WHERE o.{id} = c.qb_id RETURNING " +
-      RowColumns("o.");
+      " FOR UPDATE OF head SKIP LOCKED) "
+      "UPDATE {T} AS o SET {state} = 'processing', {claim_token} = gen_random_uuid(), "
+      "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
+      "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
+      std::string(kMs) + " FROM c WHERE o.{id} = c.qb_id RETURNING " + RowColumns("o.");
   QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {int64_t{limit}, lease_ms}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
@@ -394,12 +395,16 @@ Result<int64_t> PostgresOutboxStore::DeleteOlderThan(const std::string& state, i
     return InvalidArgument("Retention needs max_age_ms >= 0 and batch > 0.");
   }
   int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Run("DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT {id} FROM {T} "
-                         "WHERE {state} = $1 AND {updated_at} < clock_timestamp() - $2::bigint" +
-                             std::string(kMs) +
-                             " ORDER BY {updated_at} LIMIT $3::int FOR UPDATE SKIP LOCKED)",
-                         {state, max_age_ms, int64_t{batch}}, &changes)
-                         .status());
+  // A MATERIALIZED CTE: `IN (subquery ... LIMIT)` can be planned as a rescanned semi-join inner
+  // side, each rescan taking another batch.
+  QB_RETURN_IF_ERROR(
+      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
+          "{updated_at} < clock_timestamp() - $2::bigint" +
+              std::string(kMs) +
+              " ORDER BY {updated_at} LIMIT $3::int FOR UPDATE SKIP LOCKED) "
+              "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
+          {state, max_age_ms, int64_t{batch}}, &changes)
+          .status());
   return changes;
 }
 
@@ -410,11 +415,13 @@ Result<int64_t> PostgresOutboxStore::DeleteBeyondCount(const std::string& state,
     return InvalidArgument("Retention needs max_count >= 0 and batch > 0.");
   }
   int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Run("DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT {id} FROM {T} "
-                         "WHERE {state} = $1 ORDER BY {updated_at} DESC, {sequence} DESC "
-                         "OFFSET $2::bigint LIMIT $3::int FOR UPDATE SKIP LOCKED)",
-                         {state, max_count, int64_t{batch}}, &changes)
-                         .status());
+  QB_RETURN_IF_ERROR(
+      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
+          "ORDER BY {updated_at} DESC, {sequence} DESC OFFSET $2::bigint LIMIT $3::int "
+          "FOR UPDATE SKIP LOCKED) "
+          "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
+          {state, max_count, int64_t{batch}}, &changes)
+          .status());
   return changes;
 }
 

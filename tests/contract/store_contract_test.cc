@@ -1,0 +1,649 @@
+// The OutboxStore contract (include/queuebox/store.h), run against SQLite and PostgreSQL.
+// Mirrors QueueBox's OutboxKeyOrderTest, ClaimFenceTest, ReclaimStaleTest and
+// RetentionSemanticsTest (reference §14.3) plus replay (§5.4), stats and insert defaults.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "store_test_support.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::StoreDb;
+using ::testing::UnorderedElementsAre;
+
+constexpr int64_t kLease = 60000;
+
+class StoreContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string pg_url;
+    if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+    db_ = std::make_unique<StoreDb>(GetParam());
+    db_->Create(pg_url);
+    store_ = db_->Open();
+    ASSERT_NE(store_, nullptr);
+    auto report = store_->Migrate(std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    Status schema = store_->CheckSchema();
+    ASSERT_TRUE(schema.ok()) << schema.ToString();
+  }
+
+  std::string Add(std::optional<std::string> key, std::string topic = "orders.created") {
+    NewOutboxRow row;
+    row.topic = std::move(topic);
+    row.key = std::move(key);
+    row.payload = R"({"n":1})";
+    auto id = store_->Insert(row);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : "";
+  }
+
+  std::vector<OutboxRow> Claim(int limit = 100, int64_t lease = kLease) {
+    auto rows = store_->Claim(limit, lease);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<OutboxRow>{};
+  }
+
+  static std::vector<std::string> Ids(const std::vector<OutboxRow>& rows) {
+    std::vector<std::string> ids;
+    for (const auto& r : rows) ids.push_back(r.id);
+    return ids;
+  }
+
+  std::vector<std::string> Sent(const OutboxRow& row) {
+    Fence f{row.id, row.claim_token};
+    auto ids = store_->MarkSent(std::span<const Fence>(&f, 1));
+    EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+    return ids.ok() ? *ids : std::vector<std::string>{};
+  }
+  std::vector<std::string> Retry(const OutboxRow& row, int64_t delay_ms,
+                                 std::string error = "HTTP 503") {
+    RetryOrder o{{row.id, row.claim_token}, delay_ms, std::move(error)};
+    auto ids = store_->ScheduleRetry(std::span<const RetryOrder>(&o, 1));
+    EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+    return ids.ok() ? *ids : std::vector<std::string>{};
+  }
+  std::vector<std::string> Dead(const OutboxRow& row, std::string error = "HTTP 400") {
+    DeadOrder o{{row.id, row.claim_token}, std::move(error)};
+    auto ids = store_->MarkDead(std::span<const DeadOrder>(&o, 1));
+    EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+    return ids.ok() ? *ids : std::vector<std::string>{};
+  }
+
+  std::unique_ptr<StoreDb> db_;
+  std::unique_ptr<OutboxStore> store_;
+};
+
+// --- per-key ordering (OutboxKeyOrderTest) ---
+
+TEST_P(StoreContractTest, ClaimTakesOnlyTheHeadRowOfEachKey) {
+  std::string k1a = Add("k1"), k1b = Add("k1"), k2 = Add("k2"), n1 = Add(std::nullopt),
+              n2 = Add(std::nullopt);
+  auto rows = Claim();
+  EXPECT_THAT(Ids(rows), ElementsAre(k1a, k2, n1, n2));
+  for (const auto& r : rows) {
+    EXPECT_EQ(db_->Field(r.id, "state"), "processing");
+    EXPECT_FALSE(r.claim_token.empty());
+  }
+  EXPECT_EQ(db_->Field(k1b, "state"), "pending");
+}
+
+TEST_P(StoreContractTest, SequenceDecidesTheHeadNotCreatedAt) {
+  std::string first = Add("k1"), second = Add("k1");
+  // The first row looks younger by created_at; its lower sequence still makes it the head.
+  db_->Exec("UPDATE outbox SET created_at = " + db_->NowPlus(60) + " WHERE id = '" + first + "'");
+  db_->Exec("UPDATE outbox SET created_at = " + db_->NowPlus(-60) + " WHERE id = '" + second + "'");
+  EXPECT_THAT(Ids(Claim()), ElementsAre(first));
+}
+
+TEST_P(StoreContractTest, ARowInFlightHoldsBackItsKeyUntilItIsSent) {
+  std::string a = Add("k1"), b = Add("k1");
+  auto first = Claim();
+  ASSERT_THAT(Ids(first), ElementsAre(a));
+  EXPECT_THAT(Claim(), IsEmpty());
+  EXPECT_THAT(Sent(first[0]), ElementsAre(a));
+  EXPECT_THAT(Ids(Claim()), ElementsAre(b));
+}
+
+TEST_P(StoreContractTest, ARowInRetryBackoffHoldsBackItsKey) {
+  std::string a = Add("k1");
+  Add("k1");
+  auto first = Claim();
+  ASSERT_THAT(Ids(first), ElementsAre(a));
+  EXPECT_THAT(Retry(first[0], 3600000), ElementsAre(a));
+  EXPECT_THAT(Claim(), IsEmpty());
+}
+
+TEST_P(StoreContractTest, ADeadRowReleasesItsKey) {
+  std::string a = Add("k1"), b = Add("k1");
+  auto first = Claim();
+  ASSERT_THAT(Ids(first), ElementsAre(a));
+  EXPECT_THAT(Dead(first[0]), ElementsAre(a));
+  EXPECT_THAT(Ids(Claim()), ElementsAre(b));
+}
+
+TEST_P(StoreContractTest, RowsWithAnEmptyKeyAreClaimedTogether) {
+  std::string a = Add(""), b = Add(""), c = Add("");
+  EXPECT_THAT(Ids(Claim()), ElementsAre(a, b, c));
+}
+
+TEST_P(StoreContractTest, RowsNotYetDueAreNotClaimed) {
+  NewOutboxRow later;
+  later.topic = "t";
+  later.payload = "{}";
+  later.delay_ms = 3600000;
+  auto delayed = store_->Insert(later);
+  ASSERT_TRUE(delayed.ok()) << delayed.status().ToString();
+  std::string due = Add(std::nullopt);
+  EXPECT_THAT(Ids(Claim()), ElementsAre(due));
+  EXPECT_EQ(db_->Field(*delayed, "state"), "pending");
+}
+
+TEST_P(StoreContractTest, TheLimitCapsTheBatchInScheduleOrder) {
+  std::string a = Add(std::nullopt), b = Add(std::nullopt);
+  Add(std::nullopt);
+  EXPECT_THAT(Ids(Claim(2)), ElementsAre(a, b));
+}
+
+TEST_P(StoreContractTest, ConcurrentClaimersDeliverEveryRowOnceAndEachKeyInInsertOrder) {
+  constexpr int kKeys = 10, kPerKey = 200, kTotal = kKeys * kPerKey;
+  if (db_->pg()) {
+    db_->Exec(
+        "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || (g % 10), '{}' "
+        "FROM generate_series(0, 1999) AS g ORDER BY g");
+  } else {
+    db_->Exec(
+        "WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < 1999) "
+        "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || (n % 10), '{}' FROM g");
+  }
+  std::mutex mu;
+  std::map<std::string, std::vector<int64_t>> by_key;
+  std::map<std::string, int> deliveries;
+  std::atomic<int> delivered{0};
+  std::atomic<bool> failed{false};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::unique_ptr<OutboxStore> own = db_->Open();  // one store (connection) per claimer
+      if (!own) {
+        failed = true;
+        return;
+      }
+      while (delivered.load() < kTotal && std::chrono::steady_clock::now() < deadline) {
+        auto rows = own->Claim(20, kLease);
+        if (!rows.ok()) {
+          failed = true;
+          return;
+        }
+        std::vector<Fence> fences;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          for (const auto& r : *rows) {
+            by_key[*r.key].push_back(r.sequence);
+            ++deliveries[r.id];
+            fences.push_back({r.id, r.claim_token});
+          }
+        }
+        auto sent = own->MarkSent(fences);
+        if (!sent.ok() || sent->size() != fences.size()) {
+          failed = true;
+          return;
+        }
+        delivered += static_cast<int>(fences.size());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(failed.load());
+  EXPECT_EQ(delivered.load(), kTotal);
+  EXPECT_EQ(deliveries.size(), static_cast<size_t>(kTotal));
+  for (const auto& [id, n] : deliveries) EXPECT_EQ(n, 1) << id;
+  ASSERT_EQ(by_key.size(), static_cast<size_t>(kKeys));
+  for (const auto& [key, seqs] : by_key) {
+    EXPECT_EQ(seqs.size(), static_cast<size_t>(kPerKey)) << key;
+    EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end())) << key << " out of insert order";
+  }
+}
+
+// --- claim fence (ClaimFenceTest) ---
+
+TEST_P(StoreContractTest, AStaleOwnerCannotCompleteARowReclaimedAndClaimedAgain) {
+  std::string id = Add("k1");
+  auto stale = Claim();
+  ASSERT_EQ(stale.size(), 1u);
+  db_->ExpireLease(id);
+  auto moved = store_->ReclaimExpired();
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(*moved, 1);
+  auto fresh = Claim();
+  ASSERT_THAT(Ids(fresh), ElementsAre(id));
+  ASSERT_NE(fresh[0].claim_token, stale[0].claim_token);
+
+  EXPECT_THAT(Sent(stale[0]), IsEmpty());
+  EXPECT_THAT(Retry(stale[0], 0), IsEmpty());
+  EXPECT_THAT(Dead(stale[0]), IsEmpty());
+  EXPECT_EQ(db_->Field(id, "state"), "processing");
+  EXPECT_EQ(db_->Field(id, "attempt"), "0");
+  EXPECT_EQ(db_->Field(id, "claim_token"), fresh[0].claim_token);
+
+  EXPECT_THAT(Sent(fresh[0]), ElementsAre(id));  // the owner still wins
+  EXPECT_EQ(db_->Field(id, "state"), "sent");
+}
+
+TEST_P(StoreContractTest, AStaleOwnerCannotMarkSentWhileTheRowWaitsInPending) {
+  std::string id = Add(std::nullopt);
+  auto stale = Claim();
+  db_->ExpireLease(id);
+  ASSERT_TRUE(store_->ReclaimExpired().ok());
+  EXPECT_THAT(Sent(stale[0]), IsEmpty());
+  EXPECT_EQ(db_->Field(id, "state"), "pending");
+}
+
+TEST_P(StoreContractTest, AnExpiredLeaseCannotCompleteEvenBeforeReclaim) {
+  std::string id = Add(std::nullopt);
+  auto rows = Claim();
+  db_->ExpireLease(id);
+  EXPECT_THAT(Sent(rows[0]), IsEmpty());
+  EXPECT_THAT(Dead(rows[0]), IsEmpty());
+  EXPECT_EQ(db_->Field(id, "state"), "processing");
+}
+
+TEST_P(StoreContractTest, TheOwnerWithALiveLeaseMarksSentAndTheClaimIsCleared) {
+  std::string id = Add(std::nullopt);
+  auto rows = Claim();
+  EXPECT_THAT(Sent(rows[0]), ElementsAre(id));
+  EXPECT_EQ(db_->Field(id, "state"), "sent");
+  EXPECT_EQ(db_->Field(id, "claim_token"), "<null>");
+  EXPECT_EQ(db_->Field(id, "lease_expires_at"), "<null>");
+}
+
+TEST_P(StoreContractTest, FencedWritesTakeTheWholeBatchAndReturnOnlyOwnedIds) {
+  std::string a = Add(std::nullopt), b = Add(std::nullopt), c = Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 3u);
+  std::vector<Fence> fences{{a, rows[0].claim_token},
+                            {b, "00000000-0000-4000-8000-000000000000"},  // wrong token
+                            {c, rows[2].claim_token},
+                            {"not-a-uuid", "nor-this"}};
+  auto sent = store_->MarkSent(fences);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_THAT(*sent, UnorderedElementsAre(a, c));
+  EXPECT_EQ(db_->Field(b, "state"), "processing");
+}
+
+TEST_P(StoreContractTest, AnEmptyBatchChangesNothing) {
+  EXPECT_THAT(*store_->MarkSent({}), IsEmpty());
+  EXPECT_THAT(*store_->ScheduleRetry({}), IsEmpty());
+  EXPECT_THAT(*store_->MarkDead({}), IsEmpty());
+  EXPECT_THAT(*store_->Renew({}, kLease), IsEmpty());
+}
+
+// --- renewal ---
+
+TEST_P(StoreContractTest, RenewalExtendsTheLeaseAndALostClaimIsNotRenewed) {
+  std::string id = Add(std::nullopt), other = Add(std::nullopt);
+  auto rows = Claim(10, 1000);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(db_->Holds(id, "lease_expires_at > " + db_->NowPlus(1800)));
+  Fence mine{rows[0].id, rows[0].claim_token};
+  auto renewed = store_->Renew(std::span<const Fence>(&mine, 1), 3600000);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_THAT(*renewed, ElementsAre(id));
+  EXPECT_TRUE(db_->Holds(id, "lease_expires_at > " + db_->NowPlus(1800)));
+
+  db_->ExpireLease(other);
+  Fence lost{rows[1].id, rows[1].claim_token};
+  auto not_renewed = store_->Renew(std::span<const Fence>(&lost, 1), 3600000);
+  ASSERT_TRUE(not_renewed.ok());
+  EXPECT_THAT(*not_renewed, IsEmpty());
+  Fence wrong{id, rows[1].claim_token};
+  EXPECT_THAT(*store_->Renew(std::span<const Fence>(&wrong, 1), 3600000), IsEmpty());
+}
+
+// --- reclaim (ReclaimStaleTest) ---
+
+TEST_P(StoreContractTest, ReclaimReturnsExpiredClaimsWithAttemptKeptAndLeavesLiveOnes) {
+  std::string stale = Add(std::nullopt), live = Add(std::nullopt);
+  auto first = Claim(1);
+  ASSERT_THAT(Ids(first), ElementsAre(stale));
+  ASSERT_THAT(Retry(first[0], 0), ElementsAre(stale));  // attempt 1
+  auto rows = Claim();
+  ASSERT_THAT(Ids(rows), UnorderedElementsAre(stale, live));
+  db_->ExpireLease(stale);
+  auto moved = store_->ReclaimExpired();
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(*moved, 1);
+  EXPECT_EQ(db_->Field(stale, "state"), "pending");
+  EXPECT_EQ(db_->Field(stale, "attempt"), "1");
+  EXPECT_EQ(db_->Field(stale, "claimed_at"), "<null>");
+  EXPECT_EQ(db_->Field(live, "state"), "processing");
+  EXPECT_NE(db_->Field(live, "claimed_at"), "<null>");
+}
+
+TEST_P(StoreContractTest, ReclaimTakesProcessingRowsWithoutALease) {
+  std::string id = Add(std::nullopt);
+  Claim();
+  db_->Exec("UPDATE outbox SET lease_expires_at = NULL WHERE id = '" + id + "'");
+  EXPECT_EQ(*store_->ReclaimExpired(), 1);
+  EXPECT_EQ(db_->Field(id, "state"), "pending");
+}
+
+// --- retry and dead ---
+
+TEST_P(StoreContractTest, RetryIncrementsAttemptAndSchedulesInTheFutureOnTheDatabaseClock) {
+  std::string id = Add("k1");
+  auto rows = Claim();
+  EXPECT_THAT(Retry(rows[0], 3600000, "HTTP 503: busy"), ElementsAre(id));
+  EXPECT_EQ(db_->Field(id, "state"), "pending");
+  EXPECT_EQ(db_->Field(id, "attempt"), "1");
+  EXPECT_EQ(db_->Field(id, "last_error"), "HTTP 503: busy");
+  EXPECT_EQ(db_->Field(id, "claimed_at"), "<null>");
+  EXPECT_TRUE(db_->Holds(id, "scheduled_at > " + db_->NowPlus(3500)));
+  EXPECT_TRUE(db_->Holds(id, "scheduled_at < " + db_->NowPlus(3700)));
+}
+
+TEST_P(StoreContractTest, DeadKeepsAttemptAndStoresTheError) {
+  std::string id = Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_THAT(Retry(rows[0], 0), ElementsAre(id));
+  rows = Claim();
+  EXPECT_EQ(rows[0].attempt, 1);
+  EXPECT_THAT(Dead(rows[0], "no route for topic"), ElementsAre(id));
+  EXPECT_EQ(db_->Field(id, "state"), "dead");
+  EXPECT_EQ(db_->Field(id, "attempt"), "1");
+  EXPECT_EQ(db_->Field(id, "last_error"), "no route for topic");
+  EXPECT_EQ(db_->Field(id, "claimed_at"), "<null>");
+}
+
+// --- replay (reference §5.4) ---
+
+class ReplayTest : public StoreContractTest {
+ protected:
+  // sent_ (topic a), dead_ (topic b), pending_ and processing_ (topic a).
+  void SetUp() override {
+    StoreContractTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    sent_ = Add(std::nullopt, "a");
+    dead_ = Add(std::nullopt, "b");
+    auto rows = Claim();
+    ASSERT_EQ(rows.size(), 2u);
+    ASSERT_THAT(Sent(rows[0]), ElementsAre(sent_));
+    ASSERT_THAT(Dead(rows[1], "boom"), ElementsAre(dead_));
+    processing_ = Add(std::nullopt, "a");
+    ASSERT_EQ(Claim().size(), 1u);
+    pending_ = Add(std::nullopt, "a");
+    dead_sequence_ = db_->Field(dead_, "sequence");
+  }
+  int64_t Replay(const ReplayFilter& f) {
+    auto n = store_->Replay(f);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : -1;
+  }
+  static ReplayFilter WithIds(std::vector<std::string> ids) {
+    ReplayFilter f;
+    f.ids = std::move(ids);
+    return f;
+  }
+  static ReplayFilter WithTopics(std::vector<std::string> topics) {
+    ReplayFilter f;
+    f.topics = std::move(topics);
+    return f;
+  }
+  static ReplayFilter Created(std::optional<std::string> after, std::optional<std::string> before) {
+    ReplayFilter f;
+    f.created_after = std::move(after);
+    f.created_before = std::move(before);
+    return f;
+  }
+  std::string sent_, dead_, processing_, pending_, dead_sequence_;
+};
+
+TEST_P(ReplayTest, ReplayMovesSentAndDeadRowsAndNeverTouchesActiveOnes) {
+  std::string processing_token = db_->Field(processing_, "claim_token");
+  EXPECT_EQ(Replay(ReplayFilter{}), 2);
+  for (const auto& id : {sent_, dead_}) {
+    EXPECT_EQ(db_->Field(id, "state"), "pending");
+    EXPECT_EQ(db_->Field(id, "attempt"), "0");
+    EXPECT_EQ(db_->Field(id, "last_error"), "<null>");
+    EXPECT_EQ(db_->Field(id, "claim_token"), "<null>");
+    EXPECT_EQ(db_->Field(id, "lease_expires_at"), "<null>");
+    EXPECT_EQ(db_->Field(id, "claimed_at"), "<null>");
+  }
+  EXPECT_EQ(db_->Field(dead_, "sequence"), dead_sequence_);
+  EXPECT_EQ(db_->Field(processing_, "state"), "processing");
+  EXPECT_EQ(db_->Field(processing_, "claim_token"), processing_token);
+  EXPECT_EQ(db_->Field(pending_, "state"), "pending");
+}
+
+TEST_P(ReplayTest, ReplayFiltersByIds) {
+  EXPECT_EQ(Replay(WithIds({dead_, processing_})), 1);
+  EXPECT_EQ(db_->Field(dead_, "state"), "pending");
+  EXPECT_EQ(db_->Field(sent_, "state"), "sent");
+}
+
+TEST_P(ReplayTest, AnEmptyListMatchesNothing) {
+  EXPECT_EQ(Replay(WithIds({})), 0);
+  EXPECT_EQ(Replay(WithTopics({})), 0);
+  EXPECT_EQ(db_->Field(dead_, "state"), "dead");
+}
+
+TEST_P(ReplayTest, ReplayFiltersByTopics) {
+  EXPECT_EQ(Replay(WithTopics({"b"})), 1);
+  EXPECT_EQ(db_->Field(dead_, "state"), "pending");
+  EXPECT_EQ(db_->Field(sent_, "state"), "sent");
+}
+
+TEST_P(ReplayTest, ReplayFiltersByCreatedTimeStrictly) {
+  db_->Exec("UPDATE outbox SET created_at = '2024-01-01T00:00:00.000Z' WHERE id = '" + sent_ + "'");
+  db_->Exec("UPDATE outbox SET created_at = '2024-01-03T00:00:00.000Z' WHERE id = '" + dead_ + "'");
+  // Strict bounds: a row created exactly at the bound is not moved.
+  EXPECT_EQ(Replay(Created("2024-01-03T00:00:00Z", std::nullopt)), 0);
+  EXPECT_EQ(Replay(Created(std::nullopt, "2024-01-01T00:00:00Z")), 0);
+  EXPECT_EQ(Replay(Created("2024-01-02T00:00:00Z", "2024-01-04T00:00:00+00:00")), 1);
+  EXPECT_EQ(db_->Field(dead_, "state"), "pending");
+  EXPECT_EQ(db_->Field(sent_, "state"), "sent");
+  auto bad = store_->Replay(Created("yesterday", std::nullopt));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- retention (RetentionSemanticsTest) ---
+
+TEST_P(StoreContractTest, RetentionRefusesActiveStates) {
+  for (const char* state : {"pending", "processing", "failed"}) {
+    auto age = store_->DeleteOlderThan(state, 0, 100);
+    EXPECT_EQ(age.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(age.status().message(), HasSubstr("Cannot delete active work"));
+    auto count = store_->DeleteBeyondCount(state, 0, 100);
+    EXPECT_THAT(count.status().message(), HasSubstr("Cannot delete active work"));
+  }
+}
+
+TEST_P(StoreContractTest, RetentionNeverDeletesPendingOrProcessingRowsEvenWhenOld) {
+  std::string processing = Add(std::nullopt);
+  Claim();
+  std::string pending = Add(std::nullopt);
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-86400) +
+            ", created_at = " + db_->NowPlus(-86400));
+  EXPECT_EQ(*store_->DeleteOlderThan("sent", 1000, 100), 0);
+  EXPECT_EQ(*store_->DeleteOlderThan("dead", 1000, 100), 0);
+  EXPECT_EQ(*store_->DeleteBeyondCount("sent", 0, 100), 0);
+  EXPECT_EQ(db_->Field(processing, "state"), "processing");
+  EXPECT_EQ(db_->Field(pending, "state"), "pending");
+}
+
+TEST_P(StoreContractTest, RetentionAgeUsesUpdatedAtAndNotCreatedAt) {
+  std::string old_created = Add(std::nullopt), old_updated = Add(std::nullopt);
+  auto rows = Claim();
+  for (const auto& r : rows) ASSERT_EQ(Sent(r).size(), 1u);
+  db_->Exec("UPDATE outbox SET created_at = " + db_->NowPlus(-86400) + " WHERE id = '" +
+            old_created + "'");
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-86400) + " WHERE id = '" +
+            old_updated + "'");
+  auto deleted = store_->DeleteOlderThan("sent", 3600000, 100);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_EQ(db_->Field(old_updated, "state"), "");  // gone
+  EXPECT_EQ(db_->Field(old_created, "state"), "sent");
+}
+
+TEST_P(StoreContractTest, RetentionAgeDeletesInBatches) {
+  for (int i = 0; i < 5; ++i) Add(std::nullopt);
+  for (const auto& r : Claim()) ASSERT_EQ(Sent(r).size(), 1u);
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-7200));
+  EXPECT_EQ(*store_->DeleteOlderThan("sent", 3600000, 2), 2);
+  EXPECT_EQ(*store_->DeleteOlderThan("sent", 3600000, 2), 2);
+  EXPECT_EQ(*store_->DeleteOlderThan("sent", 3600000, 2), 1);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "0");
+}
+
+TEST_P(StoreContractTest, RetentionCountKeepsTheNewestRowsOfEachState) {
+  std::vector<std::string> sent, dead;
+  for (int i = 0; i < 4; ++i) sent.push_back(Add(std::nullopt, "s"));
+  for (int i = 0; i < 3; ++i) dead.push_back(Add(std::nullopt, "d"));
+  for (const auto& r : Claim()) {
+    if (r.topic == "s") {
+      ASSERT_EQ(Sent(r).size(), 1u);
+    } else {
+      ASSERT_EQ(Dead(r).size(), 1u);
+    }
+  }
+  // sent[i] was updated i hours ago: sent[0] is the newest.
+  for (size_t i = 0; i < sent.size(); ++i) {
+    db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-3600 * static_cast<int64_t>(i)) +
+              " WHERE id = '" + sent[i] + "'");
+  }
+  EXPECT_EQ(*store_->DeleteBeyondCount("sent", 2, 100), 2);
+  EXPECT_EQ(db_->Field(sent[0], "state"), "sent");
+  EXPECT_EQ(db_->Field(sent[1], "state"), "sent");
+  EXPECT_EQ(db_->Field(sent[2], "state"), "");
+  EXPECT_EQ(db_->Field(sent[3], "state"), "");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE state = 'dead'"), "3");
+  EXPECT_EQ(*store_->DeleteBeyondCount("sent", 2, 100), 0);
+}
+
+// --- operations ---
+
+TEST_P(StoreContractTest, StatsCountRowsPerStateOldestPendingAgeAndDeadPerTopic) {
+  Add(std::nullopt, "a");
+  Add(std::nullopt, "b");
+  auto rows = Claim();
+  ASSERT_EQ(Dead(rows[0]).size(), 1u);
+  std::string pending = Add(std::nullopt, "c");
+  Add(std::nullopt, "c");
+  db_->Exec("UPDATE outbox SET created_at = " + db_->NowPlus(-100) + " WHERE id = '" + pending +
+            "'");
+  auto stats = store_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->rows_by_state["pending"], 2);
+  EXPECT_EQ(stats->rows_by_state["processing"], 1);
+  EXPECT_EQ(stats->rows_by_state["dead"], 1);
+  EXPECT_EQ(stats->dead_by_topic.size(), 1u);
+  EXPECT_EQ(stats->dead_by_topic[rows[0].topic], 1);
+  EXPECT_GE(stats->oldest_pending_age_seconds, 99.0);
+  EXPECT_LT(stats->oldest_pending_age_seconds, 3600.0);
+}
+
+TEST_P(StoreContractTest, ListDeadIsNewestFirstAndDistinctTopicsListsEachOnce) {
+  std::string a = Add("k", "x"), b = Add(std::nullopt, "y");
+  Add(std::nullopt, "x");
+  auto rows = Claim(2);
+  ASSERT_THAT(Ids(rows), ElementsAre(a, b));
+  ASSERT_EQ(Dead(rows[0], "first").size(), 1u);
+  ASSERT_EQ(Dead(rows[1], "second").size(), 1u);
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-60) + " WHERE id = '" + a + "'");
+  auto dead = store_->ListDead(10);
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 2u);
+  EXPECT_EQ((*dead)[0].id, b);
+  EXPECT_EQ((*dead)[0].last_error, "second");
+  EXPECT_EQ((*dead)[1].id, a);
+  EXPECT_EQ((*dead)[1].key, "k");
+  EXPECT_THAT(*store_->DistinctTopics(), ElementsAre("x", "y"));
+}
+
+TEST_P(StoreContractTest, InsertWithOnlyTopicAndPayloadTakesTheDefaults) {
+  NewOutboxRow row;
+  row.topic = "orders.created";
+  row.payload = R"({"orderId":"1"})";
+  auto id = store_->Insert(row);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_THAT(*id, ::testing::MatchesRegex(
+                       "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+  EXPECT_EQ(db_->Field(*id, "state"), "pending");
+  EXPECT_EQ(db_->Field(*id, "attempt"), "0");
+  EXPECT_EQ(db_->Field(*id, "max_attempts"), "5");
+  EXPECT_EQ(db_->Field(*id, "headers"), "{}");
+  EXPECT_EQ(db_->Field(*id, "key"), "<null>");
+  EXPECT_NE(db_->Field(*id, "sequence"), "<null>");
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].topic, "orders.created");
+  EXPECT_EQ(rows[0].headers, "{}");
+  EXPECT_EQ(rows[0].max_attempts, 5);
+  EXPECT_FALSE(rows[0].created_at.empty());
+}
+
+TEST_P(StoreContractTest, InsertKeepsTheGivenFields) {
+  NewOutboxRow row;
+  row.id = "11111111-1111-4111-8111-111111111111";
+  row.topic = "t";
+  row.key = "cust-42";
+  row.payload = R"({"a":1})";
+  row.headers = R"({"X-Tenant":"acme"})";
+  row.aggregate_type = "order";
+  row.max_attempts = 9;
+  ASSERT_EQ(*store_->Insert(row), *row.id);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].key, "cust-42");
+  EXPECT_EQ(rows[0].aggregate_type, "order");
+  EXPECT_EQ(rows[0].max_attempts, 9);
+  EXPECT_THAT(rows[0].headers, HasSubstr("acme"));
+}
+
+TEST_P(StoreContractTest, InsertRejectsAPayloadThatIsNotJson) {
+  NewOutboxRow row;
+  row.topic = "t";
+  row.payload = "not json";
+  EXPECT_EQ(store_->Insert(row).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreContractTest, ClaimRejectsABadLimitOrLease) {
+  EXPECT_EQ(store_->Claim(0, kLease).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Claim(10, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreContractTest, MigrateTwiceAppliesNothingTheSecondTime) {
+  auto again = store_->Migrate(std::nullopt);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_THAT(again->applied, IsEmpty());
+  EXPECT_EQ(store_->Migrate(3).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(StoreContractTest, ABadIdentifierIsRejectedAtOpen) {
+  DatabaseConfig config = db_->config();
+  config.columns.state = "state; DROP TABLE outbox";
+  auto store = OpenStore(config);
+  EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("database.columnMapping.outbox.state"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, StoreContractTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Dialects, ReplayTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace queuebox

@@ -1,0 +1,337 @@
+// The PostgreSQL outbox schema after the bundled migrations is exactly seed 000's table, plus
+// migration history, baseline, refusals, mapped names and connection handling.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store_test_support.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::StoreDb;
+using Rows = std::vector<std::vector<std::string>>;
+
+class PostgresSchemaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url_);
+    db_ = std::make_unique<StoreDb>("postgresql");
+    db_->Create(pg_url_);
+    store_ = db_->Open();
+    ASSERT_NE(store_, nullptr);
+  }
+  void Migrate() {
+    auto report = store_->Migrate(std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+  }
+  std::string pg_url_;
+  std::unique_ptr<StoreDb> db_;
+  std::unique_ptr<OutboxStore> store_;
+};
+
+TEST_F(PostgresSchemaTest, MigratedColumnsAreTheSeedTable) {
+  Migrate();
+  Rows cols = db_->Query(
+      "SELECT column_name, data_type, coalesce(character_maximum_length::text, '-'), "
+      "is_nullable, coalesce(column_default, '-') FROM information_schema.columns "
+      "WHERE table_name = 'outbox' ORDER BY column_name");
+  EXPECT_EQ(cols, (Rows{
+                      {"aggregate_type", "character varying", "255", "YES", "-"},
+                      {"attempt", "integer", "-", "NO", "0"},
+                      {"claim_token", "uuid", "-", "YES", "-"},
+                      {"claimed_at", "timestamp with time zone", "-", "YES", "-"},
+                      {"created_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
+                      {"headers", "jsonb", "-", "NO", "'{}'::jsonb"},
+                      {"id", "uuid", "-", "NO", "gen_random_uuid()"},
+                      {"key", "character varying", "255", "YES", "-"},
+                      {"last_error", "text", "-", "YES", "-"},
+                      {"lease_expires_at", "timestamp with time zone", "-", "YES", "-"},
+                      {"max_attempts", "integer", "-", "NO", "5"},
+                      {"payload", "jsonb", "-", "NO", "-"},
+                      {"scheduled_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
+                      {"sequence", "bigint", "-", "NO", "nextval('outbox_sequence_seq'::regclass)"},
+                      {"state", "character varying", "50", "NO", "'pending'::character varying"},
+                      {"topic", "character varying", "255", "NO", "-"},
+                      {"updated_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
+                  }));
+}
+
+TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusThePendingDueIndex) {
+  Migrate();
+  Rows idx = db_->Query(
+      "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'outbox' "
+      "ORDER BY indexname");
+  const std::string on = " ON public.outbox USING btree ";
+  const std::string pending = " WHERE ((state)::text = 'pending'::text)";
+  EXPECT_EQ(
+      idx,
+      (Rows{
+          {"idx_outbox_key_sequence",
+           "CREATE INDEX idx_outbox_key_sequence" + on +
+               "(key, sequence) WHERE ((state)::text = ANY ((ARRAY['pending'::character varying, "
+               "'processing'::character varying])::text[]))"},
+          {"idx_outbox_pending_due",
+           "CREATE INDEX idx_outbox_pending_due" + on + "(scheduled_at, sequence)" + pending},
+          {"idx_outbox_pending_scheduled",
+           "CREATE INDEX idx_outbox_pending_scheduled" + on + "(state, scheduled_at)" + pending},
+          {"idx_outbox_processing_claimed",
+           "CREATE INDEX idx_outbox_processing_claimed" + on +
+               "(claimed_at) WHERE ((state)::text = 'processing'::text)"},
+          {"idx_outbox_topic", "CREATE INDEX idx_outbox_topic" + on + "(topic)"},
+          {"outbox_pkey", "CREATE UNIQUE INDEX outbox_pkey" + on + "(id)"},
+      }));
+  EXPECT_EQ(db_->Scalar("SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                        "WHERE conrelid = 'outbox'::regclass AND contype = 'p'"),
+            "PRIMARY KEY (id)");
+}
+
+TEST_F(PostgresSchemaTest, TheSequenceIsBigintAndOwnedByTheColumn) {
+  Migrate();
+  EXPECT_EQ(db_->Scalar("SELECT data_type FROM pg_sequences "
+                        "WHERE sequencename = 'outbox_sequence_seq'"),
+            "bigint");
+  EXPECT_EQ(db_->Scalar("SELECT pg_get_serial_sequence('outbox', 'sequence')"),
+            "public.outbox_sequence_seq");
+}
+
+TEST_F(PostgresSchemaTest, AnInsertNeedsOnlyTopicAndPayloadAndAnExplicitNullHeadersFails) {
+  Migrate();
+  db_->Exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{\"a\":1}')");
+  EXPECT_EQ(db_->Scalar("SELECT headers::text || state || attempt || max_attempts FROM outbox"),
+            "{}pending05");
+  NewOutboxRow row;
+  row.topic = "t";
+  row.payload = "{}";
+  row.headers = "null";  // JSON null is not an SQL NULL: the column takes it
+  EXPECT_TRUE(store_->Insert(row).ok());
+  // The seed: an explicit SQL NULL fails the insert.
+  auto conn = PQconnectdb(db_->config().url.c_str());
+  PGresult* r =
+      PQexec(conn, "INSERT INTO outbox (topic, payload, headers) VALUES ('t', '{}', NULL)");
+  EXPECT_EQ(PQresultStatus(r), PGRES_FATAL_ERROR);
+  EXPECT_STREQ(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23502");  // not_null_violation
+  PQclear(r);
+  PQfinish(conn);
+}
+
+TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing) {
+  auto first = store_->Migrate(std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
+            "12");
+  EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
+            "add outbox sequence");
+  auto second = store_->Migrate(std::nullopt);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->applied.empty());
+  EXPECT_TRUE(store_->CheckSchema().ok());
+}
+
+TEST_F(PostgresSchemaTest, OutboxTablesWithoutHistoryAreRefused) {
+  db_->Exec("CREATE TABLE outbox (id UUID PRIMARY KEY, topic VARCHAR(255) NOT NULL)");
+  auto report = store_->Migrate(std::nullopt);
+  EXPECT_EQ(report.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      report.status().message(),
+      HasSubstr("QueueBox tables exist without a migration history. Run `queuebox "
+                "migrate --baseline <version>` with the last version you applied by hand."));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_name = 'queuebox_schema_history'"),
+            "0");
+}
+
+TEST_F(PostgresSchemaTest, BaselineRecordsEarlierVersionsThenAppliesTheLaterOnes) {
+  // A table as QueueBox V4 left it, applied by hand; rows without a sequence yet.
+  db_->Exec(
+      "CREATE TABLE outbox (id UUID PRIMARY KEY DEFAULT gen_random_uuid(), topic VARCHAR(255) NOT "
+      "NULL, key VARCHAR(255), payload JSONB NOT NULL, headers JSONB NOT NULL DEFAULT '{}', state "
+      "VARCHAR(50) NOT NULL DEFAULT 'pending', attempt INTEGER NOT NULL DEFAULT 0, max_attempts "
+      "INTEGER NOT NULL DEFAULT 5, scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT "
+      "CURRENT_TIMESTAMP, created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT CURRENT_TIMESTAMP, "
+      "updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT CURRENT_TIMESTAMP, claimed_at "
+      "TIMESTAMPTZ, last_error TEXT);"
+      "INSERT INTO outbox (topic, payload, created_at) VALUES ('t', '{}', now() - interval '2 "
+      "min'), ('t', '{}', now() - interval '1 min');");
+  auto report = store_->Migrate(4);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_THAT(report->applied, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NULL"),
+            "4");
+  // V11 numbered the existing rows in created_at order; new rows follow.
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(sequence::text, ',' ORDER BY created_at) FROM outbox"),
+            "1,2");
+  NewOutboxRow row;
+  row.topic = "t";
+  row.payload = "{}";
+  auto id = store_->Insert(row);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(db_->Scalar("SELECT sequence FROM outbox WHERE id = '" + *id + "'"), "3");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM information_schema.columns "
+                        "WHERE table_name = 'outbox'"),
+            "17");
+}
+
+TEST_F(PostgresSchemaTest, ABaselineOverAnExistingHistoryIsRefusedAndChangesNothing) {
+  Migrate();
+  std::string before = db_->Scalar(
+      "SELECT string_agg(version || ':' || coalesce(checksum::text, "
+      "'-'), ',' ORDER BY version) FROM queuebox_schema_history");
+  auto report = store_->Migrate(5);
+  EXPECT_EQ(report.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(version || ':' || coalesce(checksum::text, '-'), ',' "
+                        "ORDER BY version) FROM queuebox_schema_history"),
+            before);
+}
+
+TEST_F(PostgresSchemaTest, MigrateRefusesARenamedTableOrColumn) {
+  DatabaseConfig config = db_->config();
+  config.outbox_table = "events";
+  config.columns.key = "aggregate_id";
+  auto store = OpenStore(config);
+  ASSERT_TRUE(store.ok());
+  auto report = (*store)->Migrate(std::nullopt);
+  EXPECT_EQ(report.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report.status().message(),
+              HasSubstr("The bundled migrations create the default schema, so they cannot create "
+                        "the schema that database.outboxTableName and "
+                        "database.columnMapping.outbox.key describes. Set 'database.migrate' to "
+                        "false and apply your own schema"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema = 'public'"),
+            "0");
+}
+
+TEST_F(PostgresSchemaTest, AMappedTableAndColumnsWorkEndToEnd) {
+  db_->Exec(
+      "CREATE TABLE \"Events\" (event_id UUID PRIMARY KEY DEFAULT gen_random_uuid(), subject "
+      "VARCHAR(255) NOT NULL, \"partition\" VARCHAR(255), body JSONB NOT NULL, meta JSONB NOT NULL "
+      "DEFAULT '{}', kind VARCHAR(255), status VARCHAR(50) NOT NULL DEFAULT 'pending', tries INT "
+      "NOT NULL DEFAULT 0, max_tries INT NOT NULL DEFAULT 5, due_at TIMESTAMPTZ NOT NULL DEFAULT "
+      "now(), created TIMESTAMPTZ NOT NULL DEFAULT now(), updated TIMESTAMPTZ NOT NULL DEFAULT "
+      "now(), claimed TIMESTAMPTZ, token UUID, lease_until TIMESTAMPTZ, error TEXT, seq BIGINT "
+      "GENERATED BY DEFAULT AS IDENTITY)");
+  DatabaseConfig config = db_->config();
+  config.outbox_table = "Events";
+  OutboxColumns& c = config.columns;
+  c.id = "event_id";
+  c.topic = "subject";
+  c.key = "partition";
+  c.payload = "body";
+  c.headers = "meta";
+  c.aggregate_type = "kind";
+  c.state = "status";
+  c.attempt = "tries";
+  c.max_attempts = "max_tries";
+  c.scheduled_at = "due_at";
+  c.created_at = "created";
+  c.updated_at = "updated";
+  c.claimed_at = "claimed";
+  c.claim_token = "token";
+  c.lease_expires_at = "lease_until";
+  c.last_error = "error";
+  c.sequence = "seq";
+  EXPECT_FALSE(c.IsDefault());
+  auto opened = OpenStore(config);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  OutboxStore& store = **opened;
+  EXPECT_TRUE(store.CheckSchema().ok());
+  NewOutboxRow row;
+  row.topic = "orders.created";
+  row.key = "k1";
+  row.payload = "{}";
+  auto a = store.Insert(row);
+  auto b = store.Insert(row);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  auto claimed = store.Claim(10, 60000);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ((*claimed)[0].id, *a);
+  std::vector<Fence> fences{{(*claimed)[0].id, (*claimed)[0].claim_token}};
+  auto sent = store.MarkSent(fences);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_THAT(*sent, ElementsAre(*a));
+  EXPECT_EQ(db_->Scalar("SELECT status FROM \"Events\" WHERE event_id = '" + *a + "'"), "sent");
+  auto next = store.Claim(10, 60000);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].id, *b);
+  auto stats = store.Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows_by_state["sent"], 1);
+}
+
+TEST_F(PostgresSchemaTest, TheSchemaGuardNamesAMissingSequenceColumnAndTheAlterToAddIt) {
+  db_->Exec("CREATE TABLE outbox (id UUID PRIMARY KEY, topic VARCHAR(255) NOT NULL)");
+  Status s = store_->CheckSchema();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("'sequence'"));
+  EXPECT_THAT(s.message(),
+              ::testing::EndsWith("start QueueBox again: ALTER TABLE \"outbox\" ADD COLUMN "
+                                  "\"sequence\" BIGINT GENERATED BY DEFAULT AS IDENTITY;"));
+}
+
+TEST_F(PostgresSchemaTest, ABadIdentifierIsRejected) {
+  DatabaseConfig config = db_->config();
+  config.outbox_table = "outbox\"; DROP TABLE x; --";
+  auto store = OpenStore(config);
+  EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("database.outboxTableName"));
+  config.outbox_table = "1outbox";
+  EXPECT_EQ(OpenStore(config).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(PostgresSchemaTest, AJdbcUrlConnects) {
+  // postgresql://user@host:port/db -> jdbc:postgresql://host:port/db?user=user
+  std::string url = db_->config().url;
+  std::string rest = url.substr(url.find("://") + 3);
+  std::string user = rest.substr(0, rest.find('@'));
+  std::string host_db = rest.substr(rest.find('@') + 1);
+  DatabaseConfig config = db_->config();
+  config.url = "jdbc:postgresql://" + host_db + "?user=" + user + "&ApplicationName=qb-test";
+  auto store = OpenStore(config);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Status ping = (*store)->Ping();
+  EXPECT_TRUE(ping.ok()) << ping.ToString();
+  config.url = "jdbc:postgresql://" + host_db + "?tcpKeepAlive=true";
+  EXPECT_THAT(OpenStore(config).status().message(), HasSubstr("tcpKeepAlive"));
+}
+
+TEST_F(PostgresSchemaTest, AnUnreachableServerIsUnavailableAndThePasswordStaysSecret) {
+  DatabaseConfig config;
+  config.type = "postgresql";
+  config.url = "postgresql://queuebox@127.0.0.1:1/app";
+  config.password = "s3cret-pw";
+  config.connection_timeout_ms = 2000;
+  auto store = OpenStore(config);
+  ASSERT_TRUE(store.ok());
+  Status s = (*store)->Ping();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), Not(HasSubstr("s3cret-pw")));
+}
+
+TEST_F(PostgresSchemaTest, ABrokenConnectionIsReplacedOnTheNextCall) {
+  Migrate();
+  DatabaseConfig config = db_->config();
+  config.pool_size = 1;
+  config.url += (config.url.find('?') == std::string::npos ? "?" : "&");
+  config.url += "application_name=qb_broken";
+  auto opened = OpenStore(config);
+  ASSERT_TRUE(opened.ok());
+  OutboxStore& store = **opened;
+  ASSERT_TRUE(store.Ping().ok());
+  ASSERT_EQ(db_->Scalar("SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 10000) FROM "
+                        "pg_stat_activity WHERE datname = current_database() AND pid <> "
+                        "pg_backend_pid() AND application_name = 'qb_broken') t"),
+            "1");
+  Status lost = store.Ping();
+  EXPECT_EQ(lost.code(), StatusCode::kUnavailable) << lost.ToString();
+  Status again = store.Ping();
+  EXPECT_TRUE(again.ok()) << again.ToString();
+}
+
+}  // namespace
+}  // namespace queuebox
