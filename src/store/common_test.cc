@@ -1,0 +1,91 @@
+#include "store/common.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/postgres/pg_connection.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace queuebox::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(StoreCommonTest, IdentifiersFollowTheSqlIdentifierRule) {
+  EXPECT_TRUE(IsValidIdentifier("outbox"));
+  EXPECT_TRUE(IsValidIdentifier("_Events2"));
+  EXPECT_FALSE(IsValidIdentifier(""));
+  EXPECT_FALSE(IsValidIdentifier("2events"));
+  EXPECT_FALSE(IsValidIdentifier("out box"));
+  EXPECT_FALSE(IsValidIdentifier("outbox\"--"));
+}
+
+TEST(StoreCommonTest, RenderSqlQuotesTheMappedNamesAndKeepsOtherBraces) {
+  OutboxColumns cols;
+  cols.state = "status";
+  EXPECT_EQ(
+      RenderSql("UPDATE {T} SET {state} = 'x', {headers} = '{}' WHERE {nope}", "Events", cols),
+      "UPDATE \"Events\" SET \"status\" = 'x', \"headers\" = '{}' WHERE {nope}");
+}
+
+TEST(StoreCommonTest, IsDefaultIsFalseOnceAnyColumnIsRenamed) {
+  OutboxColumns cols;
+  EXPECT_TRUE(cols.IsDefault());
+  cols.sequence = "seq";
+  EXPECT_FALSE(cols.IsDefault());
+}
+
+TEST(StoreCommonTest, RetentionAcceptsOnlyFinishedStates) {
+  EXPECT_TRUE(RequireFinishedState("sent").ok());
+  EXPECT_TRUE(RequireFinishedState("dead").ok());
+  EXPECT_THAT(RequireFinishedState("pending").message(), HasSubstr("Cannot delete active work"));
+}
+
+TEST(StoreCommonTest, InstantsNeedAZone) {
+  EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00Z", "x").ok());
+  EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00.123456+02:00", "x").ok());
+  EXPECT_TRUE(ValidateInstant("2024-01-31T10:00Z", "x").ok());
+  EXPECT_FALSE(ValidateInstant("2024-01-31T10:00:00", "x").ok());
+  EXPECT_FALSE(ValidateInstant("2024-01-31", "x").ok());
+  EXPECT_FALSE(ValidateInstant("now", "x").ok());
+}
+
+TEST(PgUrlTest, JdbcUrlsBecomeLibpqUris) {
+  EXPECT_EQ(*ToLibpqUrl("jdbc:postgresql://db:5432/app?user=qb&password=pw&ssl=true"),
+            "postgresql://db:5432/app?user=qb&password=pw&sslmode=require");
+  EXPECT_EQ(*ToLibpqUrl("jdbc:postgresql://db/app?currentSchema=relay&ApplicationName=x"),
+            "postgresql://db/app?options=-c%20search_path%3Drelay&application_name=x");
+  EXPECT_EQ(*ToLibpqUrl("jdbc:postgresql:app"), "postgresql:///app");
+  EXPECT_EQ(*ToLibpqUrl("postgresql://u@h/db"), "postgresql://u@h/db");
+  EXPECT_EQ(*ToLibpqUrl("host=h dbname=db"), "host=h dbname=db");
+}
+
+TEST(PgUrlTest, UnknownJdbcParametersAndOtherSchemesAreRejectedWithoutEchoingTheUrl) {
+  auto bad = ToLibpqUrl("jdbc:postgresql://h/db?password=pw&prepareThreshold=0");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("prepareThreshold"));
+  EXPECT_THAT(bad.status().message(), ::testing::Not(HasSubstr("pw")));
+  auto mysql = ToLibpqUrl("mysql://u:secret@h/db");
+  EXPECT_EQ(mysql.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(mysql.status().message(), ::testing::Not(HasSubstr("secret")));
+  EXPECT_FALSE(ToLibpqUrl("").ok());
+}
+
+TEST(SqliteUrlTest, PrefixesAreStripped) {
+  EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("/var/lib/qb/outbox.db"), "/var/lib/qb/outbox.db");
+  EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("sqlite:outbox.db"), "outbox.db");
+  EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("sqlite:///tmp/o.db"), "/tmp/o.db");
+  EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("jdbc:sqlite:/tmp/o.db"), "/tmp/o.db");
+  EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("file:/tmp/o.db?mode=rwc"), "file:/tmp/o.db?mode=rwc");
+  EXPECT_EQ(SqliteOutboxStore::PathFromUrl("sqlite:").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(OpenStoreTest, AnUnknownTypeIsRejected) {
+  DatabaseConfig config;
+  config.type = "mysql";
+  EXPECT_THAT(OpenStore(config).status().message(), HasSubstr("postgresql, sqlite"));
+}
+
+}  // namespace
+}  // namespace queuebox::store
