@@ -1,0 +1,93 @@
+// `queuebox status`, `queuebox replay` and `queuebox dead list` as functions over a real store.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "admin/cli.h"
+#include "integration/admin_test_support.h"
+
+namespace queuebox::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+using CliTest = AdminStoreTest;
+
+TEST_P(CliTest, StatusAsTableAndJson) {
+  Row("order.created", "pending", "2024-01-01T00:00:00.000Z");
+  Row("order.created", "sent");
+  Row("order.created", "dead");
+  Row("order.created", "dead");
+  Row("user.created", "dead");
+  std::ostringstream out, err;
+  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+  json j = json::parse(out.str());
+  EXPECT_EQ(j["rowsByState"]["pending"], 1);
+  EXPECT_EQ(j["rowsByState"]["processing"], 0);
+  EXPECT_EQ(j["rowsByState"]["sent"], 1);
+  EXPECT_EQ(j["rowsByState"]["dead"], 3);
+  EXPECT_EQ(j["deadByTopic"]["order.created"], 2);
+  EXPECT_EQ(j["deadByTopic"]["user.created"], 1);
+  EXPECT_GT(j["oldestPendingAgeSeconds"].get<double>(), 86400.0);
+
+  std::ostringstream table;
+  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/false, table, err), 0);
+  EXPECT_THAT(table.str(), HasSubstr("STATE       ROWS\n"));
+  EXPECT_THAT(table.str(), HasSubstr("dead        3\n"));
+  EXPECT_THAT(table.str(), HasSubstr("Oldest pending age: "));
+  EXPECT_THAT(table.str(), HasSubstr("order.created  2\n"));
+}
+
+TEST_P(CliTest, ReplayUsesTheAdminFilters) {
+  config_.routes = {{"order.*", "web", std::nullopt, ""}, {"**", "other", std::nullopt, ""}};
+  std::string dead = Row("order.created", "dead");
+  std::string other = Row("user.created", "dead");
+  std::string processing = Row("order.created", "processing");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunReplayCommand(*store_, config_, ReplayRequest{}, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("A replay needs at least one filter."));
+  ReplayRequest bad;
+  bad.created_after = "yesterday";
+  EXPECT_EQ(RunReplayCommand(*store_, config_, bad, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("Invalid request: 'createdAfter'"));
+
+  ReplayRequest by_destination;
+  by_destination.destination = "web";
+  ASSERT_EQ(RunReplayCommand(*store_, config_, by_destination, out, err), 0) << err.str();
+  EXPECT_EQ(out.str(), "Moved 1 row(s).\n");
+  EXPECT_EQ(db_->Field(dead, "state"), "pending");
+  EXPECT_EQ(db_->Field(other, "state"), "dead");
+  EXPECT_EQ(db_->Field(processing, "state"), "processing");
+}
+
+TEST_P(CliTest, DeadListAsTableAndJson) {
+  std::ostringstream empty, err;
+  ASSERT_EQ(RunDeadListCommand(*store_, config_, 50, false, empty, err), 0);
+  EXPECT_EQ(empty.str(), "No dead rows.\n");
+  std::string id = Row("order.created", "dead");
+  db_->Exec("UPDATE outbox SET key = 'k-1', last_error = 'HTTP 500\nbody' WHERE id = '" + id + "'");
+  std::ostringstream out;
+  ASSERT_EQ(RunDeadListCommand(*store_, config_, 50, true, out, err), 0) << err.str();
+  json j = json::parse(out.str());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["id"], id);
+  EXPECT_EQ(j[0]["topic"], "order.created");
+  EXPECT_EQ(j[0]["key"], "k-1");
+  EXPECT_EQ(j[0]["attempt"], 3);
+  EXPECT_EQ(j[0]["lastError"], "HTTP 500\nbody");
+  EXPECT_FALSE(j[0]["updatedAt"].get<std::string>().empty());
+  std::ostringstream table;
+  ASSERT_EQ(RunDeadListCommand(*store_, config_, 50, false, table, err), 0);
+  EXPECT_THAT(table.str(), HasSubstr("ID"));
+  EXPECT_THAT(table.str(), HasSubstr("LAST ERROR"));
+  EXPECT_THAT(table.str(), HasSubstr(id));
+  EXPECT_THAT(table.str(), HasSubstr("HTTP 500 body"));  // one line per row
+  EXPECT_EQ(RunDeadListCommand(*store_, config_, 0, false, table, err), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, CliTest, ::testing::Values("sqlite", "postgresql"), DialectName);
+
+}  // namespace
+}  // namespace queuebox::testing
