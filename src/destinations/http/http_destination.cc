@@ -74,6 +74,11 @@ std::string_view Authority(std::string_view url) {
 Result<CurlUrl> ParseBaseUrl(std::string_view base_url) {
   CurlUrl u(curl_url());
   if (!u) return Internal("out of memory parsing baseUrl");
+  // Checked on the text first: a password may hold characters that make the URL unparsable.
+  if (Authority(base_url).find('@') != std::string_view::npos) {
+    return InvalidArgument(
+        "must not contain credentials (user:password@); use headers or auth instead");
+  }
   std::string text(base_url);
   if (curl_url_set(u.get(), CURLUPART_URL, text.c_str(), 0) != CURLUE_OK) {
     return InvalidArgument("must be an absolute http or https URL with a host");
@@ -85,8 +90,7 @@ Result<CurlUrl> ParseBaseUrl(std::string_view base_url) {
   if (UrlPart(u.get(), CURLUPART_HOST).value_or("").empty()) {
     return InvalidArgument("must be an absolute http or https URL with a host");
   }
-  if (Authority(base_url).find('@') != std::string_view::npos || UrlPart(u.get(), CURLUPART_USER) ||
-      UrlPart(u.get(), CURLUPART_PASSWORD)) {
+  if (UrlPart(u.get(), CURLUPART_USER) || UrlPart(u.get(), CURLUPART_PASSWORD)) {
     return InvalidArgument(
         "must not contain credentials (user:password@); use headers or auth instead");
   }
