@@ -1,4 +1,5 @@
 // `queuebox run`: the relay process (QueueBox reference §13.6 start-up, §13.7 shutdown).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -137,7 +138,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
   (*admin)->Stop(std::chrono::milliseconds(2000));
-  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)}});
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)},
+                                     {"max_rss_kb", std::to_string(usage.ru_maxrss)}});
   if (abandoned > 0) {
     // Publishes still run on worker threads; the leases return their rows. Leave at once.
     std::fflush(nullptr);
