@@ -1,0 +1,600 @@
+#include "destinations/rabbitmq/rabbitmq_destination.h"
+
+#include <amqp.h>
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <utility>
+
+#include "core/backoff.h"
+#include "core/log.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr amqp_channel_t kChannel = 1;
+const std::vector<std::string> kExchangeTypes = {"topic", "direct", "fanout"};
+
+struct ParsedUrl {
+  std::string user = "guest", password = "guest", host = "localhost", vhost = "/";
+  int port = 5672;
+  bool ssl = false;
+};
+
+Result<ParsedUrl> ParseAmqpUrl(const std::string& url) {
+  std::vector<char> buf(url.begin(), url.end());
+  buf.push_back('\0');
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (url.empty() || amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK) {
+    // The URL itself is not repeated: it may hold a password.
+    return InvalidArgument("not a valid AMQP URI (amqp://user:password@host:port/vhost)");
+  }
+  ParsedUrl p;
+  p.user = info.user;
+  p.password = info.password;
+  p.host = info.host;
+  p.vhost = info.vhost;
+  // "amqp://host/" parses as the empty vhost, which RabbitMQ never has: use the default "/".
+  if (p.vhost.empty()) p.vhost = "/";
+  p.port = info.port;
+  p.ssl = info.ssl != 0;
+  return p;
+}
+
+timeval ToTimeval(int64_t ms) {
+  ms = std::max<int64_t>(ms, 0);
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+std::string BytesText(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+// A readable reason for a failed RPC.
+std::string RpcError(const amqp_rpc_reply_t& r, std::string_view what) {
+  std::string out(what);
+  switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+      return out + ": ok";
+    case AMQP_RESPONSE_NONE:
+      return out + ": no reply";
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+      return out + ": " + amqp_error_string2(r.library_error);
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+      if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_connection_close_t*>(r.reply.decoded);
+        return out + ": connection closed by the broker: " + std::to_string(m->reply_code) + " " +
+               BytesText(m->reply_text);
+      }
+      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_channel_close_t*>(r.reply.decoded);
+        return out + ": channel closed by the broker: " + std::to_string(m->reply_code) + " " +
+               BytesText(m->reply_text);
+      }
+      return out + ": unexpected broker method";
+  }
+  return out + ": unknown error";
+}
+
+amqp_table_entry_t StringEntry(const std::string& key, const std::string& value) {
+  amqp_table_entry_t e;
+  e.key = amqp_bytes_t{key.size(), const_cast<char*>(key.data())};
+  e.value.kind = AMQP_FIELD_KIND_UTF8;
+  e.value.value.bytes = amqp_bytes_t{value.size(), const_cast<char*>(value.data())};
+  return e;
+}
+
+}  // namespace
+
+// One AMQP connection with its confirm channel. Not thread-safe (the destination's mutex).
+class RabbitMqDestination::Connection {
+ public:
+  ~Connection() {
+    if (state_ == nullptr) return;
+    if (healthy_) {
+      amqp_channel_close(state_, kChannel, AMQP_REPLY_SUCCESS);
+      amqp_connection_close(state_, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(state_);
+  }
+
+  Status Open(const ParsedUrl& url, int64_t timeout_ms) {
+    state_ = amqp_new_connection();
+    amqp_socket_t* socket = url.ssl ? amqp_ssl_socket_new(state_) : amqp_tcp_socket_new(state_);
+    if (socket == nullptr) return Unavailable("cannot create a socket");
+    timeval tv = ToTimeval(timeout_ms);
+    int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
+    if (rc != AMQP_STATUS_OK) return Unavailable(std::string("connect: ") + amqp_error_string2(rc));
+    amqp_set_handshake_timeout(state_, &tv);
+    amqp_set_rpc_timeout(state_, &tv);
+    amqp_rpc_reply_t r = amqp_login(state_, url.vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
+                                    url.user.c_str(), url.password.c_str());
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "login"));
+    amqp_channel_open(state_, kChannel);
+    r = amqp_get_rpc_reply(state_);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "channel.open"));
+    amqp_confirm_select(state_, kChannel);
+    r = amqp_get_rpc_reply(state_);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "confirm.select"));
+    healthy_ = true;
+    return Status::Ok();
+  }
+
+  // Declares `exchange` once per connection. A failure closes the channel: the connection is
+  // then unusable (healthy_ false).
+  Status Declare(const std::string& exchange, const std::string& type) {
+    if (exchange.empty() || exchange.starts_with("amq.") || declared_.count(exchange)) {
+      return Status::Ok();
+    }
+    amqp_exchange_declare(state_, kChannel, amqp_cstring_bytes(exchange.c_str()),
+                          amqp_cstring_bytes(type.c_str()), /*passive=*/0, /*durable=*/1,
+                          /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(state_);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+      healthy_ = false;
+      return Unavailable(RpcError(r, "exchange.declare '" + exchange + "'"));
+    }
+    declared_.insert(exchange);
+    return Status::Ok();
+  }
+
+  // Reads what the broker sent while the connection was idle (e.g. connection.close after a
+  // restart or close_all_connections). False when the connection is no longer usable.
+  bool StillOpen(std::string* reason) {
+    while (true) {
+      amqp_frame_t frame;
+      timeval zero = ToTimeval(0);
+      int rc = amqp_simple_wait_frame_noblock(state_, &frame, &zero);
+      if (rc == AMQP_STATUS_TIMEOUT) return true;
+      if (rc != AMQP_STATUS_OK) {
+        *reason = std::string("connection lost: ") + amqp_error_string2(rc);
+        healthy_ = false;
+        return false;
+      }
+      if (frame.frame_type == AMQP_FRAME_METHOD &&
+          (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD ||
+           frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)) {
+        *reason = CloseReason(frame);
+        healthy_ = false;
+        return false;
+      }
+    }
+  }
+
+  static std::string CloseReason(const amqp_frame_t& frame) {
+    if (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+      auto* m = static_cast<amqp_connection_close_t*>(frame.payload.method.decoded);
+      return "connection closed by the broker: " + std::to_string(m->reply_code) + " " +
+             BytesText(m->reply_text);
+    }
+    auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
+    return "channel closed by the broker: " + std::to_string(m->reply_code) + " " +
+           BytesText(m->reply_text);
+  }
+
+  amqp_connection_state_t state() { return state_; }
+  bool healthy() const { return healthy_; }
+  void set_broken() { healthy_ = false; }
+  uint64_t NextTag() { return next_tag_++; }
+
+ private:
+  amqp_connection_state_t state_ = nullptr;
+  bool healthy_ = false;
+  uint64_t next_tag_ = 1;  // delivery tags of the confirm channel count from 1
+  std::set<std::string> declared_;
+};
+
+// ---- option table ------------------------------------------------------------------------------
+
+std::vector<std::string> ValidateRabbitMqBlock(const nlohmann::json& block) {
+  std::vector<std::string> problems;
+  if (auto url = OptionalString(block, "url")) {
+    Result<ParsedUrl> p = ParseAmqpUrl(*url);
+    if (!p.ok()) problems.push_back("url: " + p.status().message());
+  }
+  ValidateAddressKeys(block, "exchange", "exchangeFrom", &problems);
+  return problems;
+}
+
+DestinationType RabbitMqDestinationType() {
+  DestinationType t;
+  t.type = "rabbitmq";
+  t.options = {OptionSpec{.key = "url",
+                          .type = OptionType::kSecret,
+                          .default_value = nullptr,
+                          .required = true,
+                          .enum_values = {},
+                          .description = "AMQP URI amqp://user:password@host:port/vhost "
+                                         "(amqps:// for TLS); its password is never logged"}};
+  for (OptionSpec& s : AddressOptionSpecs("exchange", "exchangeFrom", "RabbitMQ exchange")) {
+    t.options.push_back(std::move(s));
+  }
+  t.options.push_back(OptionSpec{.key = "exchangeType",
+                                 .type = OptionType::kEnum,
+                                 .default_value = "topic",
+                                 .enum_values = kExchangeTypes,
+                                 .description = "Type of the declared (durable) exchange"});
+  t.options.push_back(OptionSpec{
+      .key = "routingKeyTemplate",
+      .type = OptionType::kString,
+      .default_value = "{{ topic }}",
+      .enum_values = {},
+      .description = "Routing key when the route has no routingKeyTemplate (missing field: \"\")"});
+  t.options.push_back(OptionSpec{.key = "deliveryMode",
+                                 .type = OptionType::kEnum,
+                                 .default_value = "persistent",
+                                 .enum_values = {"persistent", "transient"},
+                                 .description = "AMQP delivery_mode 2 (persistent) or 1"});
+  t.validate = ValidateRabbitMqBlock;
+  t.create = [](const DestinationConfig& config,
+                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+    const nlohmann::json& o = config.options;
+    RabbitMqDestinationSettings s;
+    s.name = config.name;
+    s.url = OptionalString(o, "url").value_or("");
+    s.exchange = OptionalString(o, "exchange").value_or("");
+    s.exchange_from = OptionalString(o, "exchangeFrom");
+    s.exchange_type = OptionalString(o, "exchangeType").value_or("topic");
+    s.routing_key_template = OptionalString(o, "routingKeyTemplate").value_or("{{ topic }}");
+    s.persistent = OptionalString(o, "deliveryMode").value_or("persistent") != "transient";
+    s.static_headers = config.headers;
+    s.max_error_body_bytes = context.max_error_body_bytes;
+    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Destination>(std::move(d).value());
+  };
+  return t;
+}
+
+// ---- destination -------------------------------------------------------------------------------
+
+RabbitMqDestination::RabbitMqDestination(RabbitMqDestinationSettings settings, AddressSpec exchange,
+                                         Template routing_key)
+    : settings_(std::move(settings)),
+      exchange_(std::move(exchange)),
+      routing_key_(std::move(routing_key)) {}
+
+RabbitMqDestination::~RabbitMqDestination() { Stop(); }
+
+Result<std::unique_ptr<RabbitMqDestination>> RabbitMqDestination::Create(
+    RabbitMqDestinationSettings s) {
+  const std::string prefix = "destinations." + s.name + ".";
+  Result<ParsedUrl> url = ParseAmqpUrl(s.url);
+  if (!url.ok()) return InvalidArgument(prefix + "url: " + url.status().message());
+  if (std::find(kExchangeTypes.begin(), kExchangeTypes.end(), s.exchange_type) ==
+      kExchangeTypes.end()) {
+    return InvalidArgument(prefix + "exchangeType: '" + s.exchange_type +
+                           "' is not one of topic, direct, fanout");
+  }
+  Result<AddressSpec> exchange =
+      AddressSpec::Create(s.name, "exchange", s.exchange, "exchangeFrom", s.exchange_from);
+  if (!exchange.ok()) return exchange.status();
+  Template rk = Template::CompileRoutingKey(s.routing_key_template, "");
+  auto d = std::unique_ptr<RabbitMqDestination>(
+      new RabbitMqDestination(std::move(s), std::move(exchange).value(), std::move(rk)));
+  d->host_ = url->host;
+  d->port_ = url->port;
+  return d;
+}
+
+std::string RabbitMqDestination::Endpoint() const { return host_ + ":" + std::to_string(port_); }
+
+void RabbitMqDestination::Drop(const std::string& reason) {
+  conn_.reset();
+  connected_ = false;
+  std::lock_guard<std::mutex> lock(error_mu_);
+  last_error_ = FailureReason(reason, settings_.max_error_body_bytes);
+}
+
+Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
+  if (conn_ && conn_->healthy()) return Status::Ok();
+  conn_.reset();
+  if (!ignore_backoff && Clock::now() < next_connect_) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    return Unavailable("RabbitMQ at " + Endpoint() + " unavailable (reconnecting): " + last_error_);
+  }
+  Result<ParsedUrl> url = ParseAmqpUrl(settings_.url);
+  if (!url.ok()) return url.status();
+  auto conn = std::make_unique<Connection>();
+  Status s = conn->Open(*url, settings_.connect_timeout_ms);
+  if (!s.ok()) {
+    ++failures_;
+    next_connect_ = Clock::now() + std::chrono::milliseconds(ReconnectDelayMs(failures_));
+    std::string reason = "cannot connect to RabbitMQ at " + Endpoint() + ": " + s.message();
+    Drop(reason);
+    return Unavailable(FailureReason(reason, settings_.max_error_body_bytes));
+  }
+  if (failures_ > 0) {
+    log::Info("RabbitMQ connection restored",
+              {{"destination", settings_.name}, {"endpoint", Endpoint()}});
+  }
+  failures_ = 0;
+  conn_ = std::move(conn);
+  connected_ = true;
+  return Status::Ok();
+}
+
+Status RabbitMqDestination::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = EnsureConnected(/*ignore_backoff=*/true);
+  if (s.ok() && exchange_.fixed()) {
+    OutboxRow none;
+    std::string exchange = exchange_.Render(none, TemplateContext::ForRow(none));
+    s = conn_->Declare(exchange, settings_.exchange_type);
+    if (!s.ok()) Drop(s.message());
+  }
+  if (!s.ok()) {
+    return Unavailable("destinations." + settings_.name + ": " +
+                       FailureReason(s.message(), settings_.max_error_body_bytes));
+  }
+  return Status::Ok();
+}
+
+void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  const int max_chars = settings_.max_error_body_bytes;
+  std::vector<std::optional<Outcome>> outcomes(batch.size());
+  auto fail = [&](size_t i, const std::string& reason) {
+    if (!outcomes[i]) outcomes[i] = Outcome::Retry(FailureReason(reason, max_chars));
+  };
+  auto report = [&] {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
+                                 : Outcome::Retry("RabbitMQ publish was not attempted"));
+    }
+  };
+
+  // Pass 1 (no lock): addresses, routing keys and headers of every message.
+  struct Prepared {
+    std::string exchange, routing_key;
+    HeaderList headers;
+  };
+  std::vector<Prepared> prepared(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const OutboxRow& row = *batch[i].row;
+    TemplateContext ctx = TemplateContext::ForRow(row);
+    Prepared& p = prepared[i];
+    p.exchange = exchange_.Render(row, ctx);
+    if (p.exchange.empty()) {
+      fail(i, "RabbitMQ destination '" + settings_.name + "' rendered an empty exchange");
+      continue;
+    }
+    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    if (!headers.ok()) {
+      outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+      continue;
+    }
+    p.headers = {{"x-topic", row.topic}};
+    for (auto& [k, v] : *headers) {
+      auto same = std::find_if(p.headers.begin(), p.headers.end(),
+                               [&](const auto& h) { return h.first == k; });
+      if (same != p.headers.end()) {
+        same->second = std::move(v);
+      } else {
+        p.headers.emplace_back(std::move(k), std::move(v));
+      }
+    }
+    p.routing_key = batch[i].routing_key ? *batch[i].routing_key : routing_key_.Render(ctx);
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // A connection the broker closed while idle is replaced before publishing.
+  std::string idle_reason;
+  if (conn_ && !conn_->StillOpen(&idle_reason)) {
+    log::Warn("RabbitMQ connection lost; reconnecting",
+              {{"destination", settings_.name}, {"error", FailureReason(idle_reason, max_chars)}});
+    Drop(idle_reason);
+  }
+
+  // Pass 2: declare each exchange once per connection. A failed declare closes the channel:
+  // its messages fail and the next exchange gets a fresh connection.
+  std::map<std::string, std::string> bad_exchanges;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (outcomes[i]) continue;
+    const std::string& ex = prepared[i].exchange;
+    if (bad_exchanges.count(ex)) continue;
+    Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
+    if (!s.ok()) {
+      for (size_t j = 0; j < batch.size(); ++j) fail(j, s.message());
+      report();
+      return;
+    }
+    s = conn_->Declare(ex, settings_.exchange_type);
+    if (!s.ok()) {
+      bad_exchanges[ex] = s.message();
+      Drop(s.message());
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto bad = bad_exchanges.find(prepared[i].exchange);
+    if (bad != bad_exchanges.end()) fail(i, bad->second);
+  }
+  bool any = std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o; });
+  if (!any) {
+    report();
+    return;
+  }
+  Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
+  if (!s.ok()) {
+    for (size_t j = 0; j < batch.size(); ++j) fail(j, s.message());
+    report();
+    return;
+  }
+
+  // Pass 3: publish everything (mandatory), remembering which delivery tag is which message.
+  amqp_connection_state_t state = conn_->state();
+  std::map<uint64_t, size_t> pending;                 // delivery tag -> index
+  std::map<std::string, std::deque<uint64_t>> by_id;  // message_id -> tags, in order
+  std::map<uint64_t, std::string> returned;           // tag -> reason of its basic.return
+  std::string broken;
+  for (size_t i = 0; i < batch.size() && broken.empty(); ++i) {
+    if (outcomes[i]) continue;
+    const OutboxRow& row = *batch[i].row;
+    const Prepared& p = prepared[i];
+    std::vector<amqp_table_entry_t> entries;
+    entries.reserve(p.headers.size() + 1);
+    for (const auto& [k, v] : p.headers) {
+      entries.push_back(StringEntry(k, v));
+      if (k == "x-topic") {
+        // x-attempt (integer) right after x-topic, unless a row/static header replaced it.
+        bool replaced = std::any_of(p.headers.begin(), p.headers.end(),
+                                    [](const auto& h) { return h.first == "x-attempt"; });
+        if (!replaced) {
+          amqp_table_entry_t e;
+          e.key = amqp_cstring_bytes("x-attempt");
+          e.value.kind = AMQP_FIELD_KIND_I32;
+          e.value.value.i32 = row.attempt;
+          entries.push_back(e);
+        }
+      }
+    }
+    amqp_basic_properties_t props;
+    std::memset(&props, 0, sizeof props);
+    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+                   AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_HEADERS_FLAG;
+    props.content_type = amqp_cstring_bytes("application/json");
+    props.delivery_mode = settings_.persistent ? 2 : 1;
+    props.message_id = amqp_bytes_t{row.id.size(), const_cast<char*>(row.id.data())};
+    props.headers.num_entries = static_cast<int>(entries.size());
+    props.headers.entries = entries.data();
+    amqp_bytes_t body{row.payload.size(), const_cast<char*>(row.payload.data())};
+    int rc = amqp_basic_publish(state, kChannel, amqp_cstring_bytes(p.exchange.c_str()),
+                                amqp_cstring_bytes(p.routing_key.c_str()), /*mandatory=*/1,
+                                /*immediate=*/0, &props, body);
+    if (rc != AMQP_STATUS_OK) {
+      broken = std::string("RabbitMQ publish failed: ") + amqp_error_string2(rc);
+      break;
+    }
+    uint64_t tag = conn_->NextTag();
+    pending[tag] = i;
+    by_id[row.id].push_back(tag);
+  }
+
+  // Pass 4: read confirms (and returns) until every published message has its answer.
+  auto settle = [&](uint64_t tag, bool ack) {
+    auto it = pending.find(tag);
+    if (it == pending.end()) return;
+    size_t i = it->second;
+    auto ret = returned.find(tag);
+    if (!ack) {
+      fail(i, "RabbitMQ nacked the message (exchange '" + prepared[i].exchange + "')");
+    } else if (ret != returned.end()) {
+      fail(i, ret->second);
+    } else {
+      outcomes[i] = Outcome::Delivered();
+    }
+    pending.erase(it);
+  };
+  const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.confirm_timeout_ms);
+  while (broken.empty() && !pending.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      broken = "no RabbitMQ publisher confirm within " +
+               std::to_string(settings_.confirm_timeout_ms) + "ms";
+      break;
+    }
+    timeval tv = ToTimeval(left.count());
+    amqp_frame_t frame;
+    int rc = amqp_simple_wait_frame_noblock(state, &frame, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) continue;
+    if (rc != AMQP_STATUS_OK) {
+      broken = std::string("RabbitMQ connection lost: ") + amqp_error_string2(rc);
+      break;
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    switch (frame.payload.method.id) {
+      case AMQP_BASIC_ACK_METHOD:
+      case AMQP_BASIC_NACK_METHOD: {
+        bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
+        uint64_t tag;
+        bool multiple;
+        if (ack) {
+          auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
+          tag = m->delivery_tag;
+          multiple = m->multiple != 0;
+        } else {
+          auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
+          tag = m->delivery_tag;
+          multiple = m->multiple != 0;
+        }
+        if (multiple) {
+          std::vector<uint64_t> tags;
+          for (auto it = pending.begin(); it != pending.end() && it->first <= tag; ++it) {
+            tags.push_back(it->first);
+          }
+          for (uint64_t t : tags) settle(t, ack);
+        } else {
+          settle(tag, ack);
+        }
+        break;
+      }
+      case AMQP_BASIC_RETURN_METHOD: {
+        auto* m = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
+        std::string reason = "unroutable: RabbitMQ returned the message (" +
+                             std::to_string(m->reply_code) + " " + BytesText(m->reply_text) +
+                             ", exchange '" + BytesText(m->exchange) + "', routing key '" +
+                             BytesText(m->routing_key) + "')";
+        amqp_message_t msg;
+        amqp_rpc_reply_t r = amqp_read_message(state, frame.channel, &msg, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+          broken = RpcError(r, "RabbitMQ read of a returned message");
+          break;
+        }
+        std::string id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+                             ? BytesText(msg.properties.message_id)
+                             : std::string();
+        amqp_destroy_message(&msg);
+        // The return precedes the ack of its message: mark the earliest open tag of this id.
+        auto tags = by_id.find(id);
+        if (tags != by_id.end()) {
+          for (uint64_t t : tags->second) {
+            if (pending.count(t) && !returned.count(t)) {
+              returned[t] = reason;
+              break;
+            }
+          }
+        }
+        break;
+      }
+      case AMQP_CONNECTION_CLOSE_METHOD:
+      case AMQP_CHANNEL_CLOSE_METHOD:
+        broken = "RabbitMQ " + Connection::CloseReason(frame);
+        break;
+      default:
+        break;
+    }
+  }
+  if (!broken.empty()) {
+    for (const auto& [tag, i] : pending) fail(i, broken);
+    for (size_t i = 0; i < batch.size(); ++i) fail(i, broken);
+    log::Warn("RabbitMQ connection dropped",
+              {{"destination", settings_.name}, {"error", FailureReason(broken, max_chars)}});
+    Drop(broken);
+  } else {
+    amqp_maybe_release_buffers(state);
+  }
+  report();
+}
+
+Status RabbitMqDestination::Health() {
+  if (connected_) return Status::Ok();
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return Unavailable("RabbitMQ destination '" + settings_.name + "' is not connected" +
+                     (last_error_.empty() ? std::string() : ": " + last_error_));
+}
+
+void RabbitMqDestination::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  conn_.reset();
+  connected_ = false;
+}
+
+}  // namespace queuebox

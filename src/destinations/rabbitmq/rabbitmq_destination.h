@@ -1,0 +1,106 @@
+// rabbitmq_destination.h: the `rabbitmq` destination (QueueBox reference §7.2, §7.5-7.7, §9.1),
+// built on rabbitmq-c 0.11 (which has no confirm-wait helper: confirms are read frame by frame).
+//
+// Connection: one AMQP connection with one confirm-mode channel per destination (confirm.select),
+// opened by Start(). Each exchange is declared (durable, `exchangeType`) once per connection
+// before its first publish; the default exchange ("") and `amq.*` are never declared.
+// A broken channel or connection (a failed write, a timeout, connection.close/channel.close from
+// the broker) is dropped; the next batch reconnects, after a capped jittered backoff when the
+// previous connect attempt failed (core/backoff.h ReconnectDelayMs).
+// Message: exchange = exchangeFrom column or the `exchange` template rendered (empty => failure
+//   "rendered an empty exchange"); routing key = the route's rendered routingKeyTemplate when the
+//   route has one, else the destination's routingKeyTemplate (default {{ topic }}, routing-key
+//   rules of §7.6: a missing field renders ""); mandatory = true; properties message_id = outbox
+//   id, content_type = application/json, delivery_mode 2 (persistent) / 1 (transient); headers
+//   x-topic (string), x-attempt (signed 32-bit integer), then static, then row headers (a later
+//   one of the same name replaces an earlier one); body = the payload bytes verbatim.
+// Outcomes: Delivered only on basic.ack for the message's delivery tag (a `multiple` ack covers
+//   every earlier tag) with no basic.return for it before the ack. basic.return => Retry
+//   "unroutable: ...", basic.nack => Retry "nacked ...", no confirm within confirm_timeout_ms or a
+//   broken connection => Retry with the reason; row headers that are not a JSON object => Reject.
+// Throughput: the whole batch is published, then the confirms are read (pipelined).
+//
+// Thread-safety: a connection is not thread-safe, so PublishBatch calls on one destination run
+// one at a time (a mutex); Health() does not wait for a running batch.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "destinations/broker_common.h"
+#include "destinations/registry.h"
+#include "queuebox/destination.h"
+
+namespace queuebox {
+
+struct RabbitMqDestinationSettings {
+  std::string name;      // destinations.<name>
+  std::string url;       // amqp://user:pass@host:port/vhost (or amqps://); an empty vhost means "/"
+  std::string exchange;  // literal or address template, required
+  std::optional<std::string> exchange_from;  // aggregate_type | topic | key; wins over exchange
+  std::string exchange_type = "topic";       // topic | direct | fanout
+  std::string routing_key_template = "{{ topic }}";
+  bool persistent = true;  // deliveryMode: persistent (2) | transient (1)
+  std::map<std::string, std::string> static_headers;
+  int max_error_body_bytes = 2048;     // cut of failure reasons (characters)
+  int64_t confirm_timeout_ms = 5000;   // wait for the confirms of a batch (ms)
+  int64_t connect_timeout_ms = 10000;  // TCP connect, handshake and each RPC (ms)
+};
+
+// The registry entry for `type: rabbitmq`: option table, block validator, factory.
+DestinationType RabbitMqDestinationType();
+// Cross-key checks of a rabbitmq block: url parses as an AMQP URI, exchange placeholders,
+// exchangeFrom column.
+std::vector<std::string> ValidateRabbitMqBlock(const nlohmann::json& block);
+
+class RabbitMqDestination final : public Destination {
+ public:
+  // kInvalidArgument (naming destinations.<name>.<key>) for a bad url, template or column.
+  static Result<std::unique_ptr<RabbitMqDestination>> Create(RabbitMqDestinationSettings s);
+  ~RabbitMqDestination() override;
+
+  const std::string& name() const override { return settings_.name; }
+  std::string_view type() const override { return "rabbitmq"; }
+  // Connects, opens the confirm channel and declares a literal exchange. kUnavailable naming
+  // the destination and host:port (never the credentials) when that fails.
+  Status Start() override;
+  void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // OK while the connection is open; kUnavailable with the last error otherwise.
+  Status Health() override;
+  void Stop() override;
+
+ private:
+  class Connection;
+
+  RabbitMqDestination(RabbitMqDestinationSettings settings, AddressSpec exchange,
+                      Template routing_key);
+  // Opens conn_ (honouring the reconnect backoff unless `now` is set).
+  Status EnsureConnected(bool ignore_backoff);
+  void Drop(const std::string& reason);
+  std::string Endpoint() const;
+
+  RabbitMqDestinationSettings settings_;
+  AddressSpec exchange_;
+  Template routing_key_;
+  std::string host_;
+  int port_ = 5672;
+
+  std::mutex mu_;  // one batch at a time; guards conn_ and the backoff state
+  std::unique_ptr<Connection> conn_;
+  int failures_ = 0;
+  std::chrono::steady_clock::time_point next_connect_{};
+
+  std::atomic<bool> connected_{false};
+  std::mutex error_mu_;
+  std::string last_error_;
+};
+
+}  // namespace queuebox

@@ -1,0 +1,321 @@
+// The rabbitmq destination against a real rabbitmq-server (QB_TEST_AMQP_URL, started by
+// scripts/services.sh): publisher confirms, properties/headers/routing key/body bytes, delivery
+// modes, unroutable messages, empty exchanges, connection loss, per-key order.
+//
+// Connection loss: the test asks the broker to close every connection
+// (`scripts/services.sh rabbitmqctl close_all_connections`), waits until the broker lists none,
+// then publishes: the destination must notice the dead connection and deliver on a new one.
+// This is much cheaper than restarting the broker and exercises the same recovery path (the
+// socket is closed under the destination).
+#include "destinations/rabbitmq/rabbitmq_destination.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "testing/broker_testing.h"
+#include "testing/env.h"
+
+namespace queuebox {
+namespace {
+
+using ::queuebox::testing::BrokerRow;
+using ::queuebox::testing::PublishAll;
+using ::testing::HasSubstr;
+
+struct Received {
+  std::string routing_key, exchange, body, message_id, content_type;
+  int delivery_mode = 0;
+  std::map<std::string, std::string> string_headers;
+  std::map<std::string, int64_t> int_headers;
+  std::vector<std::string> header_order;
+};
+
+std::string Bytes(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+// A test consumer: its own connection, a queue bound to `exchange` with `binding`.
+class Consumer {
+ public:
+  Consumer(const std::string& url, const std::string& exchange, const std::string& binding,
+           const std::string& exchange_type = "topic") {
+    std::vector<char> buf(url.begin(), url.end());
+    buf.push_back('\0');
+    amqp_connection_info info;
+    amqp_parse_url(buf.data(), &info);
+    std::string vhost = *info.vhost ? info.vhost : "/";
+    conn_ = amqp_new_connection();
+    amqp_socket_t* s = amqp_tcp_socket_new(conn_);
+    EXPECT_EQ(amqp_socket_open(s, info.host, info.port), AMQP_STATUS_OK);
+    EXPECT_EQ(amqp_login(conn_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
+                         info.password)
+                  .reply_type,
+              AMQP_RESPONSE_NORMAL);
+    amqp_channel_open(conn_, 1);
+    Check("channel.open");
+    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
+                          amqp_cstring_bytes(exchange_type.c_str()), 0, 1, 0, 0, amqp_empty_table);
+    Check("exchange.declare");
+    amqp_queue_declare_ok_t* q =
+        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
+    Check("queue.declare");
+    queue_ = Bytes(q->queue);
+    amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue_.c_str()),
+                    amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes(binding.c_str()),
+                    amqp_empty_table);
+    Check("queue.bind");
+    amqp_basic_consume(conn_, 1, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes, 0, 1, 0,
+                       amqp_empty_table);
+    Check("basic.consume");
+  }
+  ~Consumer() {
+    amqp_connection_close(conn_, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(conn_);
+  }
+
+  // Up to `count` messages, waiting at most `wait` for each.
+  std::vector<Received> Take(size_t count, int wait_ms = 10000) {
+    std::vector<Received> out;
+    while (out.size() < count) {
+      amqp_envelope_t env;
+      timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
+      amqp_maybe_release_buffers(conn_);
+      amqp_rpc_reply_t r = amqp_consume_message(conn_, &env, &tv, 0);
+      if (r.reply_type != AMQP_RESPONSE_NORMAL) break;
+      Received m;
+      m.routing_key = Bytes(env.routing_key);
+      m.exchange = Bytes(env.exchange);
+      m.body = Bytes(env.message.body);
+      const amqp_basic_properties_t& p = env.message.properties;
+      if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = Bytes(p.message_id);
+      if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = Bytes(p.content_type);
+      if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) m.delivery_mode = p.delivery_mode;
+      if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
+        for (int i = 0; i < p.headers.num_entries; ++i) {
+          const amqp_table_entry_t& e = p.headers.entries[i];
+          std::string key = Bytes(e.key);
+          m.header_order.push_back(key);
+          if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
+            m.string_headers[key] = Bytes(e.value.value.bytes);
+          } else if (e.value.kind == AMQP_FIELD_KIND_I32) {
+            m.int_headers[key] = e.value.value.i32;
+          }
+        }
+      }
+      amqp_destroy_envelope(&env);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+ private:
+  void Check(const char* what) {
+    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
+  }
+  amqp_connection_state_t conn_;
+  std::string queue_;
+};
+
+class RabbitMqDestinationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QB_REQUIRE_SERVER_ENV("QB_TEST_AMQP_URL", url_);
+    static std::atomic<int> n{0};
+    exchange_ = "qb.test." + std::to_string(::getpid()) + "." + std::to_string(++n);
+  }
+
+  RabbitMqDestinationSettings Settings() {
+    RabbitMqDestinationSettings s;
+    s.name = "rabbit";
+    s.url = url_;
+    s.exchange = exchange_;
+    return s;
+  }
+
+  std::unique_ptr<RabbitMqDestination> Started(RabbitMqDestinationSettings s) {
+    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return nullptr;
+    Status st = (*d)->Start();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return std::move(d).value();
+  }
+
+  std::string url_, exchange_;
+};
+
+TEST_F(RabbitMqDestinationTest, ConfirmedMessagesCarryPropertiesHeadersKeyAndBody) {
+  RabbitMqDestinationSettings s = Settings();
+  s.static_headers = {{"x-static", "s"}, {"x-over", "static"}};
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  std::string payload = "{\"name\":\"caf\xC3\xA9\",\"n\":1.50}";
+  std::vector<OutboxRow> rows = {
+      BrokerRow("11111111-1111-1111-1111-111111111111", "orders.created", "k1", payload,
+                R"({"x-over":"row","x-row":"r"})"),
+      BrokerRow("22222222-2222-2222-2222-222222222222", "orders.updated", std::nullopt, "{}")};
+  rows[0].attempt = 3;
+  std::vector<OutboundMessage> batch = testing::BatchOf(rows);
+  batch[1].routing_key = "route.key";  // the route's routingKeyTemplate wins
+  testing::CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  ASSERT_EQ(sink.at(1).kind, Outcome::Kind::kDelivered) << sink.at(1).error;
+
+  std::vector<Received> got = consumer.Take(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].routing_key, "orders.created");  // default {{ topic }}
+  EXPECT_EQ(got[0].exchange, exchange_);
+  EXPECT_EQ(got[0].body, payload);
+  EXPECT_EQ(got[0].message_id, "11111111-1111-1111-1111-111111111111");
+  EXPECT_EQ(got[0].content_type, "application/json");
+  EXPECT_EQ(got[0].delivery_mode, 2);
+  EXPECT_EQ(got[0].string_headers["x-topic"], "orders.created");
+  EXPECT_EQ(got[0].int_headers["x-attempt"], 3);
+  EXPECT_EQ(got[0].string_headers["x-static"], "s");
+  EXPECT_EQ(got[0].string_headers["x-over"], "row");
+  EXPECT_EQ(got[0].string_headers["x-row"], "r");
+  EXPECT_EQ(got[0].header_order.front(), "x-topic");
+  EXPECT_EQ(got[0].header_order[1], "x-attempt");
+  EXPECT_EQ(got[1].routing_key, "route.key");
+  EXPECT_TRUE(d->Health().ok());
+}
+
+TEST_F(RabbitMqDestinationTest, TransientDeliveryModeAndRoutingKeyTemplate) {
+  RabbitMqDestinationSettings s = Settings();
+  s.persistent = false;
+  s.routing_key_template = "{{ payload.region }}.{{ topic }}";
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("a", "t1", "k", R"({"region":"eu"})")});
+  ASSERT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  std::vector<Received> got = consumer.Take(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].delivery_mode, 1);
+  EXPECT_EQ(got[0].routing_key, "eu.t1");
+}
+
+TEST_F(RabbitMqDestinationTest, UnroutableMessageIsARetryAndOnlyThatOne) {
+  auto d = Started(Settings());
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "routed.#");
+  std::vector<Outcome> out = PublishAll(
+      *d, {BrokerRow("r1", "routed.a", "k", "{}"), BrokerRow("u1", "nowhere.a", "k", "{}"),
+           BrokerRow("r2", "routed.b", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  EXPECT_EQ(out[1].kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(out[1].error, HasSubstr("unroutable"));
+  EXPECT_THAT(out[1].error, HasSubstr("nowhere.a"));
+  EXPECT_EQ(out[2].kind, Outcome::Kind::kDelivered) << out[2].error;
+  EXPECT_EQ(consumer.Take(2).size(), 2u);
+}
+
+TEST_F(RabbitMqDestinationTest, ExchangeFromColumnAndEmptyExchange) {
+  RabbitMqDestinationSettings s = Settings();
+  s.exchange = "ignored";
+  s.exchange_from = "aggregate_type";
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  OutboxRow with_type = BrokerRow("a", "t", "k", "{}");
+  with_type.aggregate_type = exchange_;
+  OutboxRow without = BrokerRow("b", "t", "k", "{}");
+  std::vector<Outcome> out = PublishAll(*d, {with_type, without});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  EXPECT_EQ(out[1].kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(out[1].error, HasSubstr("rendered an empty exchange"));
+  EXPECT_EQ(consumer.Take(1).size(), 1u);
+}
+
+TEST_F(RabbitMqDestinationTest, ConnectionClosedByTheBrokerIsRebuiltOnTheNextBatch) {
+  auto d = Started(Settings());
+  ASSERT_NE(d, nullptr);
+  {
+    Consumer before(url_, exchange_, "#");
+    Outcome o = PublishAll(*d, {BrokerRow("a", "t", "k", "{}")})[0];
+    ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+    ASSERT_EQ(before.Take(1).size(), 1u);
+  }
+
+  std::string script = std::string(QUEUEBOX_SOURCE_DIR) + "/scripts/services.sh";
+  ASSERT_EQ(std::system(
+                ("bash " + script + " rabbitmqctl close_all_connections 'queuebox test' >/dev/null")
+                    .c_str()),
+            0);
+  // Wait until the broker has really closed them (a condition, not a sleep).
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        FILE* f = ::popen(("bash " + script + " rabbitmqctl list_connections pid").c_str(), "r");
+        if (f == nullptr) return false;
+        char buf[256];
+        size_t n = std::fread(buf, 1, sizeof buf, f);
+        ::pclose(f);
+        return n == 0;
+      },
+      std::chrono::seconds(60)));
+
+  Consumer consumer(url_, exchange_, "#");
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("b", "t", "k", R"({"after":1})")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  std::vector<Received> got = consumer.Take(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, R"({"after":1})");
+  EXPECT_TRUE(d->Health().ok());
+}
+
+TEST_F(RabbitMqDestinationTest, StartFailsClearlyWhenTheBrokerIsUnreachable) {
+  RabbitMqDestinationSettings s = Settings();
+  s.url = "amqp://guest:hunter2@127.0.0.1:1/";
+  s.connect_timeout_ms = 2000;
+  Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
+  ASSERT_TRUE(d.ok());
+  Status st = (*d)->Start();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(st.message(), HasSubstr("destinations.rabbit"));
+  EXPECT_THAT(st.message(), HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("hunter2")));
+  EXPECT_EQ((*d)->Health().code(), StatusCode::kUnavailable);
+  // A batch while the broker is unreachable: every message is a retry.
+  std::vector<Outcome> out = PublishAll(**d, {BrokerRow("a", "t", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("hunter2")));
+}
+
+TEST_F(RabbitMqDestinationTest, PerKeyOrderHoldsWithinABatch) {
+  auto d = Started(Settings());
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  std::vector<OutboxRow> rows;
+  for (int i = 0; i < 30; ++i) {
+    rows.push_back(BrokerRow("id-" + std::to_string(i), "t", "key-" + std::to_string(i % 3),
+                             R"({"seq":)" + std::to_string(i) + "}"));
+  }
+  std::vector<Outcome> out = PublishAll(*d, rows);
+  for (const Outcome& o : out) ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  std::vector<Received> got = consumer.Take(rows.size());
+  ASSERT_EQ(got.size(), rows.size());
+  std::map<std::string, std::vector<int>> seqs;
+  for (const Received& r : got) {
+    int seq = nlohmann::json::parse(r.body)["seq"].get<int>();
+    seqs["key-" + std::to_string(seq % 3)].push_back(seq);
+  }
+  for (const auto& [key, s] : seqs) {
+    EXPECT_TRUE(std::is_sorted(s.begin(), s.end())) << key;
+    EXPECT_EQ(s.size(), 10u) << key;
+  }
+}
+
+}  // namespace
+}  // namespace queuebox
