@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <utility>
 
 namespace queuebox::store {
@@ -150,12 +151,20 @@ Status RequireFinishedState(const std::string& state) {
       state + "'.");
 }
 
-std::string MissingSequenceMessage(const std::string& table, const std::string& column,
-                                   const std::string& alter) {
-  return "The outbox table '" + table + "' has no column '" + column +
-         "'. QueueBox orders the rows of one key by it. Add the column, then start QueueBox "
-         "again: " +
-         alter;
+Status RequireSequenceColumn(const std::string& table, const std::string& column,
+                             const std::vector<std::string>& columns, const std::string& alter) {
+  if (columns.empty()) {
+    return FailedPrecondition("The outbox table '" + table +
+                              "' does not exist. Run `queuebox migrate` or create it "
+                              "(docs/schema.md), then start QueueBox again.");
+  }
+  for (const std::string& c : columns) {
+    if (EqualsIgnoreCase(c, column)) return Status::Ok();
+  }
+  return FailedPrecondition("The outbox table '" + table + "' has no column '" + column +
+                            "'. QueueBox orders the rows of one key by it. Add the column, then "
+                            "start QueueBox again: " +
+                            alter);
 }
 
 int32_t MigrationChecksum(std::string_view sql) {
@@ -231,6 +240,62 @@ DeadRow ToDeadRow(const SqlRow& r) {
   row.last_error = TextOr(r[4]);
   row.updated_at = TextOr(r[5]);
   return row;
+}
+
+OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRows& dead) {
+  OutboxStats stats;
+  for (const SqlRow& r : by_state) stats.rows_by_state[TextOr(r[0])] = IntOr(r[1], 0);
+  if (!oldest.empty() && oldest[0][0]) {
+    stats.oldest_pending_age_seconds = std::max(0.0, std::strtod(oldest[0][0]->c_str(), nullptr));
+  }
+  for (const SqlRow& r : dead) stats.dead_by_topic[TextOr(r[0])] = IntOr(r[1], 0);
+  return stats;
+}
+
+std::vector<std::string> FirstColumn(const SqlRows& rows) {
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (const SqlRow& r : rows) out.push_back(TextOr(r[0]));
+  return out;
+}
+
+Status ValidateRetention(const std::string& state, int64_t limit, const char* limit_name,
+                         int batch) {
+  QB_RETURN_IF_ERROR(RequireFinishedState(state));
+  if (limit < 0 || batch <= 0) {
+    return InvalidArgument(std::string("Retention needs ") + limit_name +
+                           " >= 0 and a batch above 0.");
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<ReplayStatement>> BuildReplay(const ReplayFilter& filter,
+                                                   const ReplayDialect& d) {
+  if ((filter.ids && filter.ids->empty()) || (filter.topics && filter.topics->empty())) {
+    return std::optional<ReplayStatement>();
+  }
+  ReplayStatement st;
+  auto param = [&st, &d](SqlParam p) {
+    st.params.push_back(std::move(p));
+    return d.param(st.params.size());
+  };
+  std::string where = "{state} IN ('sent', 'dead')";
+  if (filter.ids) where += " AND " + d.in_list("{id}", param(d.list_value(*filter.ids)));
+  if (filter.topics) where += " AND " + d.in_list("{topic}", param(d.list_value(*filter.topics)));
+  if (filter.created_after) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_after, "createdAfter"));
+    where += " AND {created_at} > " + d.instant(param(*filter.created_after));
+  }
+  if (filter.created_before) {
+    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_before, "createdBefore"));
+    where += " AND {created_at} < " + d.instant(param(*filter.created_before));
+  }
+  st.sql = "UPDATE {T} SET {state} = 'pending', {attempt} = 0, {scheduled_at} = " + d.now +
+           ", {updated_at} = " + d.now +
+           ", {last_error} = NULL, {claimed_at} = NULL, {claim_token} = NULL, "
+           "{lease_expires_at} = NULL WHERE " +
+           where;
+  return std::optional<ReplayStatement>(std::move(st));
 }
 
 Status ValidateClaim(int limit, int64_t lease_ms) {

@@ -46,10 +46,11 @@ Status RequireDefaultSchema(const DatabaseConfig& config);
 // "Cannot delete active work" (QueueBox reference §5.5).
 Status RequireFinishedState(const std::string& state);
 
-// The message of the schema guard for a missing sequence column (reference §3.6); `alter` is the
-// statement that adds it.
-std::string MissingSequenceMessage(const std::string& table, const std::string& column,
-                                   const std::string& alter);
+// The schema guard (reference §3.6) over the column names of `table`: kFailedPrecondition when
+// there are none (no table) or none equals `column` without case; the message then ends with
+// `alter`, the statement that adds the column.
+Status RequireSequenceColumn(const std::string& table, const std::string& column,
+                             const std::vector<std::string>& columns, const std::string& alter);
 
 // FNV-1a (32 bit) of a migration's text, stored as its checksum in queuebox_schema_history.
 int32_t MigrationChecksum(std::string_view sql);
@@ -70,6 +71,33 @@ OutboxRow ToOutboxRow(const SqlRow& row);
 void SortClaimed(std::vector<OutboxRow>& rows);
 // A dead row from id, topic, key, attempt, last_error, updated_at.
 DeadRow ToDeadRow(const SqlRow& row);
+
+// Stats from the queries every dialect runs: (state, count) rows, one row with the oldest
+// pending age in seconds (or NULL), (topic, count) rows of dead rows.
+OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRows& dead);
+// The first column of every row ("" for NULL).
+std::vector<std::string> FirstColumn(const SqlRows& rows);
+// RequireFinishedState plus `limit_name` >= 0 and batch > 0.
+Status ValidateRetention(const std::string& state, int64_t limit, const char* limit_name,
+                         int batch);
+
+// How a dialect writes the parts of the replay statement.
+struct ReplayDialect {
+  std::string now;                 // the database clock
+  std::string (*param)(size_t n);  // parameter n (1-based): "$1" / "?1"
+  std::string (*in_list)(const std::string& column, const std::string& param);  // column IN list
+  std::string (*list_value)(const std::vector<std::string>& items);             // list as text
+  std::string (*instant)(const std::string& param);  // an ISO-8601 parameter as a timestamp
+};
+
+// The replay UPDATE (reference §5.4) as a template for RenderSql, with its parameters; nullopt
+// when an empty `ids` or `topics` list makes it match nothing. kInvalidArgument for a bad instant.
+struct ReplayStatement {
+  std::string sql;
+  std::vector<SqlParam> params;
+};
+Result<std::optional<ReplayStatement>> BuildReplay(const ReplayFilter& filter,
+                                                   const ReplayDialect& dialect);
 
 // kInvalidArgument unless limit > 0 and lease_ms > 0.
 Status ValidateClaim(int limit, int64_t lease_ms);

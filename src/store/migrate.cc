@@ -9,12 +9,40 @@ constexpr const char* kNoHistory =
     "QueueBox tables exist without a migration history. Run `queuebox migrate --baseline "
     "<version>` with the last version you applied by hand.";
 
+// version -> checksum (nullopt for a baselined version).
+Result<std::map<int, std::optional<int32_t>>> ReadHistory(MigrationBackend& db) {
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      db.Query(std::string("SELECT version, checksum FROM ") + kHistoryTable, {}));
+  std::map<int, std::optional<int32_t>> out;
+  for (const SqlRow& r : rows) {
+    auto v = ParseInt(r[0].value_or(""));
+    if (!v) continue;
+    std::optional<int32_t> sum;
+    if (r[1]) sum = static_cast<int32_t>(ParseInt(*r[1]).value_or(0));
+    out[static_cast<int>(*v)] = sum;
+  }
+  return out;
+}
+
+Status Record(MigrationBackend& db, int version, const std::string& description,
+              std::optional<int32_t> checksum) {
+  std::vector<SqlParam> params(3);
+  params[0] = int64_t{version};
+  params[1] = description;
+  if (checksum) params[2] = int64_t{*checksum};
+  return db
+      .Query(std::string("INSERT INTO ") + kHistoryTable + " (version, description, checksum) " +
+                 "VALUES (" + db.Param(1) + ", " + db.Param(2) + ", " + db.Param(3) + ")",
+             params)
+      .status();
+}
+
 Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<Migration>& files,
                                        const DatabaseConfig& config, std::optional<int> baseline) {
   QB_ASSIGN_OR_RETURN(bool has_history, db.TableExists(kHistoryTable));
   std::map<int, std::optional<int32_t>> history;
   if (has_history) {
-    QB_ASSIGN_OR_RETURN(history, db.ReadHistory());
+    QB_ASSIGN_OR_RETURN(history, ReadHistory(db));
   }
   if (baseline.has_value()) {
     if (!history.empty()) {
@@ -31,7 +59,7 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
   if (baseline.has_value()) {
     for (const Migration& m : files) {
       if (m.version > *baseline) break;
-      QB_RETURN_IF_ERROR(db.Record(m.version, m.description, std::nullopt));
+      QB_RETURN_IF_ERROR(Record(db, m.version, m.description, std::nullopt));
       history[m.version] = std::nullopt;
     }
   }
@@ -53,7 +81,7 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
       return Status(s.code(), "Migration V" + std::to_string(m.version) + " (" + m.description +
                                   ") failed: " + s.message());
     }
-    QB_RETURN_IF_ERROR(db.Record(m.version, m.description, checksum));
+    QB_RETURN_IF_ERROR(Record(db, m.version, m.description, checksum));
     report.applied.push_back(m.version);
   }
   return report;

@@ -22,6 +22,7 @@
 
 #include "queuebox/status.h"
 #include "queuebox/store.h"
+#include "store/common.h"
 
 namespace queuebox::store {
 
@@ -50,10 +51,10 @@ class MigrationBackend {
   virtual Result<bool> TableExists(const std::string& table) = 0;
   // Creates the history table (dialect types).
   virtual Status CreateHistory() = 0;
-  // version -> checksum (nullopt for a baselined version).
-  virtual Result<std::map<int, std::optional<int32_t>>> ReadHistory() = 0;
-  virtual Status Record(int version, const std::string& description,
-                        std::optional<int32_t> checksum) = 0;
+  // One statement with parameters, rows as text.
+  virtual Result<SqlRows> Query(const std::string& sql, const std::vector<SqlParam>& params) = 0;
+  // The text of parameter n (1-based) in this dialect: "$1" or "?1".
+  virtual std::string Param(int n) const = 0;
 };
 
 // Runs the migration algorithm above. `config` is checked with RequireDefaultSchema first.

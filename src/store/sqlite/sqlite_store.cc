@@ -78,32 +78,10 @@ class SqliteOutboxStore::Migrator final : public MigrationBackend {
                          "checksum INTEGER, applied_at TEXT NOT NULL DEFAULT (" +
                          kNow + "))");
   }
-  Result<std::map<int, std::optional<int32_t>>> ReadHistory() override {
-    QB_ASSIGN_OR_RETURN(
-        SqlRows rows,
-        s_.RunLocked(std::string("SELECT version, checksum FROM ") + kHistoryTable, {}));
-    std::map<int, std::optional<int32_t>> out;
-    for (const SqlRow& r : rows) {
-      auto v = ParseInt(r[0].value_or(""));
-      if (!v) continue;
-      std::optional<int32_t> sum;
-      if (r[1]) sum = static_cast<int32_t>(ParseInt(*r[1]).value_or(0));
-      out[static_cast<int>(*v)] = sum;
-    }
-    return out;
+  Result<SqlRows> Query(const std::string& sql, const std::vector<SqlParam>& params) override {
+    return s_.RunLocked(sql, params);
   }
-  Status Record(int version, const std::string& description,
-                std::optional<int32_t> checksum) override {
-    std::vector<SqlParam> params(3);
-    params[0] = int64_t{version};
-    params[1] = description;
-    if (checksum) params[2] = int64_t{*checksum};
-    return s_
-        .RunLocked(std::string("INSERT INTO ") + kHistoryTable +
-                       " (version, description, checksum) VALUES (?1, ?2, ?3)",
-                   params)
-        .status();
-  }
+  std::string Param(int n) const override { return "?" + std::to_string(n); }
 
  private:
   SqliteOutboxStore& s_;
@@ -264,20 +242,11 @@ Status SqliteOutboxStore::CheckSchema() {
   const std::string& table = config_.outbox_table;
   const std::string& column = config_.columns.sequence;
   QB_ASSIGN_OR_RETURN(SqlRows cols, Read("SELECT name FROM pragma_table_info(?1)", {table}));
-  if (cols.empty()) {
-    return FailedPrecondition("The outbox table '" + table +
-                              "' does not exist. Run `queuebox migrate` or create it "
-                              "(docs/schema.md), then start QueueBox again.");
-  }
-  for (const SqlRow& r : cols) {
-    if (r[0] && EqualsIgnoreCase(*r[0], column)) return Status::Ok();
-  }
-  // SQLite cannot add an AUTOINCREMENT key to a table, so the fix is a rebuild.
-  return FailedPrecondition(MissingSequenceMessage(
-      table, column,
+  return RequireSequenceColumn(
+      table, column, FirstColumn(cols),
       "rebuild the table with " + Quote(column) +
           " INTEGER PRIMARY KEY AUTOINCREMENT (docs/schema.md, SQLite) and copy the rows into "
-          "it in created_at order."));
+          "it in created_at order.");
 }
 
 Result<std::vector<OutboxRow>> SqliteOutboxStore::Claim(int limit, int64_t lease_ms) {
@@ -308,10 +277,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::FencedWrite(const std::strin
   std::vector<SqlParam> params{batch};
   for (auto& p : extra) params.push_back(std::move(p));
   QB_ASSIGN_OR_RETURN(SqlRows rows, Write(Sql(tmpl), params));
-  std::vector<std::string> ids;
-  ids.reserve(rows.size());
-  for (const SqlRow& r : rows) ids.push_back(r[0].value_or(""));
-  return ids;
+  return FirstColumn(rows);
 }
 
 namespace {
@@ -419,70 +385,35 @@ Result<std::string> SqliteOutboxStore::Insert(const NewOutboxRow& row) {
 }
 
 Result<OutboxStats> SqliteOutboxStore::Stats() {
-  OutboxStats stats;
   QB_ASSIGN_OR_RETURN(SqlRows by_state,
                       Read(Sql("SELECT {state}, count(*) FROM {T} GROUP BY {state}")));
-  for (const SqlRow& r : by_state) {
-    stats.rows_by_state[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
-  }
   QB_ASSIGN_OR_RETURN(
       SqlRows oldest,
       Read(Sql("SELECT (julianday('now') - julianday(min({created_at}))) * 86400.0 FROM {T} "
                "WHERE {state} = 'pending'")));
-  if (!oldest.empty() && oldest[0][0]) {
-    stats.oldest_pending_age_seconds = std::max(0.0, std::strtod(oldest[0][0]->c_str(), nullptr));
-  }
   QB_ASSIGN_OR_RETURN(SqlRows dead,
                       Read(Sql("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' "
                                "GROUP BY {topic}")));
-  for (const SqlRow& r : dead) {
-    stats.dead_by_topic[r[0].value_or("")] = ParseInt(r[1].value_or("0")).value_or(0);
-  }
-  return stats;
+  return ToStats(by_state, oldest, dead);
 }
 
 Result<std::vector<std::string>> SqliteOutboxStore::DistinctTopics() {
   QB_ASSIGN_OR_RETURN(SqlRows rows, Read(Sql("SELECT DISTINCT {topic} FROM {T} ORDER BY 1")));
-  std::vector<std::string> topics;
-  for (const SqlRow& r : rows) topics.push_back(r[0].value_or(""));
-  return topics;
+  return FirstColumn(rows);
 }
 
 Result<int64_t> SqliteOutboxStore::Replay(const ReplayFilter& filter) {
-  if ((filter.ids && filter.ids->empty()) || (filter.topics && filter.topics->empty())) {
-    return int64_t{0};
-  }
-  std::string where = "{state} IN ('sent', 'dead')";
-  std::vector<SqlParam> params;
-  auto param = [&params](SqlParam p) {
-    params.push_back(std::move(p));
-    return "?" + std::to_string(params.size());
-  };
-  if (filter.ids) {
-    where += " AND {id} IN (SELECT value FROM json_each(" +
-             param(ToJson(nlohmann::json(*filter.ids))) + "))";
-  }
-  if (filter.topics) {
-    where += " AND {topic} IN (SELECT value FROM json_each(" +
-             param(ToJson(nlohmann::json(*filter.topics))) + "))";
-  }
-  if (filter.created_after) {
-    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_after, "createdAfter"));
-    where +=
-        " AND {created_at} > strftime('%Y-%m-%dT%H:%M:%fZ', " + param(*filter.created_after) + ")";
-  }
-  if (filter.created_before) {
-    QB_RETURN_IF_ERROR(ValidateInstant(*filter.created_before, "createdBefore"));
-    where +=
-        " AND {created_at} < strftime('%Y-%m-%dT%H:%M:%fZ', " + param(*filter.created_before) + ")";
-  }
-  std::string sql = std::string("UPDATE {T} SET {state} = 'pending', {attempt} = 0, ") +
-                    "{scheduled_at} = " + kNow + ", {updated_at} = " + kNow +
-                    ", {last_error} = NULL, {claimed_at} = NULL, {claim_token} = NULL, "
-                    "{lease_expires_at} = NULL WHERE " +
-                    where;
+  static const ReplayDialect kDialect{
+      kNow, [](size_t n) { return "?" + std::to_string(n); },
+      [](const std::string& col, const std::string& p) {
+        return col + " IN (SELECT value FROM json_each(" + p + "))";
+      },
+      [](const std::vector<std::string>& items) { return ToJson(nlohmann::json(items)); },
+      [](const std::string& p) { return "strftime('%Y-%m-%dT%H:%M:%fZ', " + p + ")"; }};
+  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildReplay(filter, kDialect));
+  if (!st) return int64_t{0};
   int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Write(Sql(sql), params, &changes).status());
+  QB_RETURN_IF_ERROR(Write(Sql(st->sql), st->params, &changes).status());
   return changes;
 }
 
@@ -500,10 +431,7 @@ Result<std::vector<DeadRow>> SqliteOutboxStore::ListDead(int limit) {
 
 Result<int64_t> SqliteOutboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
                                                    int batch) {
-  QB_RETURN_IF_ERROR(RequireFinishedState(state));
-  if (max_age_ms < 0 || batch <= 0) {
-    return InvalidArgument("Retention needs max_age_ms >= 0 and batch > 0.");
-  }
+  QB_RETURN_IF_ERROR(ValidateRetention(state, max_age_ms, "max_age_ms", batch));
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
       "AND {updated_at} < " +
@@ -515,10 +443,7 @@ Result<int64_t> SqliteOutboxStore::DeleteOlderThan(const std::string& state, int
 
 Result<int64_t> SqliteOutboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
                                                      int batch) {
-  QB_RETURN_IF_ERROR(RequireFinishedState(state));
-  if (max_count < 0 || batch <= 0) {
-    return InvalidArgument("Retention needs max_count >= 0 and batch > 0.");
-  }
+  QB_RETURN_IF_ERROR(ValidateRetention(state, max_count, "max_count", batch));
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
       "ORDER BY {updated_at} DESC, {sequence} DESC LIMIT ?3 OFFSET ?2)";
