@@ -1,0 +1,439 @@
+#include "destinations/nats/nats_destination.h"
+
+#include <nats/nats.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "core/log.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> SplitServers(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
+
+}  // namespace
+
+struct NatsDestination::Connection {
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  ~Connection() {
+    if (js != nullptr) jsCtx_Destroy(js);
+    if (nc != nullptr) {
+      natsConnection_Close(nc);
+      natsConnection_Destroy(nc);
+    }
+  }
+};
+
+struct NatsDestination::Batch {
+  explicit Batch(size_t n) : outcomes(n) {}
+  std::condition_variable cv;
+  std::vector<std::optional<Outcome>> outcomes;  // guarded by inflight_mu_
+  size_t pending = 0;                            // guarded by inflight_mu_
+};
+
+// ---- option table ------------------------------------------------------------------------------
+
+std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block) {
+  std::vector<std::string> problems;
+  ValidateAddressKeys(block, "subject", "subjectFrom", &problems);
+  bool user = OptionalString(block, "username").has_value();
+  bool password = OptionalString(block, "password").has_value();
+  bool token = OptionalString(block, "token").has_value();
+  if (user && !password) problems.push_back("password: required when username is set");
+  if (password && !user) problems.push_back("username: required when password is set");
+  if (token && (user || password)) {
+    problems.push_back("token: use either token or username and password, not both");
+  }
+  if (auto servers = OptionalString(block, "servers"); servers && SplitServers(*servers).empty()) {
+    problems.push_back("servers: needs at least one nats:// URL");
+  }
+  return problems;
+}
+
+DestinationType NatsDestinationType() {
+  DestinationType t;
+  t.type = "nats";
+  t.options = {OptionSpec{.key = "servers",
+                          .type = OptionType::kString,
+                          .default_value = nullptr,
+                          .required = true,
+                          .enum_values = {},
+                          .description = "Comma-separated nats:// server URLs"}};
+  for (OptionSpec& s : AddressOptionSpecs("subject", "subjectFrom", "NATS subject")) {
+    t.options.push_back(std::move(s));
+  }
+  t.options.push_back(OptionSpec{
+      .key = "jetStream",
+      .type = OptionType::kBool,
+      .default_value = true,
+      .enum_values = {},
+      .description = "Publish to JetStream and wait for the PubAck (false: core NATS + flush)"});
+  t.options.push_back(OptionSpec{.key = "timeoutMs",
+                                 .type = OptionType::kMillis,
+                                 .default_value = 30000,
+                                 .min = 1,
+                                 .enum_values = {},
+                                 .description = "PubAck (or flush) wait in ms"});
+  t.options.push_back(OptionSpec{.key = "username",
+                                 .type = OptionType::kString,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "User name (with password)"});
+  t.options.push_back(OptionSpec{.key = "password",
+                                 .type = OptionType::kSecret,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "Password (with username; secret)"});
+  t.options.push_back(OptionSpec{.key = "token",
+                                 .type = OptionType::kSecret,
+                                 .default_value = nullptr,
+                                 .enum_values = {},
+                                 .description = "Token (instead of username/password; secret)"});
+  t.validate = ValidateNatsBlock;
+  t.create = [](const DestinationConfig& config,
+                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+    const nlohmann::json& o = config.options;
+    NatsDestinationSettings s;
+    s.name = config.name;
+    s.servers = OptionalString(o, "servers").value_or("");
+    s.subject = OptionalString(o, "subject").value_or("");
+    s.subject_from = OptionalString(o, "subjectFrom");
+    auto js = o.find("jetStream");
+    if (js != o.end() && js->is_boolean()) s.jet_stream = js->get<bool>();
+    auto timeout = o.find("timeoutMs");
+    if (timeout != o.end() && timeout->is_number_integer()) s.timeout_ms = timeout->get<int64_t>();
+    s.username = OptionalString(o, "username");
+    s.password = OptionalString(o, "password");
+    s.token = OptionalString(o, "token");
+    s.static_headers = config.headers;
+    s.max_error_body_bytes = context.max_error_body_bytes;
+    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Destination>(std::move(d).value());
+  };
+  return t;
+}
+
+// ---- destination -------------------------------------------------------------------------------
+
+NatsDestination::NatsDestination(NatsDestinationSettings settings, AddressSpec subject)
+    : settings_(std::move(settings)), subject_(std::move(subject)) {}
+
+NatsDestination::~NatsDestination() { Stop(); }
+
+Result<std::unique_ptr<NatsDestination>> NatsDestination::Create(NatsDestinationSettings s) {
+  const std::string prefix = "destinations." + s.name + ".";
+  nlohmann::json block = {{"servers", s.servers}, {"subject", s.subject}};
+  if (s.subject_from) block["subjectFrom"] = *s.subject_from;
+  if (s.username) block["username"] = *s.username;
+  if (s.password) block["password"] = *s.password;
+  if (s.token) block["token"] = *s.token;
+  std::vector<std::string> problems = ValidateNatsBlock(block);
+  if (s.timeout_ms <= 0) problems.push_back("timeoutMs: must be greater than 0");
+  if (!problems.empty()) return InvalidArgument(prefix + problems.front());
+  Result<AddressSpec> subject =
+      AddressSpec::Create(s.name, "subject", s.subject, "subjectFrom", s.subject_from);
+  if (!subject.ok()) return subject.status();
+  return std::unique_ptr<NatsDestination>(
+      new NatsDestination(std::move(s), std::move(subject).value()));
+}
+
+Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() {
+  natsOptions* opts = nullptr;
+  if (natsOptions_Create(&opts) != NATS_OK) return Internal("natsOptions_Create failed");
+  std::vector<std::string> servers = SplitServers(settings_.servers);
+  std::vector<const char*> server_ptrs;
+  for (const std::string& s : servers) server_ptrs.push_back(s.c_str());
+  natsStatus s = natsOptions_SetServers(opts, server_ptrs.data(), static_cast<int>(servers.size()));
+  if (s == NATS_OK) s = natsOptions_SetName(opts, ("queuebox-" + settings_.name).c_str());
+  if (s == NATS_OK)
+    s = natsOptions_SetTimeout(opts, std::min<int64_t>(settings_.timeout_ms, 10000));
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // reconnect forever
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  if (s == NATS_OK && settings_.username) {
+    s = natsOptions_SetUserInfo(opts, settings_.username->c_str(),
+                                settings_.password.value_or("").c_str());
+  }
+  if (s == NATS_OK && settings_.token) s = natsOptions_SetToken(opts, settings_.token->c_str());
+  auto conn = std::make_shared<Connection>();
+  if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    // The server list may hold credentials (nats://user:pass@host): the reason is redacted.
+    return Unavailable(
+        FailureReason("cannot connect to NATS (" + settings_.servers + "): " + StatusText(s),
+                      settings_.max_error_body_bytes));
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.PublishAsync.AckHandler = [](jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae,
+                                  void* closure) {
+    auto* self = static_cast<NatsDestination*>(closure);
+    const char* id = nullptr;
+    natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
+    std::string msg_id = id ? id : "";
+    std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
+    if (pa != nullptr) {
+      self->Settle(msg_id, Outcome::Delivered());
+    } else {
+      std::string reason;
+      if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS) {
+        reason = "no JetStream stream covers subject '" + subject + "' (no responders)";
+      } else if (pae != nullptr) {
+        reason = "JetStream publish to subject '" + subject + "' failed: " + StatusText(pae->Err);
+        if (pae->ErrText != nullptr) reason += std::string(" (") + pae->ErrText + ")";
+        if (pae->ErrCode != 0) reason += " [jerr " + std::to_string(pae->ErrCode) + "]";
+      } else {
+        reason = "JetStream publish to subject '" + subject + "' failed";
+      }
+      self->Settle(msg_id,
+                   Outcome::Retry(FailureReason(reason, self->settings_.max_error_body_bytes)));
+    }
+    natsMsg_Destroy(msg);
+  };
+  jo.PublishAsync.AckHandlerClosure = this;
+  jo.PublishAsync.MaxPending = 8192;
+  jo.Wait = settings_.timeout_ms;
+  if (settings_.jet_stream) {
+    s = natsConnection_JetStream(&conn->js, conn->nc, &jo);
+    if (s != NATS_OK) return Unavailable("cannot create a JetStream context: " + StatusText(s));
+  }
+  return conn;
+}
+
+Status NatsDestination::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn_) return Status::Ok();
+  Result<std::shared_ptr<Connection>> c = Connect();
+  if (!c.ok()) {
+    return Unavailable("destinations." + settings_.name + ": " + c.status().message());
+  }
+  conn_ = std::move(c).value();
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) return conn_;
+  // Never started, or closed for good: connect again (the reconnect loop covers the rest).
+  conn_.reset();
+  Result<std::shared_ptr<Connection>> c = Connect();
+  if (!c.ok()) return c.status();
+  conn_ = std::move(c).value();
+  return conn_;
+}
+
+void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  auto it = inflight_.find(msg_id);
+  if (it == inflight_.end() || it->second.empty()) return;  // the batch gave up on it
+  InFlight f = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) inflight_.erase(it);
+  if (!f.batch->outcomes[f.index]) {
+    f.batch->outcomes[f.index] = std::move(outcome);
+    --f.batch->pending;
+  }
+  f.batch->cv.notify_all();
+}
+
+namespace {
+
+// A message with the headers of §9.1; nullptr + reason on failure.
+natsMsg* BuildMessage(const std::string& subject, const OutboxRow& row, const HeaderList& headers,
+                      bool jet_stream, std::string* reason) {
+  natsMsg* m = nullptr;
+  natsStatus s = natsMsg_Create(&m, subject.c_str(), nullptr, row.payload.data(),
+                                static_cast<int>(row.payload.size()));
+  for (const auto& [k, v] : headers) {
+    if (s == NATS_OK) s = natsMsgHeader_Set(m, k.c_str(), v.c_str());
+  }
+  if (s == NATS_OK) s = natsMsgHeader_Set(m, "x-message-id", row.id.c_str());
+  if (s == NATS_OK) s = natsMsgHeader_Set(m, "x-topic", row.topic.c_str());
+  if (s == NATS_OK) s = natsMsgHeader_Set(m, "x-attempt", std::to_string(row.attempt).c_str());
+  if (s == NATS_OK && row.key) s = natsMsgHeader_Set(m, "x-message-key", row.key->c_str());
+  if (s == NATS_OK && jet_stream) s = natsMsgHeader_Set(m, "Nats-Msg-Id", row.id.c_str());
+  if (s != NATS_OK) {
+    *reason = "cannot build the NATS message: " + StatusText(s);
+    natsMsg_Destroy(m);
+    return nullptr;
+  }
+  return m;
+}
+
+}  // namespace
+
+void NatsDestination::PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
+                                       std::vector<std::optional<Outcome>>& outcomes) {
+  const int max_chars = settings_.max_error_body_bytes;
+  auto state = std::make_shared<Batch>(batch.size());
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (outcomes[i]) continue;
+    const OutboxRow& row = *batch[i].row;
+    TemplateContext ctx = TemplateContext::ForRow(row);
+    std::string subject = subject_.Render(row, ctx);
+    std::optional<Outcome> failed;
+    if (subject.empty()) {
+      failed =
+          Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
+    }
+    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    if (!failed && !headers.ok()) {
+      failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+    }
+    std::string reason;
+    natsMsg* m = failed ? nullptr : BuildMessage(subject, row, *headers, true, &reason);
+    if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
+    if (failed) {
+      std::lock_guard<std::mutex> lock(inflight_mu_);
+      state->outcomes[i] = std::move(failed);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(inflight_mu_);
+      inflight_[row.id].push_back(InFlight{state, i});
+      ++state->pending;
+    }
+    natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
+    natsMsg_Destroy(m);  // no-op when the library took it
+    if (s != NATS_OK) {
+      Settle(row.id, Outcome::Retry(FailureReason(
+                         "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
+                         max_chars)));
+    }
+  }
+
+  const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
+  std::unique_lock<std::mutex> lock(inflight_mu_);
+  state->cv.wait_until(lock, deadline, [&] { return state->pending == 0; });
+  bool timed_out = state->pending > 0;
+  if (timed_out) {
+    // Give up on the rest: drop them from the registry so a late PubAck is ignored.
+    for (auto it = inflight_.begin(); it != inflight_.end();) {
+      auto& q = it->second;
+      q.erase(
+          std::remove_if(q.begin(), q.end(), [&](const InFlight& f) { return f.batch == state; }),
+          q.end());
+      it = q.empty() ? inflight_.erase(it) : std::next(it);
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!state->outcomes[i]) {
+        state->outcomes[i] = Outcome::Retry("no JetStream PubAck within " +
+                                            std::to_string(settings_.timeout_ms) + "ms");
+      }
+    }
+    state->pending = 0;
+  }
+  outcomes = state->outcomes;
+  lock.unlock();
+  if (timed_out) {
+    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
+    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
+    natsMsgList pending;
+    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+}
+
+void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
+                                  std::vector<std::optional<Outcome>>& outcomes) {
+  const int max_chars = settings_.max_error_body_bytes;
+  std::vector<size_t> published;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (outcomes[i]) continue;
+    const OutboxRow& row = *batch[i].row;
+    TemplateContext ctx = TemplateContext::ForRow(row);
+    std::string subject = subject_.Render(row, ctx);
+    if (subject.empty()) {
+      outcomes[i] =
+          Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
+      continue;
+    }
+    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    if (!headers.ok()) {
+      outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+      continue;
+    }
+    std::string reason;
+    natsMsg* m = BuildMessage(subject, row, *headers, false, &reason);
+    natsStatus s = m ? natsConnection_PublishMsg(conn.nc, m) : NATS_ERR;
+    natsMsg_Destroy(m);
+    if (s != NATS_OK) {
+      outcomes[i] = Outcome::Retry(FailureReason(
+          reason.empty() ? "NATS publish to subject '" + subject + "' failed: " + StatusText(s)
+                         : reason,
+          max_chars));
+      continue;
+    }
+    published.push_back(i);
+  }
+  if (published.empty()) return;
+  natsStatus s = natsConnection_FlushTimeout(conn.nc, settings_.timeout_ms);
+  for (size_t i : published) {
+    outcomes[i] = s == NATS_OK
+                      ? Outcome::Delivered()
+                      : Outcome::Retry("NATS flush failed: " + StatusText(s) + " (within " +
+                                       std::to_string(settings_.timeout_ms) + "ms)");
+  }
+}
+
+void NatsDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  std::vector<std::optional<Outcome>> outcomes(batch.size());
+  Result<std::shared_ptr<Connection>> conn = CurrentConnection();
+  if (!conn.ok()) {
+    for (auto& o : outcomes) o = Outcome::Retry(conn.status().message());
+  } else if (settings_.jet_stream) {
+    PublishJetStream(**conn, batch, outcomes);
+  } else {
+    PublishCore(**conn, batch, outcomes);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
+                               : Outcome::Retry("NATS publish was not attempted"));
+  }
+}
+
+Status NatsDestination::Health() {
+  std::shared_ptr<Connection> c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = conn_;
+  }
+  if (!c) return Unavailable("NATS destination '" + settings_.name + "' is not connected");
+  natsConnStatus st = natsConnection_Status(c->nc);
+  if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
+  return Unavailable("NATS destination '" + settings_.name + "' is " +
+                     (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected"));
+}
+
+void NatsDestination::Stop() {
+  std::shared_ptr<Connection> c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = std::move(conn_);
+  }
+}
+
+}  // namespace queuebox

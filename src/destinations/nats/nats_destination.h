@@ -1,0 +1,103 @@
+// nats_destination.h: the `nats` destination (QueueBox reference §7.4, §7.5, §7.7, §9.1), built on
+// nats.c 3.4.
+//
+// Connection: one per destination, opened by Start(), reconnecting forever in the background
+// (nats.c buffers publishes while it reconnects). Credentials: username + password or token.
+// Message: subject = subjectFrom column or the `subject` template rendered (empty => failure
+//   "rendered an empty subject"; the route's routingKeyTemplate never changes it); body = the
+//   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
+//   one), then x-message-id, x-topic, x-attempt and x-message-key (when the row has a key), which
+//   replace any header of the same name; JetStream also gets Nats-Msg-Id = outbox id, so the
+//   stream drops a duplicate after a retry or a replica crash (within its duplicate window).
+// Outcomes: JetStream (jetStream: true, default): Delivered only on a PubAck (a duplicate PubAck
+//   counts: the stream holds the message); an error PubAck, no responders (no stream covers the
+//   subject) or no PubAck within timeoutMs => Retry. Core NATS (jetStream: false): publish, then
+//   flush within timeoutMs => Delivered (no delivery proof, as in QueueBox); a failed flush =>
+//   Retry for the batch. Row headers that are not a JSON object => Reject.
+// Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
+//   to their message by Nats-Msg-Id through a registry of in-flight messages.
+//
+// Thread-safety: PublishBatch may run on several threads at once (nats.c is thread-safe; each
+// batch waits for its own messages only).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "destinations/broker_common.h"
+#include "destinations/registry.h"
+#include "queuebox/destination.h"
+
+namespace queuebox {
+
+struct NatsDestinationSettings {
+  std::string name;                         // destinations.<name>
+  std::string servers;                      // comma list of nats:// URLs, required
+  std::string subject;                      // literal or address template, required
+  std::optional<std::string> subject_from;  // aggregate_type | topic | key; wins over subject
+  bool jet_stream = true;
+  int64_t timeout_ms = 30000;  // PubAck wait / flush timeout (ms), > 0
+  std::optional<std::string> username;
+  std::optional<std::string> password;  // secret
+  std::optional<std::string> token;     // secret
+  std::map<std::string, std::string> static_headers;
+  int max_error_body_bytes = 2048;  // cut of failure reasons (characters)
+};
+
+// The registry entry for `type: nats`: option table, block validator, factory.
+DestinationType NatsDestinationType();
+// Cross-key checks of a nats block: username and password together, token or username (not
+// both), subject placeholders, subjectFrom column.
+std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block);
+
+class NatsDestination final : public Destination {
+ public:
+  // kInvalidArgument (naming destinations.<name>.<key>) for bad settings.
+  static Result<std::unique_ptr<NatsDestination>> Create(NatsDestinationSettings settings);
+  ~NatsDestination() override;
+
+  const std::string& name() const override { return settings_.name; }
+  std::string_view type() const override { return "nats"; }
+  // Connects (and creates the JetStream context). kUnavailable naming the destination when no
+  // server answers.
+  Status Start() override;
+  void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // OK while connected; kUnavailable while reconnecting or closed.
+  Status Health() override;
+  void Stop() override;
+
+ private:
+  struct Connection;
+  struct Batch;
+  struct InFlight {
+    std::shared_ptr<Batch> batch;
+    size_t index = 0;
+  };
+
+  explicit NatsDestination(NatsDestinationSettings settings, AddressSpec subject);
+  Result<std::shared_ptr<Connection>> CurrentConnection();
+  Result<std::shared_ptr<Connection>> Connect();
+  void PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
+                        std::vector<std::optional<Outcome>>& outcomes);
+  void PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
+                   std::vector<std::optional<Outcome>>& outcomes);
+  // PubAck callback target: settles the oldest in-flight message with this Nats-Msg-Id.
+  void Settle(const std::string& msg_id, Outcome outcome);
+
+  NatsDestinationSettings settings_;
+  AddressSpec subject_;
+  std::mutex mu_;  // guards conn_
+  std::shared_ptr<Connection> conn_;
+  std::mutex inflight_mu_;  // guards inflight_ and every Batch's fields
+  std::map<std::string, std::deque<InFlight>> inflight_;  // Nats-Msg-Id -> waiting messages
+};
+
+}  // namespace queuebox

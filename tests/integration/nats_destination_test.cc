@@ -1,0 +1,292 @@
+// The nats destination against a real `nats-server -js` (QB_TEST_NATS_URL, started by
+// scripts/services.sh): PubAck path with headers and body read back from the stream, Nats-Msg-Id
+// de-duplication, a subject without a stream, core NATS, server loss and recovery (the test stops
+// and starts nats-server through scripts/services.sh), per-key order.
+#include "destinations/nats/nats_destination.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nats/nats.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "testing/broker_testing.h"
+#include "testing/env.h"
+
+namespace queuebox {
+namespace {
+
+using ::queuebox::testing::BrokerRow;
+using ::queuebox::testing::PublishAll;
+using ::testing::HasSubstr;
+
+struct Stored {
+  std::string subject, body;
+  std::map<std::string, std::string> headers;
+};
+
+// A helper connection that owns one test stream (file storage) over "<prefix>.>".
+class StreamFixture {
+ public:
+  StreamFixture(const std::string& url, const std::string& name, const std::string& prefix)
+      : name_(name) {
+    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK);
+    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    subject_ = prefix + ".>";
+    const char* subjects[] = {subject_.c_str()};
+    cfg.Name = name_.c_str();
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    EXPECT_EQ(js_AddStream(&si, js_, &cfg, nullptr, &jerr), NATS_OK) << jerr;
+    jsStreamInfo_Destroy(si);
+  }
+  ~StreamFixture() {
+    jsErrCode jerr;
+    js_DeleteStream(js_, name_.c_str(), nullptr, &jerr);
+    jsCtx_Destroy(js_);
+    natsConnection_Destroy(nc_);
+  }
+
+  uint64_t Count() {
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr;
+    if (js_GetStreamInfo(&si, js_, name_.c_str(), nullptr, &jerr) != NATS_OK) return 0;
+    uint64_t n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+  }
+
+  Stored Get(uint64_t seq) {
+    natsMsg* m = nullptr;
+    jsErrCode jerr;
+    Stored s;
+    if (js_GetMsg(&m, js_, name_.c_str(), seq, nullptr, &jerr) != NATS_OK) return s;
+    s.subject = natsMsg_GetSubject(m);
+    s.body.assign(natsMsg_GetData(m), static_cast<size_t>(natsMsg_GetDataLength(m)));
+    const char** keys = nullptr;
+    int count = 0;
+    if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
+      for (int i = 0; i < count; ++i) {
+        const char* v = nullptr;
+        natsMsgHeader_Get(m, keys[i], &v);
+        s.headers[keys[i]] = v ? v : "";
+      }
+      free(static_cast<void*>(keys));
+    }
+    natsMsg_Destroy(m);
+    return s;
+  }
+
+  natsConnection* nc() { return nc_; }
+
+ private:
+  std::string name_, subject_;
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
+
+class NatsDestinationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QB_REQUIRE_SERVER_ENV("QB_TEST_NATS_URL", url_);
+    static std::atomic<int> n{0};
+    std::string id = std::to_string(::getpid()) + "_" + std::to_string(++n);
+    stream_ = "QBTEST_" + id;
+    prefix_ = "qbtest." + id;
+  }
+
+  NatsDestinationSettings Settings(std::string subject) {
+    NatsDestinationSettings s;
+    s.name = "nats";
+    s.servers = url_;
+    s.subject = std::move(subject);
+    s.timeout_ms = 5000;
+    return s;
+  }
+
+  std::unique_ptr<NatsDestination> Started(NatsDestinationSettings s) {
+    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return nullptr;
+    Status st = (*d)->Start();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return std::move(d).value();
+  }
+
+  std::string url_, stream_, prefix_;
+};
+
+TEST_F(NatsDestinationTest, PubAckPathCarriesHeadersAndBody) {
+  StreamFixture stream(url_, stream_, prefix_);
+  NatsDestinationSettings s = Settings(prefix_ + ".{{ topic }}");
+  s.static_headers = {{"x-static", "s"}, {"x-over", "static"}};
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  std::string payload = "{\"name\":\"caf\xC3\xA9\",\"n\":1.50}";
+  std::vector<OutboxRow> rows = {
+      BrokerRow("11111111-1111-1111-1111-111111111111", "orders.created", "k1", payload,
+                R"({"x-over":"row","x-row":"r"})"),
+      BrokerRow("22222222-2222-2222-2222-222222222222", "orders.none", std::nullopt, "{}")};
+  rows[0].attempt = 4;
+  std::vector<Outcome> out = PublishAll(*d, rows);
+  ASSERT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  ASSERT_EQ(out[1].kind, Outcome::Kind::kDelivered) << out[1].error;
+  ASSERT_EQ(stream.Count(), 2u);
+
+  Stored first = stream.Get(1);
+  EXPECT_EQ(first.subject, prefix_ + ".orders.created");
+  EXPECT_EQ(first.body, payload);
+  EXPECT_EQ(first.headers["x-message-id"], "11111111-1111-1111-1111-111111111111");
+  EXPECT_EQ(first.headers["Nats-Msg-Id"], "11111111-1111-1111-1111-111111111111");
+  EXPECT_EQ(first.headers["x-topic"], "orders.created");
+  EXPECT_EQ(first.headers["x-attempt"], "4");
+  EXPECT_EQ(first.headers["x-message-key"], "k1");
+  EXPECT_EQ(first.headers["x-static"], "s");
+  EXPECT_EQ(first.headers["x-over"], "row");
+  EXPECT_EQ(first.headers["x-row"], "r");
+  Stored second = stream.Get(2);
+  EXPECT_EQ(second.headers.count("x-message-key"), 0u);  // no key, no header
+  EXPECT_TRUE(d->Health().ok());
+}
+
+TEST_F(NatsDestinationTest, SameRowTwiceIsStoredOnce) {
+  StreamFixture stream(url_, stream_, prefix_);
+  auto d = Started(Settings(prefix_ + ".events"));
+  ASSERT_NE(d, nullptr);
+  OutboxRow row = BrokerRow("33333333-3333-3333-3333-333333333333", "t", "k", R"({"a":1})");
+  EXPECT_EQ(PublishAll(*d, {row})[0].kind, Outcome::Kind::kDelivered);
+  row.attempt = 1;  // a retry after a lost PubAck
+  Outcome again = PublishAll(*d, {row})[0];
+  EXPECT_EQ(again.kind, Outcome::Kind::kDelivered) << again.error;
+  EXPECT_EQ(stream.Count(), 1u);
+}
+
+TEST_F(NatsDestinationTest, SubjectWithoutAStreamIsARetry) {
+  auto d = Started(Settings("qbtest.nostream.{{ topic }}"));
+  ASSERT_NE(d, nullptr);
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("a", "t", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(out[0].error, HasSubstr("qbtest.nostream.t"));
+}
+
+TEST_F(NatsDestinationTest, EmptySubjectAndSubjectFrom) {
+  StreamFixture stream(url_, stream_, prefix_);
+  NatsDestinationSettings s = Settings("unused");
+  s.subject_from = "key";
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("a", "t", prefix_ + ".from-key", "{}"),
+                                             BrokerRow("b", "t", std::nullopt, "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  EXPECT_EQ(out[1].kind, Outcome::Kind::kRetry);
+  EXPECT_THAT(out[1].error, HasSubstr("rendered an empty subject"));
+  EXPECT_EQ(stream.Get(1).subject, prefix_ + ".from-key");
+}
+
+TEST_F(NatsDestinationTest, CoreNatsPublishesAndFlushes) {
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url_.c_str()), NATS_OK);
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, nc, (prefix_ + ".core").c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush(nc), NATS_OK);
+
+  NatsDestinationSettings s = Settings(prefix_ + ".core");
+  s.jet_stream = false;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("c1", "t", "k", R"({"core":true})")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+
+  natsMsg* m = nullptr;
+  ASSERT_EQ(natsSubscription_NextMsg(&m, sub, 5000), NATS_OK);
+  EXPECT_EQ(std::string(natsMsg_GetData(m), static_cast<size_t>(natsMsg_GetDataLength(m))),
+            R"({"core":true})");
+  const char* id = nullptr;
+  EXPECT_EQ(natsMsgHeader_Get(m, "x-message-id", &id), NATS_OK);
+  EXPECT_STREQ(id, "c1");
+  EXPECT_EQ(natsMsgHeader_Get(m, "Nats-Msg-Id", &id), NATS_NOT_FOUND);  // JetStream only
+  natsMsg_Destroy(m);
+  natsSubscription_Destroy(sub);
+  natsConnection_Destroy(nc);
+}
+
+TEST_F(NatsDestinationTest, ServerLossIsARetryThenDeliveryResumes) {
+  std::string script = std::string(QUEUEBOX_SOURCE_DIR) + "/scripts/services.sh";
+  // The stream must outlive the restart: created before, checked after (file storage).
+  {
+    StreamFixture setup(url_, stream_, prefix_);
+    NatsDestinationSettings s = Settings(prefix_ + ".loss");
+    s.timeout_ms = 1000;
+    auto d = Started(std::move(s));
+    ASSERT_NE(d, nullptr);
+    ASSERT_EQ(PublishAll(*d, {BrokerRow("before", "t", "k", "{}")})[0].kind,
+              Outcome::Kind::kDelivered);
+
+    ASSERT_EQ(std::system(("bash " + script + " stop nats >/dev/null").c_str()), 0);
+    Outcome during = PublishAll(*d, {BrokerRow("during", "t", "k", "{}")})[0];
+    EXPECT_EQ(during.kind, Outcome::Kind::kRetry);
+    EXPECT_EQ(d->Health().code(), StatusCode::kUnavailable);
+    ASSERT_EQ(std::system(("bash " + script + " start nats >/dev/null").c_str()), 0);
+
+    // The client reconnects on its own; the retried row is then delivered.
+    std::string last;
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] {
+          Outcome o = PublishAll(*d, {BrokerRow("during", "t", "k", "{}")})[0];
+          last = o.error;
+          return o.kind == Outcome::Kind::kDelivered;
+        },
+        std::chrono::seconds(30)))
+        << last;
+    EXPECT_TRUE(d->Health().ok());
+  }
+}
+
+TEST_F(NatsDestinationTest, PerKeyOrderHoldsWithinABatch) {
+  StreamFixture stream(url_, stream_, prefix_);
+  auto d = Started(Settings(prefix_ + ".order.{{ key }}"));
+  ASSERT_NE(d, nullptr);
+  std::vector<OutboxRow> rows;
+  for (int i = 0; i < 30; ++i) {
+    rows.push_back(BrokerRow("id-" + std::to_string(i), "t", "key-" + std::to_string(i % 3),
+                             R"({"seq":)" + std::to_string(i) + "}"));
+  }
+  std::vector<Outcome> out = PublishAll(*d, rows);
+  for (const Outcome& o : out) ASSERT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+  ASSERT_EQ(stream.Count(), rows.size());
+  std::map<std::string, std::vector<int>> seqs;
+  for (uint64_t seq = 1; seq <= rows.size(); ++seq) {
+    Stored m = stream.Get(seq);
+    seqs[m.headers["x-message-key"]].push_back(nlohmann::json::parse(m.body)["seq"].get<int>());
+  }
+  ASSERT_EQ(seqs.size(), 3u);
+  for (const auto& [key, s] : seqs) {
+    EXPECT_TRUE(std::is_sorted(s.begin(), s.end())) << key;
+    EXPECT_EQ(s.size(), 10u) << key;
+  }
+}
+
+TEST_F(NatsDestinationTest, StartFailsClearlyWithoutAServer) {
+  NatsDestinationSettings s = Settings("x");
+  s.servers = "nats://user:hunter2@127.0.0.1:1";
+  s.timeout_ms = 1000;
+  Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
+  ASSERT_TRUE(d.ok());
+  Status st = (*d)->Start();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(st.message(), HasSubstr("destinations.nats"));
+  EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("hunter2")));
+}
+
+}  // namespace
+}  // namespace queuebox
