@@ -12,6 +12,7 @@
 #include "admin/replay.h"
 #include "admin/retention.h"
 #include "core/log.h"
+#include "testing/fake_destination.h"
 
 namespace queuebox {
 namespace {
@@ -166,22 +167,9 @@ std::vector<std::string> Families(const std::string& exposition) {
   return names;
 }
 
-class FakeDestination : public Destination {
- public:
-  FakeDestination(std::string name, std::string type)
-      : name_(std::move(name)), type_(std::move(type)) {}
-  const std::string& name() const override { return name_; }
-  std::string_view type() const override { return type_; }
-  Status Start() override { return Status::Ok(); }
-  void PublishBatch(std::span<const OutboundMessage>, OutcomeSink&) override {}
-
- private:
-  std::string name_, type_;
-};
-
 TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
   Metrics m("9.9.9");
-  FakeDestination web("web", "http");
+  testing::FakeDestination web("web", "http");
   m.OnMessages("sent", 3);
   m.OnMessages("dead", 1);
   m.OnPublish(web, true, 0.02);

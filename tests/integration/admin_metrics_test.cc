@@ -13,6 +13,7 @@
 
 #include "admin/retention.h"
 #include "integration/admin_test_support.h"
+#include "testing/fake_destination.h"
 
 namespace queuebox::testing {
 namespace {
@@ -52,19 +53,6 @@ bool HasSample(const std::string& body, const std::string& family) {
   return false;
 }
 
-class NamedDestination : public Destination {
- public:
-  NamedDestination(std::string name, std::string type)
-      : name_(std::move(name)), type_(std::move(type)) {}
-  const std::string& name() const override { return name_; }
-  std::string_view type() const override { return type_; }
-  Status Start() override { return Status::Ok(); }
-  void PublishBatch(std::span<const OutboundMessage>, OutcomeSink&) override {}
-
- private:
-  std::string name_, type_;
-};
-
 double Sample(const std::string& body, const std::string& name) {
   std::istringstream in(body);
   std::string line;
@@ -79,7 +67,7 @@ using MetricsDocTest = AdminStoreTest;
 TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   Metrics metrics("0.1.0");
   metrics.StartPendingRefresher(store_.get(), std::chrono::milliseconds(50));
-  NamedDestination web("web", "http");
+  FakeDestination web("web", "http");
   // What the relay reports over a few cycles.
   metrics.OnPollCycle(true);
   metrics.OnQueueDepth("web", 1);
