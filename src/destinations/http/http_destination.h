@@ -4,13 +4,15 @@
 //
 // Request: method POST, body = the row's payload bytes verbatim, headers in this order:
 //   Content-Type: application/json, X-Message-Id, X-Topic, X-Attempt, X-Message-Key (only when
-//   the row has a key), then the static `headers` of the destination, then the row's `headers`
-//   JSON object (a row header replaces a static header of the same name, compared
-//   case-insensitively; a non-string value is sent as its JSON text). The standard X-* headers are
-//   never removed: a row header of the same name is sent as a second value.
+//   the row's key is non-null, as QueueBox; an empty key is sent as an empty value), then the
+//   static `headers` of the destination, then the row's `headers` JSON object (a row header
+//   replaces a static header of the same name, compared case-insensitively; a non-string value
+//   is sent as its JSON text). The standard X-* headers are never removed: a row header of the
+//   same name is sent as a second value.
 // Outcomes: any 2xx => Delivered. Any other status (redirects are not followed), a timeout or a
-//   connection error => Retry with the reason (below). A row whose `headers` is not a JSON object
-//   => Reject (it can never succeed).
+//   connection error => Retry with the reason (below). A row whose `headers` is not a JSON object,
+//   or holds a name or value that cannot be sent (line break, empty name) => Reject (it can never
+//   succeed; no request is made).
 // Reasons (already redacted, cut to max_error_body_bytes):
 //   "HTTP <code>: <reason phrase>" [+ " - <body>"] (the body cut, redacted, then the whole cut),
 //   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".
