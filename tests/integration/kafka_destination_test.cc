@@ -1,6 +1,7 @@
 // The kafka destination against librdkafka's in-process mock cluster (3 brokers on 127.0.0.1):
 // delivery with headers/key/body bytes, templates, injected retriable errors, brokers down,
 // unknown and empty topics, per-key order. Test consumers use assign(), not subscribe().
+#ifdef QB_WITH_KAFKA
 #include "destinations/kafka/kafka_destination.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_test_util.h"
 #include "testing/broker_testing.h"
 
 namespace queuebox {
@@ -22,6 +24,7 @@ namespace {
 using ::queuebox::testing::BrokerRow;
 using ::queuebox::testing::KindName;
 using ::queuebox::testing::PublishAll;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Record {
@@ -85,7 +88,9 @@ class KafkaDestinationTest : public ::testing::Test {
   }
 
   // Reads `count` records from all `partitions` of `topic` from the beginning (assign()).
-  std::vector<Record> Consume(const std::string& topic, size_t count, int partitions = 1) {
+  // Gives up after `wait` (a bounded wait for records that must not exist).
+  std::vector<Record> Consume(const std::string& topic, size_t count, int partitions = 1,
+                              std::chrono::milliseconds wait = std::chrono::seconds(20)) {
     rd_kafka_t* c = NewClient(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstraps_},
                                                   {"group.id", "qb-test"},
                                                   {"enable.auto.commit", "false"}});
@@ -97,7 +102,7 @@ class KafkaDestinationTest : public ::testing::Test {
     rd_kafka_assign(c, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     std::vector<Record> out;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto deadline = std::chrono::steady_clock::now() + wait;
     while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(c, 100);
       if (m == nullptr) continue;
@@ -224,7 +229,7 @@ TEST_F(KafkaDestinationTest, InjectedRetriableErrorsAreRetriedUntilDelivered) {
                                     RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
   std::vector<Outcome> out = PublishAll(*d, {BrokerRow("a", "t", "k", R"({"x":1})")});
   EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
-  std::vector<Record> got = Consume(topic, 2);
+  std::vector<Record> got = Consume(topic, 2, 1, std::chrono::seconds(3));
   EXPECT_EQ(got.size(), 1u);  // idempotent producer: retried once, stored once
 }
 
@@ -306,5 +311,55 @@ TEST_F(KafkaDestinationTest, PerKeyOrderHoldsWithinABatch) {
   }
 }
 
+// ---- configuration errors through LoadConfig (no server needed) ----
+
+class KafkaConfigTest : public testing::ConfigFileTest {
+ protected:
+  std::string Error(const std::string& destination_block) {
+    Result<Config> c =
+        Load("database:\n  url: /tmp/qb-kafka.db\ndestinations:\n  k:\n" + destination_block +
+             "routes:\n  - {topicPattern: \"**\", destination: k}\n");
+    EXPECT_FALSE(c.ok());
+    return c.ok() ? "" : c.status().message();
+  }
+};
+
+TEST_F(KafkaConfigTest, EveryKeyIsChecked) {
+  std::string e = Error(
+      "    type: kafka\n    topic: \"{{ region }}\"\n    topicFrom: id\n    timeoutMs: 500\n"
+      "    securityProtocol: TLS\n    keyTemplate: \"{{ x }}\"\n");
+  EXPECT_THAT(e, AllOf(HasSubstr("destinations.k.bootstrapServers"),
+                       HasSubstr("destinations.k.topicFrom"), HasSubstr("destinations.k.timeoutMs"),
+                       HasSubstr("destinations.k.securityProtocol")));
+  e = Error(
+      "    type: kafka\n    bootstrapServers: 127.0.0.1:9092\n    topic: \"{{ region }}\"\n"
+      "    keyTemplate: \"{{ x }}\"\n    securityProtocol: SASL_SSL\n");
+  EXPECT_THAT(
+      e, AllOf(HasSubstr("destinations.k.topic: unknown placeholder '{{ region }}'"),
+               HasSubstr("destinations.k.keyTemplate: unknown placeholder '{{ x }}'"),
+               HasSubstr("destinations.k.saslMechanism"), HasSubstr("destinations.k.saslUsername"),
+               HasSubstr("destinations.k.saslPassword")));
+}
+
+TEST_F(KafkaConfigTest, ValidBlockLoadsAndBuilds) {
+  Result<Config> c = Load(
+      "database:\n  url: /tmp/qb-kafka.db\ndestinations:\n  k:\n    type: kafka\n"
+      "    bootstrapServers: 127.0.0.1:9092\n    topic: \"events.{{ aggregateType }}\"\n"
+      "    headers: {x-a: b}\nroutes:\n  - {topicPattern: \"**\", destination: k}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const DestinationConfig& dc = c->destinations.at("k");
+  EXPECT_EQ(dc.options.value("timeoutMs", 0), 30000);
+  EXPECT_EQ(dc.options.value("keyTemplate", ""), "{{ key }}");
+  const DestinationType* type = FindDestinationType("kafka");
+  ASSERT_NE(type, nullptr);
+  Result<std::unique_ptr<Destination>> d = type->create(dc, DestinationContext{});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ((*d)->type(), "kafka");
+}
+
 }  // namespace
 }  // namespace queuebox
+#else
+#include <gtest/gtest.h>
+TEST(BrokerDestination, NotBuilt) { GTEST_SKIP() << "QB_WITH_KAFKA is off"; }
+#endif  // QB_WITH_KAFKA

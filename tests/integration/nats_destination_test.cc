@@ -2,6 +2,7 @@
 // scripts/services.sh): PubAck path with headers and body read back from the stream, Nats-Msg-Id
 // de-duplication, a subject without a stream, core NATS, server loss and recovery (the test stops
 // and starts nats-server through scripts/services.sh), per-key order.
+#ifdef QB_WITH_NATS
 #include "destinations/nats/nats_destination.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_test_util.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 
@@ -23,6 +25,7 @@ namespace {
 
 using ::queuebox::testing::BrokerRow;
 using ::queuebox::testing::PublishAll;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Stored {
@@ -288,5 +291,48 @@ TEST_F(NatsDestinationTest, StartFailsClearlyWithoutAServer) {
   EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("hunter2")));
 }
 
+// ---- configuration errors through LoadConfig (no server needed) ----
+
+class NatsConfigTest : public testing::ConfigFileTest {};
+
+TEST_F(NatsConfigTest, EveryKeyIsChecked) {
+  Result<Config> c = Load(
+      "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"
+      "    subject: \"{{ x }}\"\n    subjectFrom: id\n    jetStream: maybe\n    timeoutMs: 0\n"
+      "routes:\n  - {topicPattern: \"**\", destination: n}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("destinations.n.servers"), HasSubstr("destinations.n.subjectFrom"),
+                    HasSubstr("destinations.n.jetStream"), HasSubstr("destinations.n.timeoutMs")));
+  c = Load(
+      "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"
+      "    servers: nats://127.0.0.1:4222\n    subject: \"{{ x }}\"\n    username: u\n"
+      "    token: t\nroutes:\n  - {topicPattern: \"**\", destination: n}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("destinations.n.subject: unknown placeholder '{{ x }}'"),
+                    HasSubstr("destinations.n.password: required when username is set"),
+                    HasSubstr("destinations.n.token: use either token")));
+}
+
+TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {
+  Result<Config> c = Load(
+      "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"
+      "    servers: nats://127.0.0.1:4222\n    subject: \"events.{{ topic }}\"\n"
+      "routes:\n  - {topicPattern: \"**\", destination: n}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const DestinationConfig& dc = c->destinations.at("n");
+  EXPECT_EQ(dc.options.value("jetStream", false), true);
+  EXPECT_EQ(dc.options.value("timeoutMs", 0), 30000);
+  Result<std::unique_ptr<Destination>> d =
+      FindDestinationType("nats")->create(dc, DestinationContext{});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ((*d)->type(), "nats");
+}
+
 }  // namespace
 }  // namespace queuebox
+#else
+#include <gtest/gtest.h>
+TEST(BrokerDestination, NotBuilt) { GTEST_SKIP() << "QB_WITH_NATS is off"; }
+#endif  // QB_WITH_NATS

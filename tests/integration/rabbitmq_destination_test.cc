@@ -7,6 +7,7 @@
 // then publishes: the destination must notice the dead connection and deliver on a new one.
 // This is much cheaper than restarting the broker and exercises the same recovery path (the
 // socket is closed under the destination).
+#ifdef QB_WITH_RABBITMQ
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 
 #include <amqp.h>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_test_util.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 
@@ -30,6 +32,7 @@ namespace {
 
 using ::queuebox::testing::BrokerRow;
 using ::queuebox::testing::PublishAll;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Received {
@@ -317,5 +320,55 @@ TEST_F(RabbitMqDestinationTest, PerKeyOrderHoldsWithinABatch) {
   }
 }
 
+// ---- configuration errors through LoadConfig (no server needed) ----
+
+class RabbitMqConfigTest : public testing::ConfigFileTest {};
+
+TEST_F(RabbitMqConfigTest, EveryKeyIsChecked) {
+  Result<Config> c = Load(
+      "database:\n  url: /tmp/qb-rmq.db\ndestinations:\n  r:\n    type: rabbitmq\n"
+      "    url: \"nota url\"\n    exchange: \"{{ x }}\"\n    exchangeFrom: id\n"
+      "    exchangeType: headers\n    deliveryMode: durable\n"
+      "routes:\n  - {topicPattern: \"**\", destination: r}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), AllOf(HasSubstr("destinations.r.exchangeFrom"),
+                                          HasSubstr("destinations.r.exchangeType"),
+                                          HasSubstr("destinations.r.deliveryMode")));
+  c = Load(
+      "database:\n  url: /tmp/qb-rmq.db\ndestinations:\n  r:\n    type: rabbitmq\n"
+      "    url: \"nota url\"\n    exchange: \"{{ x }}\"\n"
+      "routes:\n  - {topicPattern: \"**\", destination: r}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("destinations.r.url: not a valid AMQP URI"),
+                    HasSubstr("destinations.r.exchange: unknown placeholder '{{ x }}'")));
+  c = Load(
+      "database:\n  url: /tmp/qb-rmq.db\ndestinations:\n  r:\n    type: rabbitmq\n"
+      "routes:\n  - {topicPattern: \"**\", destination: r}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              AllOf(HasSubstr("destinations.r.url"), HasSubstr("destinations.r.exchange")));
+}
+
+TEST_F(RabbitMqConfigTest, ValidBlockLoadsAndBuilds) {
+  Result<Config> c = Load(
+      "database:\n  url: /tmp/qb-rmq.db\ndestinations:\n  r:\n    type: rabbitmq\n"
+      "    url: amqp://guest:guest@127.0.0.1:5672/\n    exchange: events\n"
+      "routes:\n  - {topicPattern: \"**\", destination: r}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const DestinationConfig& dc = c->destinations.at("r");
+  EXPECT_EQ(dc.options.value("exchangeType", ""), "topic");
+  EXPECT_EQ(dc.options.value("deliveryMode", ""), "persistent");
+  EXPECT_EQ(dc.options.value("routingKeyTemplate", ""), "{{ topic }}");
+  Result<std::unique_ptr<Destination>> d =
+      FindDestinationType("rabbitmq")->create(dc, DestinationContext{});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ((*d)->type(), "rabbitmq");
+}
+
 }  // namespace
 }  // namespace queuebox
+#else
+#include <gtest/gtest.h>
+TEST(BrokerDestination, NotBuilt) { GTEST_SKIP() << "QB_WITH_RABBITMQ is off"; }
+#endif  // QB_WITH_RABBITMQ

@@ -1,0 +1,79 @@
+// Configuration errors of every kafka key: the block validator and the factory
+// (LoadConfig end to end: tests/integration/kafka_destination_test.cc)
+// (QueueBox reference §7.3, §7.5).
+#ifdef QB_WITH_KAFKA
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "destinations/kafka/kafka_destination.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+nlohmann::json Block(nlohmann::json extra) {
+  nlohmann::json b = {{"bootstrapServers", "127.0.0.1:9092"},
+                      {"topic", "events"},
+                      {"keyTemplate", "{{ key }}"},
+                      {"timeoutMs", 30000},
+                      {"securityProtocol", "PLAINTEXT"}};
+  if (extra.is_object()) b.update(extra);
+  return b;
+}
+
+TEST(KafkaBlock, DefaultsAreValid) { EXPECT_THAT(ValidateKafkaBlock(Block({})), IsEmpty()); }
+
+TEST(KafkaBlock, SaslNeedsMechanismUserAndPassword) {
+  EXPECT_THAT(
+      ValidateKafkaBlock(Block(
+          {{"securityProtocol", "SASL_SSL"}, {"saslMechanism", "PLAIN"}, {"saslUsername", "u"}})),
+      ElementsAre(HasSubstr("saslPassword: required when securityProtocol is SASL_SSL")));
+  EXPECT_EQ(ValidateKafkaBlock(Block({{"securityProtocol", "SASL_PLAINTEXT"}})).size(), 3u);
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"securityProtocol", "SASL_SSL"},
+                                        {"saslMechanism", "SCRAM-SHA-512"},
+                                        {"saslUsername", "u"},
+                                        {"saslPassword", "p"}})),
+              IsEmpty());
+  // SASL keys are not needed for SSL.
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"securityProtocol", "SSL"}})), IsEmpty());
+}
+
+TEST(KafkaBlock, TimeoutBelow2000IsRefused) {
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"timeoutMs", 1999}})),
+              ElementsAre(HasSubstr("timeoutMs: must be at least 2000")));
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"timeoutMs", 2000}})), IsEmpty());
+}
+
+TEST(KafkaBlock, TemplatesAndTopicFrom) {
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"topic", "events.{{ region }}"}})),
+              ElementsAre(HasSubstr("topic: unknown placeholder '{{ region }}'")));
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"keyTemplate", "{{ id }}"}})),
+              ElementsAre(HasSubstr("keyTemplate: unknown placeholder '{{ id }}'")));
+  EXPECT_THAT(ValidateKafkaBlock(Block({{"topicFrom", "aggregateType"}})),
+              ElementsAre(HasSubstr("topicFrom: 'aggregateType' is not a column")));
+  EXPECT_THAT(ValidateKafkaBlock(Block(
+                  {{"topic", "{{ payload.a.b }}.{{ data.c }}"}, {"topicFrom", "aggregate_type"}})),
+              IsEmpty());
+}
+
+TEST(KafkaFactory, ErrorsNameTheDestinationAndKey) {
+  KafkaDestinationSettings s;
+  s.name = "stream";
+  s.bootstrap_servers = "127.0.0.1:9092";
+  s.topic = "{{ nope }}";
+  Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(s);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("destinations.stream.topic: unknown placeholder"));
+  s.topic = "t";
+  s.bootstrap_servers = "";
+  EXPECT_THAT(KafkaDestination::Create(s).status().message(),
+              HasSubstr("destinations.stream.bootstrapServers"));
+}
+
+}  // namespace
+}  // namespace queuebox
+#endif  // QB_WITH_KAFKA

@@ -1,0 +1,67 @@
+// Configuration errors of every nats key: the block validator and the factory
+// (LoadConfig end to end: tests/integration/nats_destination_test.cc)
+// (QueueBox reference §7.4, §7.5).
+#ifdef QB_WITH_NATS
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "destinations/nats/nats_destination.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+nlohmann::json Block(nlohmann::json extra) {
+  nlohmann::json b = {{"servers", "nats://127.0.0.1:4222"},
+                      {"subject", "events"},
+                      {"jetStream", true},
+                      {"timeoutMs", 30000}};
+  if (extra.is_object()) b.update(extra);
+  return b;
+}
+
+TEST(NatsBlock, DefaultsAreValid) { EXPECT_THAT(ValidateNatsBlock(Block({})), IsEmpty()); }
+
+TEST(NatsBlock, UsernameAndPasswordGoTogether) {
+  EXPECT_THAT(ValidateNatsBlock(Block({{"username", "u"}})),
+              ElementsAre(HasSubstr("password: required when username is set")));
+  EXPECT_THAT(ValidateNatsBlock(Block({{"password", "p"}})),
+              ElementsAre(HasSubstr("username: required when password is set")));
+  EXPECT_THAT(ValidateNatsBlock(Block({{"username", "u"}, {"password", "p"}})), IsEmpty());
+}
+
+TEST(NatsBlock, TokenExcludesUsername) {
+  EXPECT_THAT(ValidateNatsBlock(Block({{"token", "t"}, {"username", "u"}, {"password", "p"}})),
+              ElementsAre(HasSubstr("token: use either token or username and password")));
+  EXPECT_THAT(ValidateNatsBlock(Block({{"token", "t"}})), IsEmpty());
+}
+
+TEST(NatsBlock, SubjectTemplateColumnAndServers) {
+  EXPECT_THAT(ValidateNatsBlock(Block({{"subject", "a.{{ b }}"}})),
+              ElementsAre(HasSubstr("subject: unknown placeholder '{{ b }}'")));
+  EXPECT_THAT(ValidateNatsBlock(Block({{"subjectFrom", "headers"}})),
+              ElementsAre(HasSubstr("subjectFrom: 'headers' is not a column")));
+  EXPECT_THAT(ValidateNatsBlock(Block({{"servers", " , "}})),
+              ElementsAre(HasSubstr("servers: needs at least one")));
+}
+
+TEST(NatsFactory, ErrorsNameTheDestinationAndKey) {
+  NatsDestinationSettings s;
+  s.name = "js";
+  s.servers = "nats://127.0.0.1:4222";
+  s.subject = "{{ nope }}";
+  EXPECT_THAT(NatsDestination::Create(s).status().message(),
+              HasSubstr("destinations.js.subject: unknown placeholder"));
+  s.subject = "x";
+  s.timeout_ms = 0;
+  EXPECT_THAT(NatsDestination::Create(s).status().message(),
+              HasSubstr("destinations.js.timeoutMs"));
+}
+
+}  // namespace
+}  // namespace queuebox
+#endif  // QB_WITH_NATS
