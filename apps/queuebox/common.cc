@@ -29,9 +29,10 @@ int StartFailed(const Status& status) {
 }
 
 std::optional<std::map<std::string, std::unique_ptr<Destination>>> BuildDestinations(
-    const Config& config) {
+    const Config& config, std::function<void(int)> on_http_response) {
   DestinationContext context;
   context.max_error_body_bytes = config.http.max_error_body_bytes;
+  context.on_http_response = std::move(on_http_response);
   std::map<std::string, std::unique_ptr<Destination>> out;
   for (const auto& [name, dc] : config.destinations) {
     const DestinationType* type = FindDestinationType(dc.type);

@@ -1,6 +1,7 @@
 // common.h: start-up steps shared by the subcommands.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,8 +18,9 @@ namespace queuebox::app {
 std::optional<Config> LoadOrExplain(const GlobalOptions& global);
 // Creates and starts every configured destination. A destination that cannot start stops the
 // start with a message naming it (scenario S11); returns nullopt after printing it.
+// `on_http_response` receives every HTTP response status (metrics); optional.
 std::optional<std::map<std::string, std::unique_ptr<Destination>>> BuildDestinations(
-    const Config& config);
+    const Config& config, std::function<void(int)> on_http_response = {});
 // Opens the store and waits for the database (database.startupTimeoutMs); prints on failure.
 std::unique_ptr<OutboxStore> OpenAndWait(const Config& config);
 // Prints "QueueBox did not start. Reason: ..." (redacted) to stderr and the log; returns 1.

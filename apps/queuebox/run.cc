@@ -28,7 +28,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   log::Info("QueueBox C++ is starting",
             {{"version", QUEUEBOX_VERSION}, {"database", config->database.type}});
 
-  auto destinations = BuildDestinations(*config);
+  Metrics metrics;
+  auto destinations =
+      BuildDestinations(*config, [&metrics](int status) { metrics.OnHttpResponse(status); });
   if (!destinations) return 1;
 
   auto store = OpenStore(config->database);
@@ -56,8 +58,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     if (!report.ok()) return StartFailed(report.status());
     LogMigrations(*report);
   }
+  // Schema guard (QueueBox reference §3.6): a missing table or sequence column stops the start
+  // with the statement that fixes it.
+  if (Status s = (*store)->CheckSchema(); !s.ok()) return StartFailed(s);
 
-  Metrics metrics;
   std::vector<Destination*> destination_list;
   for (auto& [name, d] : *destinations) destination_list.push_back(d.get());
 

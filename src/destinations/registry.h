@@ -20,12 +20,15 @@ namespace queuebox {
 // What a destination factory may use besides its own block.
 struct DestinationContext {
   int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes: cut of failure texts
+  // Called with every HTTP response status an http destination receives (0 when no response
+  // arrived), for queuebox_http_publish_responses_total{status_class}. Optional; thread-safe.
+  std::function<void(int status)> on_http_response;
 };
 
 struct DestinationType {
-  std::string type;                  // "http", "file", "kafka", "rabbitmq", "nats"
-  std::vector<OptionSpec> options;   // keys of the block besides `type` and `headers`
-  BlockValidator validate;           // cross-key checks; may be empty
+  std::string type;                 // "http", "file", "kafka", "rabbitmq", "nats"
+  std::vector<OptionSpec> options;  // keys of the block besides `type` and `headers`
+  BlockValidator validate;          // cross-key checks; may be empty
   std::function<Result<std::unique_ptr<Destination>>(const DestinationConfig&,
                                                      const DestinationContext&)>
       create;

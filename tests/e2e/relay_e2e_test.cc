@@ -318,6 +318,64 @@ TEST_F(RelayE2ETest, S10_AStartingReplicaNeverTakesALiveClaim) {
   EXPECT_EQ(receiver_.RequestCount(), 50u) << "B must not take A's live claims";
 }
 
+// S1: transaction T1 inserts A (key k) and stays open 2 s; T2 inserts B (key k) and commits;
+// then T1 commits. Both are delivered: B first (it was the only committed head), then A, which
+// becomes claimable when it commits (its lower sequence does not stop it: B is already sent).
+// Then 20 writers with random sleeps insert into 10 keys for 10 s: delivered set = committed set.
+TEST_F(RelayE2ETest, S1_OverlappingCommitsForOneKeySkipNothing) {
+  std::string config = WriteConfig({}, "a");
+  Migrate(config);
+  auto relay = StartReplica(config, "a");
+  PGconn* t1 = PQconnectdb(pg_->url().c_str());
+  PGconn* t2 = PQconnectdb(pg_->url().c_str());
+  ASSERT_EQ(PQstatus(t1), CONNECTION_OK);
+  PQclear(PQexec(t1,
+                 "BEGIN; INSERT INTO outbox (topic, key, payload) VALUES ('s1', 'k', "
+                 "'{\"row\":\"A\"}')"));
+  PQclear(PQexec(t2,
+                 "INSERT INTO outbox (topic, key, payload) VALUES ('s1', 'k', "
+                 "'{\"row\":\"B\"}')"));
+  ASSERT_TRUE(receiver_.WaitForRequests(1, 30s)) << relay->Log();
+  std::this_thread::sleep_for(2s);
+  PQclear(PQexec(t1, "COMMIT"));
+  PQfinish(t1);
+  PQfinish(t2);
+  ASSERT_TRUE(receiver_.WaitForRequests(2, 30s)) << relay->Log();
+  auto reqs = receiver_.Requests();
+  EXPECT_EQ(nlohmann::json::parse(reqs[0].body)["row"], "B");
+  EXPECT_EQ(nlohmann::json::parse(reqs[1].body)["row"], "A");
+
+  std::atomic<int64_t> committed{0};
+  std::vector<std::thread> writers;
+  auto until = std::chrono::steady_clock::now() + 10s;
+  for (int w = 0; w < 20; ++w) {
+    writers.emplace_back([&, w] {
+      PGconn* c = PQconnectdb(pg_->url().c_str());
+      unsigned seed = static_cast<unsigned>(w) * 7919u;
+      while (std::chrono::steady_clock::now() < until) {
+        seed = seed * 1103515245u + 12345u;
+        std::string sql = "BEGIN; INSERT INTO outbox (topic, key, payload) VALUES ('s1m', 'k" +
+                          std::to_string(seed % 10) + "', '{}'); SELECT pg_sleep(" +
+                          std::to_string((seed >> 8) % 50 / 1000.0) + "); COMMIT";
+        PGresult* r = PQexec(c, sql.c_str());
+        if (PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK) {
+          ++committed;
+        }
+        PQclear(r);
+      }
+      PQfinish(c);
+    });
+  }
+  for (auto& t : writers) t.join();
+  ASSERT_TRUE(WaitAllSent(60s)) << relay->Log();
+  std::set<std::string> delivered;
+  for (const auto& req : receiver_.Requests()) {
+    if (req.Header("X-Topic") == "s1m") delivered.insert(req.Header("X-Message-Id"));
+  }
+  EXPECT_EQ(static_cast<int64_t>(delivered.size()), committed.load());
+  EXPECT_EQ(Count("topic = 's1m'"), committed.load());
+}
+
 TEST_F(RelayE2ETest, StartFailsNamingStartupTimeoutWhenTheDatabaseNeverAnswers) {
   int port = testing::UnusedLoopbackPort();
   dir_.Write("bad.yml", "database:\n  type: postgresql\n  url: postgresql://postgres@127.0.0.1:" +

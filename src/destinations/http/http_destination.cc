@@ -178,6 +178,7 @@ DestinationType HttpDestinationType() {
     }
     s.static_headers = config.headers;
     s.max_error_body_bytes = context.max_error_body_bytes;
+    s.on_response = context.on_http_response;
     Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
     if (!d.ok()) return d.status();
     return std::unique_ptr<Destination>(std::move(d).value());
@@ -442,12 +443,14 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
   if (result == CURLE_OK) {
     long code = 0;
     curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
+    if (settings_.on_response) settings_.on_response(static_cast<int>(code));
     if (code >= 200 && code < 300) return Outcome::Delivered();
     std::string text = "HTTP " + std::to_string(code) + ": " +
                        (r.reason.empty() ? std::string(StandardReason(code)) : r.reason);
     if (!IsBlankText(r.body)) text += " - " + SanitizeError(r.body, max);
     return Outcome::Retry(SanitizeError(text, max));
   }
+  if (settings_.on_response) settings_.on_response(0);
   if (result == CURLE_OPERATION_TIMEDOUT) {
     return Outcome::Retry(
         SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));

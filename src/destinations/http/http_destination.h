@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@ struct HttpDestinationSettings {
   std::map<std::string, std::string> static_headers;  // destinations.<name>.headers
   int max_error_body_bytes = 2048;                    // http.maxErrorBodyBytes (bytes, > 0)
   int max_in_flight = 256;                            // requests in flight per PublishBatch call
+  std::function<void(int status)> on_response;        // each response status; 0 = none (optional)
 };
 
 // The registry entry for `type: http`: option table (baseUrl, path, timeoutMs), block validator

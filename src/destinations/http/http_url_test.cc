@@ -108,8 +108,8 @@ TEST(RegistryTest, HttpFactoryReadsTheBlock) {
   config.type = "http";
   config.headers = {{"X-Static", "1"}};
   config.options = {{"baseUrl", "http://127.0.0.1:9/api"}, {"path", "/in"}, {"timeoutMs", 500}};
-  Result<std::unique_ptr<Destination>> d =
-      FindDestinationType("http")->create(config, DestinationContext{.max_error_body_bytes = 64});
+  Result<std::unique_ptr<Destination>> d = FindDestinationType("http")->create(
+      config, DestinationContext{.max_error_body_bytes = 64, .on_http_response = {}});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ((*d)->name(), "webhook");
   EXPECT_EQ((*d)->type(), "http");
