@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/template.h"
+#include "queuebox/destination.h"
 #include "queuebox/message.h"
 #include "queuebox/options.h"
 #include "queuebox/status.h"
@@ -73,6 +75,13 @@ bool IsBlank(std::string_view s);
 
 // A failure reason for last_error: redacted, then cut to max_chars (Outcome::error contract).
 std::string FailureReason(std::string_view text, int max_chars);
+
+// A destination factory's result as the registry wants it (DestinationType::create).
+template <typename D>
+Result<std::unique_ptr<Destination>> AsDestination(Result<std::unique_ptr<D>> made) {
+  if (!made.ok()) return made.status();
+  return std::unique_ptr<Destination>(std::move(made).value());
+}
 
 // JSON value -> string or null when absent/null (for reading factory options).
 std::optional<std::string> OptionalString(const nlohmann::json& block, const char* key);

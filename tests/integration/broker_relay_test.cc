@@ -20,6 +20,7 @@
 
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
+#include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/pg.h"
@@ -132,26 +133,7 @@ class BrokerRelayTest : public ::testing::Test {
 };
 
 #if defined(QB_WITH_KAFKA)
-class KafkaCluster {
- public:
-  KafkaCluster() {
-    char err[256];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
-    host_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    cluster_ = rd_kafka_mock_cluster_new(host_, 3);
-  }
-  ~KafkaCluster() {
-    rd_kafka_mock_cluster_destroy(cluster_);
-    rd_kafka_destroy(host_);
-  }
-  rd_kafka_mock_cluster_t* get() { return cluster_; }
-  std::string bootstraps() { return rd_kafka_mock_cluster_bootstraps(cluster_); }
-
- private:
-  rd_kafka_t* host_ = nullptr;
-  rd_kafka_mock_cluster_t* cluster_ = nullptr;
-};
+using KafkaCluster = ::queuebox::testing::MockKafkaCluster;
 
 std::unique_ptr<Destination> Kafka(KafkaCluster& c, int64_t timeout_ms) {
   KafkaDestinationSettings s;
@@ -261,36 +243,7 @@ TEST_F(BrokerRelayTest, S7_RabbitMq_ServerStoppedThenStarted) {
 
 #if defined(QB_WITH_NATS)
 // A file-storage stream over "<prefix>.ok.>" (the poison row's subject has none).
-class NatsStream {
- public:
-  NatsStream(const std::string& url, const std::string& name, const std::string& prefix)
-      : name_(name), subject_(prefix + ".ok.>") {
-    natsConnection_ConnectTo(&nc_, url.c_str());
-    natsConnection_JetStream(&js_, nc_, nullptr);
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    const char* subjects[] = {subject_.c_str()};
-    cfg.Name = name_.c_str();
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    jsStreamInfo* si = nullptr;
-    jsErrCode jerr;
-    EXPECT_EQ(js_AddStream(&si, js_, &cfg, nullptr, &jerr), NATS_OK);
-    jsStreamInfo_Destroy(si);
-  }
-  ~NatsStream() {
-    jsErrCode jerr;
-    js_DeleteStream(js_, name_.c_str(), nullptr, &jerr);
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(nc_);
-  }
-
- private:
-  std::string name_, subject_;
-  natsConnection* nc_ = nullptr;
-  jsCtx* js_ = nullptr;
-};
+using NatsStream = ::queuebox::testing::JetStreamTestStream;
 
 std::unique_ptr<Destination> Nats(const std::string& url, const std::string& prefix) {
   NatsDestinationSettings s;
@@ -305,7 +258,7 @@ TEST_F(BrokerRelayTest, S4_Nats_SubjectWithoutAStream) {
   std::string url;
   QB_REQUIRE_SERVER_ENV("QB_TEST_NATS_URL", url);
   std::string prefix = "qbrelay.s4_" + std::to_string(::getpid());
-  NatsStream stream(url, "QBRELAY_S4_" + std::to_string(::getpid()), prefix);
+  NatsStream stream(url, "QBRELAY_S4_" + std::to_string(::getpid()), prefix + ".ok");
   Insert("missing.topic", "poison", 1, 3);
   Insert("ok.after", "poison", 1, 3);
   for (int k = 0; k < 10; ++k) Insert("ok.events", "key-" + std::to_string(k), 20, 3);
@@ -317,7 +270,7 @@ TEST_F(BrokerRelayTest, S7_Nats_ServerStoppedThenStarted) {
   std::string url;
   QB_REQUIRE_SERVER_ENV("QB_TEST_NATS_URL", url);
   std::string prefix = "qbrelay.s7_" + std::to_string(::getpid());
-  NatsStream stream(url, "QBRELAY_S7_" + std::to_string(::getpid()), prefix);
+  NatsStream stream(url, "QBRELAY_S7_" + std::to_string(::getpid()), prefix + ".ok");
   StartRelay(Nats(url, prefix));
   Insert("ok.events", "warm", 1, 50);
   ASSERT_TRUE(Settled());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/config_test_util.h"
+#include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 
 namespace queuebox {
@@ -51,13 +52,13 @@ rd_kafka_t* NewClient(rd_kafka_type_t type, const std::map<std::string, std::str
 class KafkaDestinationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    host_ = NewClient(RD_KAFKA_PRODUCER, {});
-    cluster_ = rd_kafka_mock_cluster_new(host_, 3);
-    bootstraps_ = rd_kafka_mock_cluster_bootstraps(cluster_);
+    mock_ = new testing::MockKafkaCluster(3);
+    cluster_ = mock_->get();
+    bootstraps_ = mock_->bootstraps();
   }
   static void TearDownTestSuite() {
-    rd_kafka_mock_cluster_destroy(cluster_);
-    rd_kafka_destroy(host_);
+    delete mock_;
+    mock_ = nullptr;
   }
 
   // A fresh topic for each test.
@@ -131,12 +132,12 @@ class KafkaDestinationTest : public ::testing::Test {
     return out;
   }
 
-  static rd_kafka_t* host_;
+  static testing::MockKafkaCluster* mock_;
   static rd_kafka_mock_cluster_t* cluster_;
   static std::string bootstraps_;
 };
 
-rd_kafka_t* KafkaDestinationTest::host_ = nullptr;
+testing::MockKafkaCluster* KafkaDestinationTest::mock_ = nullptr;
 rd_kafka_mock_cluster_t* KafkaDestinationTest::cluster_ = nullptr;
 std::string KafkaDestinationTest::bootstraps_;
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/config_test_util.h"
+#include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 
@@ -28,75 +29,8 @@ using ::queuebox::testing::PublishAll;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-struct Stored {
-  std::string subject, body;
-  std::map<std::string, std::string> headers;
-};
-
-// A helper connection that owns one test stream (file storage) over "<prefix>.>".
-class StreamFixture {
- public:
-  StreamFixture(const std::string& url, const std::string& name, const std::string& prefix)
-      : name_(name) {
-    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK);
-    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    subject_ = prefix + ".>";
-    const char* subjects[] = {subject_.c_str()};
-    cfg.Name = name_.c_str();
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    jsStreamInfo* si = nullptr;
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    EXPECT_EQ(js_AddStream(&si, js_, &cfg, nullptr, &jerr), NATS_OK) << jerr;
-    jsStreamInfo_Destroy(si);
-  }
-  ~StreamFixture() {
-    jsErrCode jerr;
-    js_DeleteStream(js_, name_.c_str(), nullptr, &jerr);
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(nc_);
-  }
-
-  uint64_t Count() {
-    jsStreamInfo* si = nullptr;
-    jsErrCode jerr;
-    if (js_GetStreamInfo(&si, js_, name_.c_str(), nullptr, &jerr) != NATS_OK) return 0;
-    uint64_t n = si->State.Msgs;
-    jsStreamInfo_Destroy(si);
-    return n;
-  }
-
-  Stored Get(uint64_t seq) {
-    natsMsg* m = nullptr;
-    jsErrCode jerr;
-    Stored s;
-    if (js_GetMsg(&m, js_, name_.c_str(), seq, nullptr, &jerr) != NATS_OK) return s;
-    s.subject = natsMsg_GetSubject(m);
-    s.body.assign(natsMsg_GetData(m), static_cast<size_t>(natsMsg_GetDataLength(m)));
-    const char** keys = nullptr;
-    int count = 0;
-    if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
-      for (int i = 0; i < count; ++i) {
-        const char* v = nullptr;
-        natsMsgHeader_Get(m, keys[i], &v);
-        s.headers[keys[i]] = v ? v : "";
-      }
-      free(static_cast<void*>(keys));
-    }
-    natsMsg_Destroy(m);
-    return s;
-  }
-
-  natsConnection* nc() { return nc_; }
-
- private:
-  std::string name_, subject_;
-  natsConnection* nc_ = nullptr;
-  jsCtx* js_ = nullptr;
-};
+using StreamFixture = ::queuebox::testing::JetStreamTestStream;
+using Stored = ::queuebox::testing::StoredNatsMessage;
 
 class NatsDestinationTest : public ::testing::Test {
  protected:

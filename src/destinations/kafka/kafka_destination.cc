@@ -188,9 +188,7 @@ DestinationType KafkaDestinationType() {
     s.sasl_password = OptionalString(o, "saslPassword");
     s.static_headers = config.headers;
     s.max_error_body_bytes = context.max_error_body_bytes;
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Destination>(std::move(d).value());
+    return AsDestination(KafkaDestination::Create(std::move(s)));
   };
   return t;
 }

@@ -126,9 +126,7 @@ DestinationType NatsDestinationType() {
     s.token = OptionalString(o, "token");
     s.static_headers = config.headers;
     s.max_error_body_bytes = context.max_error_body_bytes;
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Destination>(std::move(d).value());
+    return AsDestination(NatsDestination::Create(std::move(s)));
   };
   return t;
 }

@@ -248,9 +248,7 @@ DestinationType RabbitMqDestinationType() {
     s.persistent = OptionalString(o, "deliveryMode").value_or("persistent") != "transient";
     s.static_headers = config.headers;
     s.max_error_body_bytes = context.max_error_body_bytes;
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Destination>(std::move(d).value());
+    return AsDestination(RabbitMqDestination::Create(std::move(s)));
   };
   return t;
 }
