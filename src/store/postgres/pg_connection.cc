@@ -87,6 +87,10 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgSettings& s)
     keys.push_back("password");
     values.push_back(s.password.c_str());
   }
+  if (!s.application_name.empty()) {
+    keys.push_back("application_name");
+    values.push_back(s.application_name.c_str());
+  }
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);

@@ -43,6 +43,9 @@ struct PgSettings {
   std::string password;  // overrides the URL's when set; secret
   int64_t connection_timeout_ms = 30000;
   int pool_size = 10;
+  // application_name of the session; empty: the URL's, else "queuebox". The LISTEN/NOTIFY
+  // listener sets "queuebox-listener" so operators can find its backend in pg_stat_activity.
+  std::string application_name;
 };
 
 class PgConnection {
@@ -61,6 +64,9 @@ class PgConnection {
   Status Exec(const std::string& sql);
   // True when the connection is gone or left inside a transaction; the pool drops it.
   bool Unusable() const;
+  // The libpq handle, for the socket-level work of LISTEN (store/postgres/pg_notify.h). Owned by
+  // this object; never null after a successful Connect.
+  PGconn* native() const { return conn_; }
 
  private:
   PgConnection(PGconn* conn, std::string password) : conn_(conn), password_(std::move(password)) {}

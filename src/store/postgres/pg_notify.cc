@@ -1,0 +1,191 @@
+#include "store/postgres/pg_notify.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "core/backoff.h"
+#include "core/log.h"
+#include "core/redaction.h"
+
+namespace queuebox::store {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A terminated backend sends its FATAL message outside any query; libpq would print it on
+// stderr through the default notice processor. The reconnect log line reports the loss instead.
+void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
+
+int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
+  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
+}
+
+// Frees every queued notification; true when there was at least one.
+bool DrainNotifications(PGconn* pg) {
+  bool any = false;
+  while (PGnotify* n = PQnotifies(pg)) {
+    any = true;
+    PQfreemem(n);
+  }
+  return any;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgNotifyListener>> PgNotifyListener::Create(const DatabaseConfig& db,
+                                                                   std::function<void()> on_wake,
+                                                                   PgNotifyOptions options) {
+  QB_ASSIGN_OR_RETURN(std::string url, ToLibpqUrl(db.url));
+  PgSettings settings;
+  settings.url = std::move(url);
+  settings.username = db.username;
+  settings.password = db.password;
+  settings.connection_timeout_ms = db.connection_timeout_ms;
+  settings.pool_size = 1;
+  settings.application_name = kListenerApplicationName;
+  return std::unique_ptr<PgNotifyListener>(
+      new PgNotifyListener(std::move(settings), std::move(on_wake), options));
+}
+
+PgNotifyListener::PgNotifyListener(PgSettings settings, std::function<void()> on_wake,
+                                   PgNotifyOptions options)
+    : settings_(std::move(settings)), on_wake_(std::move(on_wake)), options_(options) {}
+
+PgNotifyListener::~PgNotifyListener() {
+  Stop();
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+Status PgNotifyListener::Start() {
+  if (thread_.joinable() || stopping_.load()) {
+    return FailedPrecondition("the LISTEN/NOTIFY listener is already started");
+  }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) return Internal("cannot create the listener's stop event (eventfd)");
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void PgNotifyListener::Stop() {
+  if (!thread_.joinable()) return;
+  stopping_ = true;
+  uint64_t one = 1;
+  while (write(stop_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+  thread_.join();
+  listening_ = false;
+}
+
+int PgNotifyListener::WaitFor(int fd, int64_t ms) {
+  pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+  const nfds_t n = fd >= 0 ? 2 : 1;
+  const auto deadline = Clock::now() + milliseconds(ms);
+  while (true) {
+    if (stopping_.load()) return -1;
+    int timeout =
+        ms < 0 ? -1
+               : static_cast<int>(std::min<int64_t>(MillisUntil(deadline, Clock::now()), 1 << 30));
+    int r = poll(fds, n, timeout);
+    if (r < 0 && errno == EINTR) continue;
+    if (stopping_.load() || (r > 0 && fds[0].revents != 0)) return -1;
+    if (r > 0) return 1;  // readable, hung up or in error: PQconsumeInput tells which
+    return 0;             // timeout (or a poll error: the caller re-checks its connection)
+  }
+}
+
+void PgNotifyListener::FireWake() {
+  wakes_.fetch_add(1);
+  on_wake_();
+}
+
+void PgNotifyListener::Loop() {
+  log::RateLimiter limiter(milliseconds(30000));
+  int failures = 0;
+  while (!stopping_.load()) {
+    Status status = Status::Ok();
+    auto conn = PgConnection::Connect(settings_);
+    if (conn.ok()) {
+      PQsetNoticeProcessor((*conn)->native(), IgnoreNotice, nullptr);
+      status = (*conn)->Exec(std::string("LISTEN ") + kNotifyChannel);
+    } else {
+      status = conn.status();
+    }
+    if (status.ok()) {
+      const bool again = connections_.fetch_add(1) > 0 || failures > 0;
+      failures = 0;
+      log::Info(again ? "The LISTEN/NOTIFY wake-up is listening again"
+                      : "The LISTEN/NOTIFY wake-up is listening",
+                {{"channel", kNotifyChannel}});
+      // Rows may have been inserted while no one listened: one wake covers them.
+      FireWake();
+      listening_ = true;
+      Serve(**conn);
+      listening_ = false;
+      if (stopping_.load()) break;
+      status = Unavailable("the listener's connection to PostgreSQL was lost");
+    }
+    int64_t delay =
+        ReconnectDelayMs(failures++, options_.reconnect_initial_ms, options_.reconnect_cap_ms);
+    int64_t suppressed = 0;
+    if (limiter.Allow(&suppressed)) {
+      log::Warn(
+          "The LISTEN/NOTIFY wake-up has no connection; polling continues and the listener "
+          "reconnects",
+          {{"reason", SanitizeError(status.message())},
+           {"retry_in_ms", std::to_string(delay)},
+           {"suppressed", std::to_string(suppressed)}});
+    }
+    if (WaitFor(-1, delay) < 0) break;
+  }
+}
+
+void PgNotifyListener::Serve(PgConnection& conn) {
+  PGconn* pg = conn.native();
+  const int fd = PQsocket(pg);
+  if (fd < 0) return;
+  const auto debounce = options_.debounce;
+  Clock::time_point last_wake = Clock::now() - debounce;  // the LISTEN's own wake just happened
+  Clock::time_point last_traffic = Clock::now();
+  bool pending = false;  // a notification arrived inside the debounce window
+  auto on_notified = [&](Clock::time_point now) {
+    if (!pending && now - last_wake >= debounce) {
+      FireWake();
+      last_wake = now;
+    } else {
+      pending = true;
+    }
+  };
+  while (true) {
+    Clock::time_point now = Clock::now();
+    int64_t timeout = pending ? MillisUntil(last_wake + debounce, now)
+                              : MillisUntil(last_traffic + options_.keepalive, now);
+    int r = WaitFor(fd, timeout);
+    if (r < 0) return;
+    now = Clock::now();
+    if (r == 1) {
+      if (PQconsumeInput(pg) == 0) return;
+      last_traffic = now;
+      bool notified = DrainNotifications(pg);
+      if (PQstatus(pg) != CONNECTION_OK) return;
+      if (notified) on_notified(now);
+    } else if (!pending && now - last_traffic >= options_.keepalive) {
+      // A quiet connection: one round trip proves it is alive (a dead peer fails it).
+      if (!conn.Exec("SELECT 1").ok()) return;
+      last_traffic = now;
+      if (DrainNotifications(pg)) on_notified(now);
+    }
+    if (pending && Clock::now() - last_wake >= debounce) {
+      pending = false;
+      last_wake = Clock::now();
+      FireWake();
+    }
+  }
+}
+
+}  // namespace queuebox::store

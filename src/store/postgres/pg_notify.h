@@ -1,0 +1,94 @@
+// pg_notify.h: the optional LISTEN/NOTIFY wake-up of the relay on PostgreSQL
+// (outbox.notify.enabled; issue 6 item 4). Migration V13 adds a statement-level AFTER INSERT
+// trigger on outbox that calls pg_notify('queuebox_outbox', ''); this listener holds its own
+// libpq connection (application_name "queuebox-listener"), runs LISTEN queuebox_outbox, and calls
+// `on_wake` (Relay::Wake) when a notification arrives.
+//
+// Polling stays the source of truth: a lost notification, a lost connection or a listener that
+// never connects cost latency (up to outbox.pollIntervalMs), never a message. Hence nothing here
+// fails the relay: connection errors are logged (rate-limited) and retried with capped, jittered
+// backoff (core/backoff.h ReconnectDelayMs), and after every successful LISTEN the listener calls
+// `on_wake` once, because rows may have been inserted while it was deaf.
+//
+// Debounce: the first notification after a quiet period wakes at once; further notifications
+// within `debounce` of the last wake are folded into one trailing wake at last wake + debounce.
+// A burst of N commits therefore costs at most about burst_duration / debounce + 1 wake-ups.
+// An idle connection is checked with a round trip every `keepalive` so a silently dead TCP
+// connection is noticed and replaced.
+//
+// Thread-safety: Start/Stop from one controlling thread; the counters may be read from any thread.
+// `on_wake` runs on the listener's thread and must be cheap and not throw.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "queuebox/config.h"
+#include "queuebox/status.h"
+#include "store/postgres/pg_connection.h"
+
+namespace queuebox::store {
+
+inline constexpr const char* kNotifyChannel = "queuebox_outbox";
+inline constexpr const char* kListenerApplicationName = "queuebox-listener";
+
+struct PgNotifyOptions {
+  std::chrono::milliseconds debounce{5};  // at most one wake per this interval
+  int64_t reconnect_initial_ms = 100;     // ReconnectDelayMs(failures, initial, cap)
+  int64_t reconnect_cap_ms = 30000;
+  std::chrono::milliseconds keepalive{30000};  // round trip on a connection quiet this long
+};
+
+class PgNotifyListener {
+ public:
+  // The connection settings come from `db` exactly as the store builds them (ToLibpqUrl,
+  // username/password overrides, connectionTimeoutMs). kInvalidArgument for a bad URL;
+  // no connection is made here.
+  static Result<std::unique_ptr<PgNotifyListener>> Create(const DatabaseConfig& db,
+                                                          std::function<void()> on_wake,
+                                                          PgNotifyOptions options = {});
+  ~PgNotifyListener();  // Stop()
+  PgNotifyListener(const PgNotifyListener&) = delete;
+  PgNotifyListener& operator=(const PgNotifyListener&) = delete;
+
+  // Starts the listener thread, which connects in the background. kFailedPrecondition when
+  // already started, kInternal when the stop event cannot be created.
+  Status Start();
+  // Stops the thread and closes the connection. Returns within one connect attempt at most
+  // (connect is the only blocking call, bounded by database.connectionTimeoutMs); idempotent.
+  void Stop();
+
+  // True while LISTEN is in effect on a live connection.
+  bool listening() const { return listening_.load(); }
+  // Successful LISTENs so far (1 after the first connect; +1 per reconnect).
+  int64_t connections() const { return connections_.load(); }
+  // Calls of on_wake so far (notifications after debounce, plus one per LISTEN).
+  int64_t wakes() const { return wakes_.load(); }
+
+ private:
+  PgNotifyListener(PgSettings settings, std::function<void()> on_wake, PgNotifyOptions options);
+  void Loop();
+  // Listens on one connection until it is lost (returns) or Stop (returns).
+  void Serve(PgConnection& conn);
+  // Waits on the stop event up to `ms` (-1: forever) and on `fd` when >= 0.
+  // Returns: 0 timeout, 1 fd readable, -1 stop requested.
+  int WaitFor(int fd, int64_t ms);
+  void FireWake();
+
+  PgSettings settings_;
+  std::function<void()> on_wake_;
+  PgNotifyOptions options_;
+  int stop_fd_ = -1;  // eventfd
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> listening_{false};
+  std::atomic<int64_t> connections_{0};
+  std::atomic<int64_t> wakes_{0};
+};
+
+}  // namespace queuebox::store
