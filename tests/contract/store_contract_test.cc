@@ -156,33 +156,41 @@ TEST_P(StoreContractTest, TheLimitCapsTheBatchInScheduleOrder) {
   EXPECT_THAT(Ids(Claim(2)), ElementsAre(a, b));
 }
 
-TEST_P(StoreContractTest, ConcurrentClaimersDeliverEveryRowOnceAndEachKeyInInsertOrder) {
-  constexpr int kKeys = 10, kPerKey = 200, kTotal = kKeys * kPerKey;
-  if (db_->pg()) {
-    db_->Exec(
-        "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || (g % 10), '{}' "
-        "FROM generate_series(0, 1999) AS g ORDER BY g");
+// Inserts `count` rows with SQL: key_sql is an expression over the row number n (0-based).
+void InsertRows(StoreDb& db, int count, const std::string& key_sql) {
+  std::string last = std::to_string(count - 1);
+  if (db.pg()) {
+    db.Exec("INSERT INTO outbox (topic, key, payload) SELECT 't', " + key_sql +
+            ", '{}' FROM generate_series(0, " + last + ") AS n ORDER BY n");
   } else {
-    db_->Exec(
-        "WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < 1999) "
-        "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || (n % 10), '{}' FROM g");
+    db.Exec("WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < " + last +
+            ") INSERT INTO outbox (topic, key, payload) SELECT 't', " + key_sql + ", '{}' FROM g");
   }
+}
+
+// Four claimers, each with its own store, claim `limit` rows at a time and mark them sent until
+// `total` rows are delivered. Checks that every row is delivered once, that no key ever has two
+// rows in flight (a key leaves the in-flight set before its row is marked sent, so the next row
+// of the key can only be claimed after that) and returns the sequences delivered per key in
+// delivery order (unkeyed rows under "").
+std::map<std::string, std::vector<int64_t>> DrainConcurrently(StoreDb& db, int total, int limit) {
   std::mutex mu;
   std::map<std::string, std::vector<int64_t>> by_key;
   std::map<std::string, int> deliveries;
+  std::set<std::string> in_flight;
   std::atomic<int> delivered{0};
   std::atomic<bool> failed{false};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
-      std::unique_ptr<OutboxStore> own = db_->Open();  // one store (connection) per claimer
+      std::unique_ptr<OutboxStore> own = db.Open();  // one store (connection) per claimer
       if (!own) {
         failed = true;
         return;
       }
-      while (delivered.load() < kTotal && std::chrono::steady_clock::now() < deadline) {
-        auto rows = own->Claim(20, kLease);
+      while (delivered.load() < total && std::chrono::steady_clock::now() < deadline) {
+        auto rows = own->Claim(limit, kLease);
         if (!rows.ok()) {
           failed = true;
           return;
@@ -191,10 +199,16 @@ TEST_P(StoreContractTest, ConcurrentClaimersDeliverEveryRowOnceAndEachKeyInInser
         {
           std::lock_guard<std::mutex> lock(mu);
           for (const auto& r : *rows) {
-            by_key[*r.key].push_back(r.sequence);
+            std::string key = r.key.value_or("");
+            if (!key.empty() && !in_flight.insert(key).second) {
+              ADD_FAILURE() << "two rows of key " << key << " in flight";
+              failed = true;
+            }
+            by_key[key].push_back(r.sequence);
             ++deliveries[r.id];
             fences.push_back({r.id, r.claim_token});
           }
+          for (const auto& r : *rows) in_flight.erase(r.key.value_or(""));
         }
         auto sent = own->MarkSent(fences);
         if (!sent.ok() || sent->size() != fences.size()) {
@@ -206,14 +220,80 @@ TEST_P(StoreContractTest, ConcurrentClaimersDeliverEveryRowOnceAndEachKeyInInser
     });
   }
   for (auto& t : threads) t.join();
-  ASSERT_FALSE(failed.load());
-  EXPECT_EQ(delivered.load(), kTotal);
-  EXPECT_EQ(deliveries.size(), static_cast<size_t>(kTotal));
+  EXPECT_FALSE(failed.load());
+  EXPECT_EQ(delivered.load(), total);
+  EXPECT_EQ(deliveries.size(), static_cast<size_t>(total));
   for (const auto& [id, n] : deliveries) EXPECT_EQ(n, 1) << id;
+  return by_key;
+}
+
+TEST_P(StoreContractTest, ConcurrentClaimersDeliverEveryRowOnceAndEachKeyInInsertOrder) {
+  constexpr int kKeys = 10, kPerKey = 200, kTotal = kKeys * kPerKey;
+  InsertRows(*db_, kTotal, "'k' || (n % 10)");
+  auto by_key = DrainConcurrently(*db_, kTotal, 20);
   ASSERT_EQ(by_key.size(), static_cast<size_t>(kKeys));
   for (const auto& [key, seqs] : by_key) {
     EXPECT_EQ(seqs.size(), static_cast<size_t>(kPerKey)) << key;
     EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end())) << key << " out of insert order";
+  }
+}
+
+// --- skewed backlog: one key with a long run of rows ahead of the others ---
+
+TEST_P(StoreContractTest, AHotKeyAheadDoesNotHoldBackTheHeadsOfOtherKeys) {
+  // 100 rows of "hot" first: the first rows in claim order are all blocked behind hot's head.
+  InsertRows(*db_, 100, "'hot'");
+  std::string a1 = Add("a"), a2 = Add("a"), b1 = Add("b"), n1 = Add(std::nullopt), e1 = Add(""),
+              c1 = Add("c");
+  auto rows = Claim(10);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0].key, "hot");
+  EXPECT_EQ(db_->Field(rows[0].id, "sequence"), db_->Scalar("SELECT min(sequence) FROM outbox"));
+  std::vector<std::string> ids = Ids(rows);
+  EXPECT_THAT(std::vector<std::string>(ids.begin() + 1, ids.end()),
+              ElementsAre(a1, b1, n1, e1, c1));
+  EXPECT_EQ(db_->Field(a2, "state"), "pending");
+  EXPECT_THAT(Claim(10), IsEmpty());  // every head is in flight
+  // With hot's head still in flight, a's second row is claimed once a's first is sent.
+  ASSERT_EQ(Sent(rows[1]).size(), 1u);
+  EXPECT_THAT(Ids(Claim(10)), ElementsAre(a2));
+  ASSERT_EQ(Sent(rows[0]).size(), 1u);
+  auto next = Claim(10);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].key, "hot");
+  EXPECT_EQ(next[0].sequence, rows[0].sequence + 1);
+}
+
+TEST_P(StoreContractTest, BehindAHotKeyTheLimitKeepsScheduleOrderAndOnlyDueHeads) {
+  InsertRows(*db_, 60, "'hot'");
+  NewOutboxRow later;
+  later.topic = "t";
+  later.key = "late";
+  later.payload = "{}";
+  later.delay_ms = 3600000;
+  ASSERT_TRUE(store_->Insert(later).ok());
+  std::string late2 = Add("late");  // due, but behind late's first row, which is not due
+  std::string a = Add("a"), n1 = Add(std::nullopt), b = Add("b"), n2 = Add(std::nullopt);
+  auto rows = Claim(3);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].key, "hot");
+  EXPECT_EQ(rows[1].id, a);
+  EXPECT_EQ(rows[2].id, n1);
+  EXPECT_THAT(Ids(Claim(5)), ElementsAre(b, n2));
+  EXPECT_EQ(db_->Field(late2, "state"), "pending");
+}
+
+TEST_P(StoreContractTest, ConcurrentClaimersBehindAHotKeyDeliverEveryRowOnceInKeyOrder) {
+  // 400 rows of one key ahead of 20 keys x 20 rows and 40 unkeyed rows.
+  InsertRows(*db_, 400, "'hot'");
+  InsertRows(*db_, 440, "CASE WHEN n % 11 = 10 THEN NULL ELSE 'k' || (n % 20) END");
+  auto by_key = DrainConcurrently(*db_, 840, 20);
+  EXPECT_EQ(by_key["hot"].size(), 400u);
+  EXPECT_EQ(by_key[""].size(), 40u);
+  for (const auto& [key, seqs] : by_key) {
+    if (!key.empty()) {
+      EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end())) << key << " out of insert order";
+    }
   }
 }
 

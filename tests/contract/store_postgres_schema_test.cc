@@ -59,7 +59,7 @@ TEST_F(PostgresSchemaTest, MigratedColumnsAreTheSeedTable) {
                   }));
 }
 
-TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusThePendingDueIndex) {
+TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusTheClaimIndexes) {
   Migrate();
   Rows idx = db_->Query(
       "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'outbox' "
@@ -77,6 +77,10 @@ TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusThePendingDueIndex) {
            "CREATE INDEX idx_outbox_pending_due" + on + "(scheduled_at, sequence)" + pending},
           {"idx_outbox_pending_scheduled",
            "CREATE INDEX idx_outbox_pending_scheduled" + on + "(state, scheduled_at)" + pending},
+          {"idx_outbox_pending_unkeyed",
+           "CREATE INDEX idx_outbox_pending_unkeyed" + on +
+               "(scheduled_at, sequence) WHERE (((state)::text = 'pending'::text) AND ((key IS "
+               "NULL) OR ((key)::text = ''::text)))"},
           {"idx_outbox_processing_claimed",
            "CREATE INDEX idx_outbox_processing_claimed" + on +
                "(claimed_at) WHERE ((state)::text = 'processing'::text)"},
@@ -120,9 +124,9 @@ TEST_F(PostgresSchemaTest, AnInsertNeedsOnlyTopicAndPayloadAndAnExplicitNullHead
 TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing) {
   auto first = store_->Migrate(std::nullopt);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+  EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
-            "12");
+            "14");
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
             "add outbox sequence");
   auto second = store_->Migrate(std::nullopt);
@@ -158,7 +162,7 @@ TEST_F(PostgresSchemaTest, BaselineRecordsEarlierVersionsThenAppliesTheLaterOnes
       "min'), ('t', '{}', now() - interval '1 min');");
   auto report = store_->Migrate(4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_THAT(report->applied, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12));
+  EXPECT_THAT(report->applied, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NULL"),
             "4");
   // V11 numbered the existing rows in created_at order; new rows follow.

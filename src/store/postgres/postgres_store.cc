@@ -23,6 +23,9 @@ std::string RowColumns(const std::string& a) {
 
 constexpr const char* kMs = " * interval '1 millisecond'";
 
+// The claim's first window, in rows per row of the batch (PostgresOutboxStore::Claim).
+constexpr int64_t kClaimWindowFactor = 2;
+
 // A PostgreSQL array literal of text elements: {"a","b\"c"}.
 std::string PgArray(const std::vector<std::string>& items) {
   std::string out = "{";
@@ -156,24 +159,64 @@ Status PostgresOutboxStore::CheckSchema() {
 
 Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lease_ms) {
   QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
-  // qb_now: one database instant per claim. `(SELECT t FROM qb_now)` is an InitPlan, so the due
-  // check is an index condition on idx_outbox_pending_due (docs/schema.md). The candidates are a
-  // MATERIALIZED CTE so the LIMIT holds once for the statement (a subquery on the inner side of
-  // a nested loop would be rescanned, each rescan taking `limit` more rows).
-  static const std::string tmpl =
-      "WITH qb_now AS (SELECT clock_timestamp() AS t), "
-      "c AS MATERIALIZED (SELECT head.{id} AS qb_id FROM {T} AS head"
-      " WHERE head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)"
+  // One statement, O(batch) at any backlog, also when one key has a long run of rows ahead of the
+  // others (docs/schema.md, docs/claim-plans.md has the plans):
+  // - qb_now: one database instant per claim; `(SELECT t FROM qb_now)` is an InitPlan, so the due
+  //   check is an index condition on idx_outbox_pending_due.
+  // - qb_fast: the heads among the first $3 (= 2 x limit) due pending rows in claim order, read
+  //   from idx_outbox_pending_due, locked SKIP LOCKED, at most $1.
+  // - qb_gate: true when qb_fast found fewer than $1 heads and more due rows lie beyond the
+  //   window (the window was full of rows blocked behind their key's head).
+  // - only then: qb_keys, a skip scan over idx_outbox_key_sequence (one probe per active key,
+  //   each giving the key's lowest pending/processing row), plus due unkeyed rows from
+  //   idx_outbox_pending_unkeyed; qb_slow locks the first $1 of them in claim order, re-checking
+  //   the head condition on the locked rows. A recursive CTE cannot lock, hence the join by ctid.
+  // The CTEs are MATERIALIZED so each LIMIT holds once for the statement (a subquery on the inner
+  // side of a nested loop would be rescanned, each rescan taking more rows).
+  static const std::string head_check =
+      "head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)"
       " AND (head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior"
       " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
-      " AND prior.{sequence} < head.{sequence}))"
-      " ORDER BY head.{scheduled_at}, head.{sequence} LIMIT $1::int"
-      " FOR UPDATE OF head SKIP LOCKED) "
+      " AND prior.{sequence} < head.{sequence}))";
+  static const std::string due_pending =
+      "w.{state} = 'pending' AND w.{scheduled_at} <= (SELECT t FROM qb_now)"
+      " ORDER BY w.{scheduled_at}, w.{sequence}";
+  static const std::string key_head =
+      "SELECT k.{key}, k.ctid, k.{state}, k.{scheduled_at}, k.{sequence} FROM {T} AS k"
+      " WHERE k.{state} IN ('pending', 'processing') AND k.{key} > ";
+  static const std::string tmpl =
+      "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
+      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT w.ctid AS qb_ctid,"
+      " w.{scheduled_at} AS qb_at, w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
+      due_pending + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
+      head_check +
+      " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
+      "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1::int AND EXISTS ("
+      "SELECT 1 FROM {T} AS w WHERE " +
+      due_pending + " OFFSET $3::bigint LIMIT 1) AS qb_on), " +
+      "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq) AS ((" + key_head +
+      "'' AND (SELECT qb_on FROM qb_gate) ORDER BY k.{key}, k.{sequence} LIMIT 1) UNION ALL "
+      "SELECT nxt.* FROM qb_keys AS prev CROSS JOIN LATERAL (" +
+      key_head +
+      "prev.qb_key ORDER BY k.{key}, k.{sequence} LIMIT 1) AS nxt), "
+      "qb_cand AS (SELECT qb_ctid, qb_at, qb_seq FROM qb_keys WHERE qb_state = 'pending'"
+      " AND qb_at <= (SELECT t FROM qb_now) UNION ALL (SELECT u.ctid, u.{scheduled_at},"
+      " u.{sequence} FROM {T} AS u WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR"
+      " u.{key} = '') AND u.{scheduled_at} <= (SELECT t FROM qb_now) AND (SELECT qb_on FROM"
+      " qb_gate) ORDER BY u.{scheduled_at}, u.{sequence} LIMIT $1::int)), "
+      "qb_slow AS MATERIALIZED (SELECT head.{id} AS qb_id FROM qb_cand AS c JOIN {T} AS head"
+      " ON head.ctid = c.qb_ctid WHERE " +
+      head_check +
+      " ORDER BY c.qb_at, c.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
+      "qb_pick AS (SELECT qb_id FROM qb_fast WHERE NOT (SELECT qb_on FROM qb_gate)"
+      " UNION ALL SELECT qb_id FROM qb_slow) "
       "UPDATE {T} AS o SET {state} = 'processing', {claim_token} = gen_random_uuid(), "
       "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
       "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
-      std::string(kMs) + " FROM c WHERE o.{id} = c.qb_id RETURNING " + RowColumns("o.");
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {int64_t{limit}, lease_ms}));
+      std::string(kMs) + " FROM qb_pick WHERE o.{id} = qb_pick.qb_id RETURNING " + RowColumns("o.");
+  // The window: twice the batch, so a few blocked rows among the heads never cost the skip scan.
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));

@@ -1,0 +1,7 @@
+-- V14 (QueueBox C++ only): due pending rows without a key, in claim order. When the claim's
+-- bounded window over idx_outbox_pending_due holds too few heads (one key with a long run of rows
+-- ahead of the others), the claim finds keyed heads by a skip scan over idx_outbox_key_sequence
+-- and unkeyed rows here, without reading the blocked rows behind the heads. Small: keyed rows
+-- never enter it. docs/schema.md and docs/claim-plans.md have the plans.
+CREATE INDEX IF NOT EXISTS idx_outbox_pending_unkeyed ON outbox (scheduled_at, sequence)
+    WHERE state = 'pending' AND (key IS NULL OR key = '');
