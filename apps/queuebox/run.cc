@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
+#include "store/postgres/pg_notify.h"
 
 namespace queuebox::app {
 
@@ -96,6 +97,15 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (!admin.ok()) return StartFailed(admin.status());
 
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
+  // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
+  std::unique_ptr<store::PgNotifyListener> listener;
+  if (config->outbox.notify && config->database.type == "postgresql") {
+    auto created =
+        store::PgNotifyListener::Create(config->database, [relay_ptr] { relay_ptr->Wake(); });
+    if (!created.ok()) return StartFailed(created.status());
+    listener = std::move(created).value();
+    if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+  }
   if (retention) {
     if (Status s = retention->Start(); !s.ok()) return StartFailed(s);
   }
@@ -138,6 +148,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // Shutdown (QueueBox reference §13.7): HTTP drains first (503), then background work, then
   // resources.
   (*admin)->StartDraining();
+  if (listener) listener->Stop();
   int64_t abandoned = (*relay)->Stop();
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
