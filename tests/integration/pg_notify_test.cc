@@ -3,15 +3,18 @@
 // reconnects after its backend is terminated, and stops promptly in every state.
 #include "store/postgres/pg_notify.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 
+#include "core/log.h"
 #include "queuebox/store.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
@@ -70,11 +73,37 @@ class PgNotifyTest : public ::testing::Test {
   std::atomic<int64_t> calls_{0};
 };
 
-TEST_F(PgNotifyTest, MigrationAddsOneStatementLevelInsertTrigger) {
+TEST_F(PgNotifyTest, MigrationAddsADisabledStatementTriggerThatTheListenerEnables) {
   EXPECT_EQ(db_->Scalar("SELECT action_orientation || ' ' || action_timing || ' ' || "
                         "event_manipulation FROM information_schema.triggers WHERE "
                         "trigger_name = 'queuebox_outbox_notify'"),
             "STATEMENT AFTER INSERT");
+  const std::string enabled =
+      "SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'queuebox_outbox_notify'";
+  EXPECT_EQ(db_->Scalar(enabled), "D");  // no producer cost until the wake-up is turned on
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return listener->listening(); }, 10s));
+  EXPECT_EQ(db_->Scalar(enabled), "O");
+}
+
+TEST_F(PgNotifyTest, AMissingTriggerIsLoggedAndTheListenerStillListens) {
+  std::mutex mu;
+  std::string lines;
+  log::SetSinkForTesting([&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines += std::string(line) + "\n";
+  });
+  db_->Exec("DROP TRIGGER queuebox_outbox_notify ON outbox");
+  auto listener = StartListener();
+  ASSERT_NE(listener, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return listener->listening(); }, 10s));
+  listener->Stop();
+  log::SetSinkForTesting(nullptr);
+  EXPECT_THAT(lines, ::testing::HasSubstr("cannot use its trigger"));
+  EXPECT_THAT(lines, ::testing::HasSubstr("is missing (migration V13)"));
+  EXPECT_THAT(lines, ::testing::HasSubstr(
+                         "ALTER TABLE \\\"outbox\\\" ENABLE TRIGGER queuebox_outbox_notify"));
 }
 
 TEST_F(PgNotifyTest, AnInsertWakesTheCallback) {

@@ -50,12 +50,39 @@ Result<std::unique_ptr<PgNotifyListener>> PgNotifyListener::Create(const Databas
   settings.pool_size = 1;
   settings.application_name = kListenerApplicationName;
   return std::unique_ptr<PgNotifyListener>(
-      new PgNotifyListener(std::move(settings), std::move(on_wake), options));
+      new PgNotifyListener(std::move(settings), db.outbox_table, std::move(on_wake), options));
 }
 
-PgNotifyListener::PgNotifyListener(PgSettings settings, std::function<void()> on_wake,
-                                   PgNotifyOptions options)
-    : settings_(std::move(settings)), on_wake_(std::move(on_wake)), options_(options) {}
+PgNotifyListener::PgNotifyListener(PgSettings settings, std::string table,
+                                   std::function<void()> on_wake, PgNotifyOptions options)
+    : settings_(std::move(settings)),
+      table_(std::move(table)),
+      on_wake_(std::move(on_wake)),
+      options_(options) {}
+
+void PgNotifyListener::EnsureTriggerEnabled(PgConnection& conn) {
+  const std::string enable = "ALTER TABLE " + Quote(table_) + " ENABLE TRIGGER " + kNotifyTrigger;
+  auto rows = conn.Query(
+      "SELECT tgenabled::text FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2)",
+      {std::string(kNotifyTrigger), Quote(table_)});
+  Status status = rows.status();
+  if (rows.ok() && rows->empty()) {
+    status = FailedPrecondition("the trigger " + std::string(kNotifyTrigger) + " on " + table_ +
+                                " is missing (migration V13); inserts wake no one");
+  } else if (rows.ok() && (*rows)[0][0].value_or("") == "D") {
+    status = conn.Exec(enable);
+    if (status.ok()) {
+      log::Info("Enabled the NOTIFY trigger of the LISTEN/NOTIFY wake-up",
+                {{"trigger", kNotifyTrigger}, {"table", table_}});
+    }
+  }
+  if (status.ok() || trigger_warned_) return;
+  trigger_warned_ = true;
+  log::Warn(
+      "The LISTEN/NOTIFY wake-up cannot use its trigger; delivery relies on polling. Apply "
+      "migration V13 and run the statement as the table's owner.",
+      {{"reason", SanitizeError(status.message())}, {"statement", enable}});
+}
 
 PgNotifyListener::~PgNotifyListener() {
   Stop();
@@ -113,6 +140,7 @@ void PgNotifyListener::Loop() {
     if (conn.ok()) {
       PQsetNoticeProcessor((*conn)->native(), IgnoreNotice, nullptr);
       status = (*conn)->Exec(std::string("LISTEN ") + kNotifyChannel);
+      if (status.ok()) EnsureTriggerEnabled(**conn);
     } else {
       status = conn.status();
     }

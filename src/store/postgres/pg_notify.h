@@ -4,6 +4,13 @@
 // libpq connection (application_name "queuebox-listener"), runs LISTEN queuebox_outbox, and calls
 // `on_wake` (Relay::Wake) when a notification arrives.
 //
+// The trigger costs producers throughput (a NOTIFY at commit serialises committing transactions
+// on a cluster-wide lock; docs/operations.md has the measured cost), so V13 creates it DISABLED
+// and the listener enables it (ALTER TABLE ... ENABLE TRIGGER, once, when it finds it disabled):
+// installations that never turn outbox.notify.enabled on never pay for it. When the trigger is
+// missing (a schema applied by hand) or cannot be enabled (the role does not own the table), the
+// listener logs a warning with the statement to run and keeps listening.
+//
 // Polling stays the source of truth: a lost notification, a lost connection or a listener that
 // never connects cost latency (up to outbox.pollIntervalMs), never a message. Hence nothing here
 // fails the relay: connection errors are logged (rate-limited) and retried with capped, jittered
@@ -36,6 +43,7 @@ namespace queuebox::store {
 
 inline constexpr const char* kNotifyChannel = "queuebox_outbox";
 inline constexpr const char* kListenerApplicationName = "queuebox-listener";
+inline constexpr const char* kNotifyTrigger = "queuebox_outbox_notify";  // migration V13
 
 struct PgNotifyOptions {
   std::chrono::milliseconds debounce{5};  // at most one wake per this interval
@@ -47,8 +55,8 @@ struct PgNotifyOptions {
 class PgNotifyListener {
  public:
   // The connection settings come from `db` exactly as the store builds them (ToLibpqUrl,
-  // username/password overrides, connectionTimeoutMs). kInvalidArgument for a bad URL;
-  // no connection is made here.
+  // username/password overrides, connectionTimeoutMs); the trigger is looked up on
+  // db.outbox_table. kInvalidArgument for a bad URL; no connection is made here.
   static Result<std::unique_ptr<PgNotifyListener>> Create(const DatabaseConfig& db,
                                                           std::function<void()> on_wake,
                                                           PgNotifyOptions options = {});
@@ -71,7 +79,10 @@ class PgNotifyListener {
   int64_t wakes() const { return wakes_.load(); }
 
  private:
-  PgNotifyListener(PgSettings settings, std::function<void()> on_wake, PgNotifyOptions options);
+  PgNotifyListener(PgSettings settings, std::string table, std::function<void()> on_wake,
+                   PgNotifyOptions options);
+  // Enables the V13 trigger when it is disabled; logs (once) when it is missing or cannot be.
+  void EnsureTriggerEnabled(PgConnection& conn);
   void Loop();
   // Listens on one connection until it is lost (returns) or Stop (returns).
   void Serve(PgConnection& conn);
@@ -81,6 +92,8 @@ class PgNotifyListener {
   void FireWake();
 
   PgSettings settings_;
+  std::string table_;
+  bool trigger_warned_ = false;
   std::function<void()> on_wake_;
   PgNotifyOptions options_;
   int stop_fd_ = -1;  // eventfd
