@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL -> local HTTP receiver (204, keep-alive): throughput, insert-to-receipt latency and
+# PostgreSQL -> local HTTP sink (nginx answering 204, keep-alive): throughput, insert-to-receipt latency and
 # peak RSS of the queuebox binary, next to the database's floor (the relay's own claim and
 # fenced-ack statements run back to back with no publishing) in the same run.
 #
@@ -23,7 +23,7 @@ OUT=${OUT:-bench/results/relay_pg_http.json}
 bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD_DIR" --target queuebox bench_receiver bench_floor >/dev/null
+cmake --build "$BUILD_DIR" --target queuebox bench_floor >/dev/null
 QB="$BUILD_DIR/apps/queuebox/queuebox"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -53,16 +53,34 @@ prepare qb_bench_floor
 FLOOR=$("$BUILD_DIR/bench/bench_floor" --config "$WORK/qb_bench_floor.yml")
 echo "$FLOOR" >&2
 
-echo "== relay: PostgreSQL -> HTTP receiver" >&2
+echo "== relay: PostgreSQL -> HTTP sink (nginx, return 204, keep-alive)" >&2
 prepare qb_bench_relay
-"$BUILD_DIR/bench/bench_receiver" --port "$PORT" --expect "$ROWS" >"$WORK/receiver.json" &
-RECV=$!
-sleep 0.3
+command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
+mkdir -p "$WORK/ngx"
+cat >"$WORK/ngx/nginx.conf" <<NGX
+worker_processes 1;
+pid $WORK/ngx/nginx.pid;
+error_log $WORK/ngx/error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  client_body_temp_path $WORK/ngx;
+  server { listen 127.0.0.1:$PORT; location / { return 204; } }
+}
+NGX
+nginx -c "$WORK/ngx/nginx.conf"
+trap 'nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null; rm -rf "$WORK"' EXIT
 start=$(date +%s.%N)
 "$QB" --config "$WORK/qb_bench_relay.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/relay.log"
 end=$(date +%s.%N)
-wait "$RECV" || true
-RECEIVER=$(cat "$WORK/receiver.json")
+# Insert-to-acknowledgement latency on the database clock: updated_at (sent) - created_at.
+RECEIVER=$(psql -Atq "$base/qb_bench_relay" -c "SELECT json_build_object(
+    'received', count(*), 'duplicates', 0,
+    'receive_rate_per_s', count(*) / GREATEST(EXTRACT(EPOCH FROM max(updated_at) - min(claimed_at)), 0.001),
+    'insert_to_receipt_p50_ms', 1000 * EXTRACT(EPOCH FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY updated_at - created_at)),
+    'insert_to_receipt_p99_ms', 1000 * EXTRACT(EPOCH FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY updated_at - created_at)))
+  FROM outbox WHERE state = 'sent'")
 echo "$RECEIVER" >&2
 MAX_RSS_KB=$(grep -o '"max_rss_kb":"[0-9]*"' "$WORK/relay.log" | tail -1 | grep -o '[0-9]*' || echo 0)
 SENT=$(psql -Atq "$base/qb_bench_relay" -c "SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -77,7 +95,7 @@ relay_rate = int(sent) / wall if wall > 0 else 0
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 print(json.dumps({
-  "benchmark": "PostgreSQL -> HTTP (204 keep-alive), backlog drain",
+  "benchmark": "PostgreSQL -> HTTP (nginx 204, keep-alive), backlog drain; latency = insert to sent (database clock)",
   "rows": int(rows), "keys": int(keys), "payload_bytes": 1024, "batch_size": int(batch),
   "concurrency": int(conc),
   "floor_rows_per_s": round(floor["rows_per_s"], 1),
