@@ -74,6 +74,17 @@ Result<std::string> ToLibpqUrl(const std::string& url) {
   return out;
 }
 
+Result<PgSettings> PgSettingsFor(const DatabaseConfig& config) {
+  QB_ASSIGN_OR_RETURN(std::string url, ToLibpqUrl(config.url));
+  PgSettings settings;
+  settings.url = std::move(url);
+  settings.username = config.username;
+  settings.password = config.password;
+  settings.connection_timeout_ms = config.connection_timeout_ms;
+  settings.pool_size = config.pool_size;
+  return settings;
+}
+
 Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgSettings& s) {
   int64_t ms = s.connection_timeout_ms > 0 ? s.connection_timeout_ms : 30000;
   std::string timeout = std::to_string((ms + 999) / 1000);

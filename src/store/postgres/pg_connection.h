@@ -48,6 +48,10 @@ struct PgSettings {
   std::string application_name;
 };
 
+// The settings of database.* as the store uses them: ToLibpqUrl(url), the username/password
+// overrides, connectionTimeoutMs and poolSize. kInvalidArgument for a bad URL.
+Result<PgSettings> PgSettingsFor(const DatabaseConfig& config);
+
 class PgConnection {
  public:
   // kUnavailable when the server cannot be reached or refuses the login.

@@ -41,12 +41,7 @@ bool DrainNotifications(PGconn* pg) {
 Result<std::unique_ptr<PgNotifyListener>> PgNotifyListener::Create(const DatabaseConfig& db,
                                                                    std::function<void()> on_wake,
                                                                    PgNotifyOptions options) {
-  QB_ASSIGN_OR_RETURN(std::string url, ToLibpqUrl(db.url));
-  PgSettings settings;
-  settings.url = std::move(url);
-  settings.username = db.username;
-  settings.password = db.password;
-  settings.connection_timeout_ms = db.connection_timeout_ms;
+  QB_ASSIGN_OR_RETURN(PgSettings settings, PgSettingsFor(db));
   settings.pool_size = 1;
   settings.application_name = kListenerApplicationName;
   return std::unique_ptr<PgNotifyListener>(

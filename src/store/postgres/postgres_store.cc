@@ -104,13 +104,7 @@ class PostgresOutboxStore::Migrator final : public MigrationBackend {
 Result<std::unique_ptr<PostgresOutboxStore>> PostgresOutboxStore::Open(
     const DatabaseConfig& config) {
   QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
-  QB_ASSIGN_OR_RETURN(std::string url, ToLibpqUrl(config.url));
-  PgSettings settings;
-  settings.url = std::move(url);
-  settings.username = config.username;
-  settings.password = config.password;
-  settings.connection_timeout_ms = config.connection_timeout_ms;
-  settings.pool_size = config.pool_size;
+  QB_ASSIGN_OR_RETURN(PgSettings settings, PgSettingsFor(config));
   return std::unique_ptr<PostgresOutboxStore>(new PostgresOutboxStore(config, std::move(settings)));
 }
 
