@@ -85,12 +85,55 @@ std::string RpcError(const amqp_rpc_reply_t& r, std::string_view what) {
   return out + ": unknown error";
 }
 
+amqp_bytes_t BytesOf(const std::string& s) {
+  return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
+}
+
 amqp_table_entry_t StringEntry(const std::string& key, const std::string& value) {
   amqp_table_entry_t e;
-  e.key = amqp_bytes_t{key.size(), const_cast<char*>(key.data())};
+  e.key = BytesOf(key);
   e.value.kind = AMQP_FIELD_KIND_UTF8;
-  e.value.value.bytes = amqp_bytes_t{value.size(), const_cast<char*>(value.data())};
+  e.value.value.bytes = BytesOf(value);
   return e;
+}
+
+// The AMQP basic properties an OutboundMessage may set by name (destination.h amqp_properties):
+// the short-string ones.
+struct PropertySlot {
+  std::string_view name;
+  amqp_flags_t flag;
+  amqp_bytes_t amqp_basic_properties_t::*field;
+};
+constexpr PropertySlot kStringProperties[] = {
+    {"content_type", AMQP_BASIC_CONTENT_TYPE_FLAG, &amqp_basic_properties_t::content_type},
+    {"content_encoding", AMQP_BASIC_CONTENT_ENCODING_FLAG,
+     &amqp_basic_properties_t::content_encoding},
+    {"correlation_id", AMQP_BASIC_CORRELATION_ID_FLAG, &amqp_basic_properties_t::correlation_id},
+    {"reply_to", AMQP_BASIC_REPLY_TO_FLAG, &amqp_basic_properties_t::reply_to},
+    {"expiration", AMQP_BASIC_EXPIRATION_FLAG, &amqp_basic_properties_t::expiration},
+    {"message_id", AMQP_BASIC_MESSAGE_ID_FLAG, &amqp_basic_properties_t::message_id},
+    {"type", AMQP_BASIC_TYPE_FLAG, &amqp_basic_properties_t::type},
+    {"user_id", AMQP_BASIC_USER_ID_FLAG, &amqp_basic_properties_t::user_id},
+    {"app_id", AMQP_BASIC_APP_ID_FLAG, &amqp_basic_properties_t::app_id},
+};
+constexpr size_t kMaxShortString = 255;  // AMQP 0-9-1 shortstr
+
+const PropertySlot* FindProperty(std::string_view name) {
+  for (const PropertySlot& slot : kStringProperties) {
+    if (slot.name == name) return &slot;
+  }
+  return nullptr;
+}
+
+// Empty when every requested property is one we can set; else why not.
+std::string CheckProperties(const std::map<std::string, std::string>& properties) {
+  for (const auto& [name, value] : properties) {
+    if (FindProperty(name) == nullptr) return "unknown AMQP property '" + name + "'";
+    if (value.size() > kMaxShortString) {
+      return "AMQP property '" + name + "' is longer than 255 bytes";
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -352,7 +395,7 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
 
   // Pass 1 (no lock): addresses, routing keys and headers of every message.
   struct Prepared {
-    std::string exchange, routing_key;
+    std::string exchange, routing_key, message_id;
     HeaderList headers;
   };
   std::vector<Prepared> prepared(batch.size());
@@ -380,6 +423,16 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
         p.headers.emplace_back(std::move(k), std::move(v));
       }
     }
+    std::string bad_property = CheckProperties(batch[i].amqp_properties);
+    if (!bad_property.empty()) {
+      outcomes[i] = Outcome::Reject(FailureReason(bad_property, max_chars));
+      continue;
+    }
+    // Integer headers replace string headers of the same name.
+    std::erase_if(p.headers,
+                  [&](const auto& h) { return batch[i].amqp_integer_headers.count(h.first) > 0; });
+    auto message_id = batch[i].amqp_properties.find("message_id");
+    p.message_id = message_id != batch[i].amqp_properties.end() ? message_id->second : row.id;
     p.routing_key = batch[i].routing_key ? *batch[i].routing_key : routing_key_.Render(ctx);
   }
 
@@ -438,12 +491,13 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
     const OutboxRow& row = *batch[i].row;
     const Prepared& p = prepared[i];
     std::vector<amqp_table_entry_t> entries;
-    entries.reserve(p.headers.size() + 1);
+    entries.reserve(p.headers.size() + 1 + batch[i].amqp_integer_headers.size());
     for (const auto& [k, v] : p.headers) {
       entries.push_back(StringEntry(k, v));
       if (k == "x-topic") {
-        // x-attempt (integer) right after x-topic, unless a row/static header replaced it.
-        bool replaced = std::any_of(p.headers.begin(), p.headers.end(),
+        // x-attempt (integer) right after x-topic, unless another header replaced it.
+        bool replaced = batch[i].amqp_integer_headers.count("x-attempt") > 0 ||
+                        std::any_of(p.headers.begin(), p.headers.end(),
                                     [](const auto& h) { return h.first == "x-attempt"; });
         if (!replaced) {
           amqp_table_entry_t e;
@@ -454,13 +508,25 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
         }
       }
     }
+    for (const auto& [k, v] : batch[i].amqp_integer_headers) {
+      amqp_table_entry_t e;
+      e.key = BytesOf(k);
+      e.value.kind = AMQP_FIELD_KIND_I64;
+      e.value.value.i64 = v;
+      entries.push_back(e);
+    }
     amqp_basic_properties_t props;
     std::memset(&props, 0, sizeof props);
     props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
                    AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_HEADERS_FLAG;
     props.content_type = amqp_cstring_bytes("application/json");
     props.delivery_mode = settings_.persistent ? 2 : 1;
-    props.message_id = amqp_bytes_t{row.id.size(), const_cast<char*>(row.id.data())};
+    props.message_id = BytesOf(p.message_id);
+    for (const auto& [name, value] : batch[i].amqp_properties) {
+      const PropertySlot* slot = FindProperty(name);  // checked in pass 1
+      props._flags |= slot->flag;
+      props.*(slot->field) = BytesOf(value);
+    }
     props.headers.num_entries = static_cast<int>(entries.size());
     props.headers.entries = entries.data();
     amqp_bytes_t body{row.payload.size(), const_cast<char*>(row.payload.data())};
@@ -473,7 +539,7 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
     }
     uint64_t tag = conn_->NextTag();
     pending[tag] = i;
-    by_id[row.id].push_back(tag);
+    by_id[p.message_id].push_back(tag);
   }
 
   // Pass 4: read confirms (and returns) until every published message has its answer.
