@@ -41,16 +41,32 @@ Status DestinationTransport::Publish(std::string_view queue, std::string_view bo
     return queuebox::InvalidArgument("the stored body is not an envelope: " +
                                      env.status().message());
   }
-  Json headers = Json::object();
-  for (auto& [name, value] : ProjectHttpHeaders(*env)) headers[name] = std::move(value);
-  QB_ASSIGN_OR_RETURN(std::string headers_text, EncodeJson(headers));
-
   queuebox::OutboxRow row;
   row.id = env->meta.id;
   row.topic = std::string(queue);
   row.payload = std::string(body);
-  row.headers = std::move(headers_text);
-  const queuebox::OutboundMessage message{&row, std::nullopt};
+  queuebox::OutboundMessage message{&row, std::nullopt};
+  Json headers = Json::object();
+  if (destination_->type() == "rabbitmq") {
+    // AMQP binding: native properties, and headers typed as the binding says (strings stay in
+    // the row's headers, integers go to the typed field).
+    AmqpProjection amqp = ProjectAmqp(*env);
+    message.amqp_properties = {{"type", amqp.type},
+                               {"correlation_id", amqp.correlation_id},
+                               {"message_id", amqp.message_id},
+                               {"app_id", amqp.app_id},
+                               {"content_type", amqp.content_type}};
+    for (auto& [name, value] : amqp.headers.items()) {
+      if (value.is_number_integer()) {
+        message.amqp_integer_headers[name] = value.get<int64_t>();
+      } else {
+        headers[name] = value;
+      }
+    }
+  } else {
+    for (auto& [name, value] : ProjectHttpHeaders(*env)) headers[name] = std::move(value);
+  }
+  QB_ASSIGN_OR_RETURN(row.headers, EncodeJson(headers));
   OneOutcome sink;
   destination_->PublishBatch(std::span<const queuebox::OutboundMessage>(&message, 1), sink);
   if (!sink.outcome()) {
