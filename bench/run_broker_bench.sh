@@ -61,6 +61,10 @@ YAML
     FROM generate_series(1, $ROWS) AS i" -c "ANALYZE outbox"
 }
 
+cpu_ticks() {  # pid -> utime + stime in clock ticks
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
 for broker in $BROKERS; do
   case $broker in
     rabbitmq)
@@ -87,10 +91,20 @@ for broker in $BROKERS; do
 
   echo "== $broker: relay PostgreSQL -> $broker" >&2
   prepare qb_bench_relay "$DEST"
+  case $broker in  # the broker's server process, for its CPU seconds during the relay run
+    rabbitmq) BPID=$(pgrep -o beam.smp) ;;
+    nats) BPID=$(pgrep -o nats-server) ;;
+    kafka) BPID=$KAFKA_PID ;;
+  esac
+  b0=$(cpu_ticks "$BPID")
   start=$(date +%s.%N)
-  "$QB" --config "$WORK/qb_bench_relay.yml" run --until-idle --idle-timeout-ms 600000 \
-    2>"$WORK/relay.log"
+  TIMEFORMAT='%U %S'
+  { time "$QB" --config "$WORK/qb_bench_relay.yml" run --until-idle --idle-timeout-ms 600000 \
+    2>"$WORK/relay.log"; } 2>"$WORK/relay.time"
   end=$(date +%s.%N)
+  b1=$(cpu_ticks "$BPID")
+  RELAY_CPU=$(awk '{print $1 + $2}' "$WORK/relay.time")
+  BROKER_CPU=$(awk -v a="$b0" -v b="$b1" -v hz="$(getconf CLK_TCK)" 'BEGIN {print (b - a) / hz}')
   # Insert-to-acknowledgement latency on the database clock: updated_at (sent) - created_at.
   DB=$(psql -Atq "$base/qb_bench_relay" -c "SELECT json_build_object(
       'sent', count(*) FILTER (WHERE state = 'sent'),
@@ -126,10 +140,10 @@ for broker in $BROKERS; do
 
   OUT=bench/results/relay_pg_$broker.json
   python3 - "$broker" "$FLOOR" "$DB" "$start" "$end" "$MAX_RSS_KB" "$AT_BROKER" "$WHERE" \
-    "$ROWS" "$KEYS" "$BATCH" "$CONCURRENCY" >"$OUT" <<'PY'
+    "$ROWS" "$KEYS" "$BATCH" "$CONCURRENCY" "$RELAY_CPU" "$BROKER_CPU" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 broker, floor, db = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-start, end, rss, at_broker, where, rows, keys, batch, conc = sys.argv[4:13]
+start, end, rss, at_broker, where, rows, keys, batch, conc, relay_cpu, broker_cpu = sys.argv[4:15]
 wall = float(end) - float(start)
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
@@ -152,6 +166,8 @@ print(json.dumps({
   "messages_at_broker": int(at_broker) if at_broker.isdigit() else None,
   "messages_at_broker_is": where,
   "peak_rss_mb": round(int(rss) / 1024, 1),
+  "relay_wall_s": round(wall, 2),
+  "relay_cpu_s": float(relay_cpu), "broker_server_cpu_s": round(float(broker_cpu), 2),
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
               "loadavg_after": load, "postgres": "15 (fsync off, throw-away cluster)"},
 }, indent=2))
