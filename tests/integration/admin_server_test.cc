@@ -243,9 +243,18 @@ TEST_P(AdminServerTest, OversizedBodyIs413BeforeAuth) {
         return true;
       },
       "application/json");
-  ASSERT_TRUE(chunked);
-  EXPECT_EQ(chunked->status, 413);
-  EXPECT_EQ(Json(chunked), json::parse(R"({"error":"Request body exceeds 64 bytes"})"));
+  // The server answers 413 as soon as the count passes the cap and closes the connection; a
+  // client still sending chunks may see the close (a reset) before it reads the answer. Either
+  // way the oversized body never reaches auth or the handler.
+  if (chunked) {
+    EXPECT_EQ(chunked->status, 413);
+    EXPECT_EQ(Json(chunked), json::parse(R"({"error":"Request body exceeds 64 bytes"})"));
+  } else {
+    EXPECT_TRUE(chunked.error() == httplib::Error::Write ||
+                chunked.error() == httplib::Error::Read ||
+                chunked.error() == httplib::Error::Connection)
+        << "unexpected client error " << httplib::to_string(chunked.error());
+  }
   // Within the cap, auth is checked.
   EXPECT_EQ(Data().Post("/admin/replay", R"({"topic":"x"})", "application/json")->status, 401);
 }
