@@ -87,67 +87,60 @@ Result<std::vector<OutboxRow>> FakeStore::Claim(int limit, int64_t lease_ms) {
   return out;
 }
 
-Result<std::vector<std::string>> FakeStore::MarkSent(std::span<const Fence> fences) {
-  if (fences.empty()) return std::vector<std::string>{};
+// The fence rule shared by every terminal write and renewal: apply `change` to each row still
+// owned through its fence and return the ids that changed (one "statement" per batch).
+template <typename Order, typename FenceOf, typename Change>
+Result<std::vector<std::string>> FakeStore::ApplyFenced(std::span<const Order> orders,
+                                                        FenceOf fence_of, Change change) {
+  if (orders.empty()) return std::vector<std::string>{};
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> ids;
-  for (const auto& f : fences) {
+  for (const auto& o : orders) {
+    const Fence& f = fence_of(o);
     Row* r = Find(f.id);
     if (r == nullptr || !Owned(*r, f)) continue;
-    r->state = "sent";
-    r->updated_at_ms = NowMs();
+    change(*r, o);
     ids.push_back(f.id);
   }
   return ids;
+}
+
+Result<std::vector<std::string>> FakeStore::MarkSent(std::span<const Fence> fences) {
+  return ApplyFenced(
+      fences, [](const Fence& f) -> const Fence& { return f; },
+      [this](Row& r, const Fence&) {
+        r.state = "sent";
+        r.updated_at_ms = NowMs();
+      });
 }
 
 Result<std::vector<std::string>> FakeStore::ScheduleRetry(std::span<const RetryOrder> orders) {
-  if (orders.empty()) return std::vector<std::string>{};
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> ids;
-  for (const auto& o : orders) {
-    Row* r = Find(o.fence.id);
-    if (r == nullptr || !Owned(*r, o.fence)) continue;
-    r->state = "pending";
-    r->row.attempt += 1;
-    r->scheduled_at_ms = NowMs() + o.delay_ms;
-    r->last_error = o.error;
-    r->updated_at_ms = NowMs();
-    ids.push_back(o.fence.id);
-  }
-  return ids;
+  return ApplyFenced(
+      orders, [](const RetryOrder& o) -> const Fence& { return o.fence; },
+      [this](Row& r, const RetryOrder& o) {
+        r.state = "pending";
+        r.row.attempt += 1;
+        r.scheduled_at_ms = NowMs() + o.delay_ms;
+        r.last_error = o.error;
+        r.updated_at_ms = NowMs();
+      });
 }
 
 Result<std::vector<std::string>> FakeStore::MarkDead(std::span<const DeadOrder> orders) {
-  if (orders.empty()) return std::vector<std::string>{};
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> ids;
-  for (const auto& o : orders) {
-    Row* r = Find(o.fence.id);
-    if (r == nullptr || !Owned(*r, o.fence)) continue;
-    r->state = "dead";
-    r->last_error = o.error;
-    r->updated_at_ms = NowMs();
-    ids.push_back(o.fence.id);
-  }
-  return ids;
+  return ApplyFenced(
+      orders, [](const DeadOrder& o) -> const Fence& { return o.fence; },
+      [this](Row& r, const DeadOrder& o) {
+        r.state = "dead";
+        r.last_error = o.error;
+        r.updated_at_ms = NowMs();
+      });
 }
 
 Result<std::vector<std::string>> FakeStore::Renew(std::span<const Fence> fences, int64_t lease_ms) {
-  if (fences.empty()) return std::vector<std::string>{};
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> ids;
-  for (const auto& f : fences) {
-    Row* r = Find(f.id);
-    if (r == nullptr || !Owned(*r, f)) continue;
-    r->lease_expires_at_ms = NowMs() + lease_ms;
-    ids.push_back(f.id);
-  }
-  return ids;
+  return ApplyFenced(
+      fences, [](const Fence& f) -> const Fence& { return f; },
+      [this, lease_ms](Row& r, const Fence&) { r.lease_expires_at_ms = NowMs() + lease_ms; });
 }
 
 Result<int64_t> FakeStore::ReclaimExpired() {

@@ -52,6 +52,9 @@ class FakeStore : public OutboxStore {
   int64_t NowMs() const;
   Row* Find(const std::string& id);
   bool Owned(const Row& r, const Fence& f) const;
+  template <typename Order, typename FenceOf, typename Change>
+  Result<std::vector<std::string>> ApplyFenced(std::span<const Order> orders, FenceOf fence_of,
+                                               Change change);
 
   mutable std::mutex mu_;
   std::vector<Row> rows_;
