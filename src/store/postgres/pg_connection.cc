@@ -157,9 +157,11 @@ Status PgConnection::FromResult(PGresult* res, const char* what) const {
 }
 
 Result<SqlRows> PgConnection::Query(const std::string& sql, const std::vector<SqlParam>& params,
-                                    int64_t* changes) {
+                                    int64_t* changes, Plan plan) {
   std::string name;
-  if (auto it = prepared_.find(sql); it != prepared_.end()) {
+  if (plan == Plan::kPerCall) {
+    // The unnamed statement: planned with these parameter values (see Plan).
+  } else if (auto it = prepared_.find(sql); it != prepared_.end()) {
     name = it->second;
   } else {
     name = "qb" + std::to_string(prepared_.size() + 1);
@@ -179,8 +181,11 @@ Result<SqlRows> PgConnection::Query(const std::string& sql, const std::vector<Sq
       values[i] = t->c_str();
     }
   }
-  PGresult* res = PQexecPrepared(conn_, name.c_str(), static_cast<int>(params.size()),
-                                 values.data(), nullptr, nullptr, 0);
+  PGresult* res = plan == Plan::kPerCall
+                      ? PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                                     values.data(), nullptr, nullptr, 0)
+                      : PQexecPrepared(conn_, name.c_str(), static_cast<int>(params.size()),
+                                       values.data(), nullptr, nullptr, 0);
   Status s = FromResult(res, "PostgreSQL");
   if (!s.ok()) {
     PQclear(res);

@@ -116,14 +116,15 @@ std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
 }
 
 Result<SqlRows> PostgresOutboxStore::Run(const std::string& tmpl,
-                                         const std::vector<SqlParam>& params, int64_t* changes) {
+                                         const std::vector<SqlParam>& params, int64_t* changes,
+                                         PgConnection::Plan plan) {
   QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
-  return conn->Query(Sql(tmpl), params, changes);
+  return conn->Query(Sql(tmpl), params, changes, plan);
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::Ids(const std::string& tmpl,
                                                           const std::vector<SqlParam>& params) {
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, params));
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, params, nullptr, PgConnection::Plan::kPerCall));
   return FirstColumn(rows);
 }
 

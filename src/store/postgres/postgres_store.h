@@ -51,7 +51,9 @@ class PostgresOutboxStore final : public OutboxStore {
   std::string Sql(std::string_view tmpl) const;
   // Runs one rendered statement on a pooled connection.
   Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
-                      int64_t* changes = nullptr);
+                      int64_t* changes = nullptr,
+                      PgConnection::Plan plan = PgConnection::Plan::kCached);
+  // The first column of a fenced batch statement's rows; planned per call (PgConnection::Plan).
   Result<std::vector<std::string>> Ids(const std::string& tmpl,
                                        const std::vector<SqlParam>& params);
 
