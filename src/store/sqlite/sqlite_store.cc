@@ -16,6 +16,10 @@ constexpr const char* kNewUuid =
     "substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || "
     "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
 
+// The claim's first window, in rows per row of the batch (ClaimTemplate): twice the batch, so a
+// few blocked rows among the heads never cost the skip scan.
+constexpr int64_t kClaimWindowFactor = 2;
+
 // 'now' plus `ms_expr` milliseconds, as timestamp text.
 std::string NowPlus(const std::string& ms_expr) {
   return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', (" + ms_expr +
@@ -233,6 +237,7 @@ Result<SqlRows> SqliteOutboxStore::Write(const std::string& sql,
 Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
   std::lock_guard<std::mutex> lock(mu_);
   Migrator migrator(*this);
+  claim_sql_.clear();  // the migration may add the claim's indexes: choose the hints again
   return RunMigrations(migrator, SqliteMigrations(), config_, baseline);
 }
 
@@ -249,21 +254,107 @@ Status SqliteOutboxStore::CheckSchema() {
           "it in created_at order.");
 }
 
+namespace {
+
+// The claim statement (docs/schema.md, SQLite; docs/claim-plans.md has the plans): one UPDATE,
+// O(batch) at any backlog, also when one key has a long run of rows ahead of the others.
+// ?1 limit, ?2 lease ms, ?3 window (= kClaimWindowFactor x limit).
+// - qb_fast: the heads among the first ?3 due pending rows in claim order, read from
+//   idx_outbox_pending_due (scheduled_at, sequence = rowid), at most ?1. A head has no
+//   key or no lower pending/processing row of its key (a probe of idx_outbox_key_sequence).
+// - qb_gate: true when qb_fast found fewer than ?1 heads and more due rows lie beyond the window
+//   (the window was full of rows blocked behind their key's head).
+// - only then: qb_keys, a skip scan over idx_outbox_key_sequence (one seek per active key, each
+//   giving the key's lowest pending/processing row, its head), plus the first ?1 due unkeyed
+//   rows from idx_outbox_pending_unkeyed (V15); qb_slow keeps the first ?1 in claim order.
+// `hints` pins each read to the bundled migrations' index (INDEXED BY): without statistics the
+// planner reads unkeyed rows through idx_outbox_pending_scheduled, O(backlog). A mapped table, or
+// one made by hand without these indexes, is left to the planner (ClaimSqlLocked).
+// 'now' is one instant for the whole statement, and the write lock (BEGIN IMMEDIATE) serialises
+// claimers, so no row changes between the reads and the UPDATE.
+std::string ClaimTemplate(bool hints) {
+  auto by = [hints](const char* index) {
+    return hints ? std::string(" INDEXED BY ") + index : std::string();
+  };
+  const std::string key_seq = by("idx_outbox_key_sequence");
+  const std::string active = "{state} IN ('pending', 'processing')";
+  const std::string window = "SELECT {sequence} AS qb_s, {scheduled_at} AS qb_at FROM {T}" +
+                             by("idx_outbox_pending_due") +
+                             " WHERE {state} = 'pending' AND {scheduled_at} <= " + kNow +
+                             " ORDER BY {scheduled_at}, {sequence}";
+  const std::string gate = "(SELECT qb_on FROM qb_gate)";
+  return "WITH RECURSIVE "
+         // The window and its heads.
+         "qb_fast (qb_s, qb_at) AS MATERIALIZED (SELECT win.qb_s, win.qb_at FROM (" +
+         window + " LIMIT ?3) AS win JOIN {T} AS head ON head.{sequence} = win.qb_s" +
+         " WHERE head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior" +
+         key_seq + " WHERE prior.{key} = head.{key} AND prior." + active +
+         " AND prior.{sequence} < head.{sequence}) ORDER BY win.qb_at, win.qb_s LIMIT ?1), "
+         // Fallback needed?
+         "qb_gate (qb_on) AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < ?1 AND EXISTS "
+         "(" +
+         window +
+         " LIMIT 1 OFFSET ?3)), "
+         // The skip scan: each active key's lowest row, key by key.
+         "qb_keys (qb_k, qb_s, qb_st, qb_at) AS (SELECT * FROM (SELECT {key}, {sequence}, "
+         "{state}, {scheduled_at} FROM {T}" +
+         key_seq + " WHERE " + active + " AND {key} > '' AND " + gate +
+         " ORDER BY {key}, {sequence} LIMIT 1) UNION ALL SELECT n.{key}, n.{sequence}, "
+         "n.{state}, n.{scheduled_at} FROM qb_keys JOIN {T} AS n ON n.{sequence} = (SELECT "
+         "k.{sequence} FROM {T} AS k" +
+         key_seq + " WHERE k." + active +
+         " AND k.{key} > qb_keys.qb_k ORDER BY k.{key}, k.{sequence} LIMIT 1)), "
+         // Due heads and due unkeyed rows, first ?1 in claim order.
+         "qb_slow (qb_s) AS (SELECT qb_s FROM (SELECT qb_s, qb_at FROM qb_keys WHERE qb_st = "
+         "'pending' AND qb_at <= " +
+         kNow + " UNION ALL SELECT * FROM (SELECT {sequence}, {scheduled_at} FROM {T}" +
+         by("idx_outbox_pending_unkeyed") +
+         " WHERE {state} = 'pending' AND ({key} IS NULL OR {key} = '') AND {scheduled_at} <= " +
+         kNow + " AND " + gate +
+         " ORDER BY {scheduled_at}, {sequence} LIMIT ?1)) ORDER BY qb_at, qb_s LIMIT ?1), "
+         "qb_pick (qb_s) AS (SELECT qb_s FROM qb_fast WHERE NOT " +
+         gate +
+         " UNION ALL SELECT qb_s FROM qb_slow) "
+         "UPDATE {T} SET {state} = 'processing', {claim_token} = " +
+         kNewUuid + ", {claimed_at} = " + kNow + ", {updated_at} = " + kNow +
+         ", {lease_expires_at} = " + NowPlus("?2") +
+         " WHERE {sequence} IN (SELECT qb_s FROM qb_pick) RETURNING " + kRowColumns;
+}
+
+}  // namespace
+
+std::string SqliteOutboxStore::ClaimSql(const DatabaseConfig& config, bool index_hints) {
+  static const std::string hinted = ClaimTemplate(true);
+  static const std::string plain = ClaimTemplate(false);
+  return RenderSql(index_hints ? hinted : plain, config.outbox_table, config.columns);
+}
+
+Result<std::string> SqliteOutboxStore::ClaimSqlLocked() {
+  if (!claim_sql_.empty()) return claim_sql_;
+  // Hints only on the default names with every claim index in place: a table made by hand (a
+  // baseline, or mapped names) may lack them, and INDEXED BY a missing index fails to prepare.
+  bool hints = RequireDefaultSchema(config_).ok();
+  if (hints) {
+    QB_ASSIGN_OR_RETURN(SqlRows found,
+                        RunLocked("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                                  "name IN ('idx_outbox_pending_due', 'idx_outbox_key_sequence', "
+                                  "'idx_outbox_pending_unkeyed') AND tbl_name = ?1",
+                                  {config_.outbox_table}));
+    hints = !found.empty() && found[0][0] == "3";
+  }
+  claim_sql_ = ClaimSql(config_, hints);
+  return claim_sql_;
+}
+
 Result<std::vector<OutboxRow>> SqliteOutboxStore::Claim(int limit, int64_t lease_ms) {
   QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
-  static const std::string tmpl =
-      std::string("UPDATE {T} SET {state} = 'processing', {claim_token} = ") + kNewUuid +
-      ", {claimed_at} = " + kNow + ", {updated_at} = " + kNow +
-      ", {lease_expires_at} = " + NowPlus("?2") +
-      " WHERE {sequence} IN (SELECT head.{sequence} FROM {T} AS head"
-      " WHERE head.{state} = 'pending' AND head.{scheduled_at} <= " +
-      kNow +
-      " AND (head.{key} IS NULL OR head.{key} = '' OR NOT EXISTS (SELECT 1 FROM {T} AS prior"
-      " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
-      " AND prior.{sequence} < head.{sequence}))"
-      " ORDER BY head.{scheduled_at}, head.{sequence} LIMIT ?1) RETURNING " +
-      kRowColumns;
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Write(Sql(tmpl), {int64_t{limit}, lease_ms}));
+  std::string sql;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    QB_ASSIGN_OR_RETURN(sql, ClaimSqlLocked());
+  }
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      Write(sql, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
@@ -296,14 +387,24 @@ std::string FencedUpdate(const std::string& set) {
 
 }  // namespace
 
-Result<std::vector<std::string>> SqliteOutboxStore::MarkSent(std::span<const Fence> fences) {
-  if (fences.empty()) return std::vector<std::string>{};
+namespace {
+const std::string& MarkSentTemplate() {
   static const std::string tmpl =
       FencedUpdate(std::string("{state} = 'sent', {updated_at} = ") + kNow +
                    ", {claim_token} = NULL, {lease_expires_at} = NULL");
+  return tmpl;
+}
+}  // namespace
+
+std::string SqliteOutboxStore::MarkSentSql(const DatabaseConfig& config) {
+  return RenderSql(MarkSentTemplate(), config.outbox_table, config.columns);
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::MarkSent(std::span<const Fence> fences) {
+  if (fences.empty()) return std::vector<std::string>{};
   nlohmann::json batch = nlohmann::json::array();
   for (const Fence& f : fences) batch.push_back(FenceJson(f));
-  return FencedWrite(tmpl, ToJson(batch));
+  return FencedWrite(MarkSentTemplate(), ToJson(batch));
 }
 
 Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(

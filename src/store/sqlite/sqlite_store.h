@@ -37,6 +37,14 @@ class SqliteOutboxStore final : public OutboxStore {
   // The file path (or file: URI) that database.url names; kInvalidArgument when empty.
   static Result<std::string> PathFromUrl(const std::string& url);
 
+  // The statements as Claim and MarkSent run them for `config` (names mapped), for EXPLAIN QUERY
+  // PLAN in bench/ and docs/claim-plans.md. Claim: ?1 limit, ?2 lease ms, ?3 window rows;
+  // `index_hints` pins its reads to the bundled migrations' indexes (INDEXED BY), which Claim
+  // does when the table has the default names and those indexes. MarkSent: ?1 the JSON array
+  // [{"id": .., "token": ..}, ...].
+  static std::string ClaimSql(const DatabaseConfig& config, bool index_hints);
+  static std::string MarkSentSql(const DatabaseConfig& config);
+
   ~SqliteOutboxStore() override;
   SqliteOutboxStore(const SqliteOutboxStore&) = delete;
   SqliteOutboxStore& operator=(const SqliteOutboxStore&) = delete;
@@ -76,11 +84,14 @@ class SqliteOutboxStore final : public OutboxStore {
   Result<SqlRows> Write(const std::string& sql, const std::vector<SqlParam>& params,
                         int64_t* changes = nullptr);
   Status ErrorLocked(int rc, const std::string& what) const;
+  // The claim statement for this table: with index hints when the claim's indexes exist.
+  Result<std::string> ClaimSqlLocked();
   Result<std::vector<std::string>> FencedWrite(const std::string& sql, const std::string& batch,
                                                std::vector<SqlParam> extra = {});
 
   sqlite3* db_;
   DatabaseConfig config_;
+  std::string claim_sql_;  // chosen at the first claim (ClaimSqlLocked); guarded by mu_
   std::mutex mu_;
   std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
 };
