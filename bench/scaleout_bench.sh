@@ -44,6 +44,9 @@ python3 bench/verify_delivery.py --self-test >/dev/null
 QB="$BUILD_DIR/apps/queuebox/queuebox"
 base=${QB_TEST_PG_URL%/*}
 psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+# pg_stat_statements normalizes constants ('sent' becomes $3), so statements are matched by shape.
+CLAIM="s.query LIKE 'WITH RECURSIVE qb_now%'"
+ACK="s.query LIKE 'UPDATE %SET \"state\" = \$%unnest%' AND s.query NOT LIKE '%last_error%'"
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -115,9 +118,10 @@ YAML
 }
 
 run_once() {  # replicas, round -> one JSON line on stdout
-  local n=$1 round=$2 db="${PREFIX}_n$1" i remaining sample lock_samples=0 samples=0 max_lock=0
+  local n=$1 round=$2 db="${PREFIX}_n$1" i remaining sample samples=0 active active_total=0 waits w
   echo "== round $round, $n replica(s): loading $ROWS rows" >&2
   prepare "$db" "$n"
+  rm -f "$WORK/$db.access.log"  # nginx appends; a log from an earlier round must not remain
   start_sink "$WORK/$db.access.log"
   PIDS=()
   local start end_poll busy0 busy1
@@ -127,16 +131,21 @@ run_once() {  # replicas, round -> one JSON line on stdout
     "$QB" --config "$WORK/$db.$i.yml" run 2>"$WORK/$db.$i.log" &
     PIDS+=($!)
   done
-  # Until nothing is pending or processing; sample sessions waiting on a lock meanwhile.
+  # Until nothing is pending or processing; meanwhile sample what this database's other active
+  # sessions wait on (pg_stat_activity wait_event_type:wait_event, one word per waiting session).
+  : >"$WORK/$db.waits"
   while true; do
     sample=$(psql -Atq -F ' ' "$base/$db" -c "SELECT
         (SELECT count(*) FROM outbox WHERE state IN ('pending', 'processing')),
         (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-           AND wait_event_type = 'Lock')")
-    remaining=${sample% *}
+           AND pid <> pg_backend_pid() AND state = 'active'),
+        (SELECT string_agg(wait_event_type || ':' || wait_event, ' ') FROM pg_stat_activity
+           WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+           AND wait_event IS NOT NULL)")
+    read -r remaining active waits <<<"$sample"
     samples=$((samples + 1))
-    if [ "${sample#* }" -gt 0 ]; then lock_samples=$((lock_samples + 1)); fi
-    if [ "${sample#* }" -gt "$max_lock" ]; then max_lock=${sample#* }; fi
+    active_total=$((active_total + active))
+    for w in $waits; do echo "$w"; done >>"$WORK/$db.waits"
     [ "$remaining" -eq 0 ] && break
     for p in "${PIDS[@]}"; do
       kill -0 "$p" 2>/dev/null || { echo "a replica exited early:" >&2; cat "$WORK/$db".*.log >&2; exit 1; }
@@ -161,7 +170,7 @@ run_once() {  # replicas, round -> one JSON line on stdout
   local sent_by=() rss=()
   for ((i = 1; i <= n; i++)); do
     sent_by+=("$(curl -s "http://127.0.0.1:$((PORT + i))/metrics" |
-      awk '/^queuebox_outbox_messages_total\{status="sent"\}/ {print int($2)}')")
+      awk '/^queuebox_outbox_messages_total\{status="sent"\}/ {n = int($2)} END {print n + 0}')")
   done
   for p in "${PIDS[@]}"; do kill -TERM "$p"; done
   for p in "${PIDS[@]}"; do wait "$p"; done
@@ -188,12 +197,18 @@ run_once() {  # replicas, round -> one JSON line on stdout
   # pg_stat_statements lives in the server's first database; figures per database.
   local claim_json
   claim_json=$(psql -Atq "$QB_TEST_PG_URL" -c "SELECT json_build_object(
-      'claims', coalesce(sum(calls), 0), 'claimed_rows', coalesce(sum(s.rows), 0),
-      'claim_mean_ms', coalesce(sum(total_exec_time) / nullif(sum(calls), 0), 0))
-    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-    WHERE d.datname = '$db' AND s.query LIKE 'WITH RECURSIVE qb_now%'")
+      'claims', coalesce(sum(calls) FILTER (WHERE $CLAIM), 0),
+      'claimed_rows', coalesce(sum(s.rows) FILTER (WHERE $CLAIM), 0),
+      'claim_mean_ms', coalesce(sum(total_exec_time) FILTER (WHERE $CLAIM)
+                                / nullif(sum(calls) FILTER (WHERE $CLAIM), 0), 0),
+      'claim_buffers_per_call', coalesce(sum(shared_blks_hit + shared_blks_read) FILTER (WHERE $CLAIM)
+                                / nullif(sum(calls) FILTER (WHERE $CLAIM), 0), 0),
+      'acks', coalesce(sum(calls) FILTER (WHERE $ACK), 0),
+      'ack_mean_ms', coalesce(sum(total_exec_time) FILTER (WHERE $ACK)
+                              / nullif(sum(calls) FILTER (WHERE $ACK), 0), 0))
+    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$db'")
   python3 - "$n" "$round" "$start" "$end_poll" "$verdict" "$db_json" "$claim_json" "${sent_by[*]}" "${rss[*]}" \
-    "$samples" "$lock_samples" "$max_lock" "$busy0" "$busy1" "$(getconf CLK_TCK)" "$relay_cpu" \
+    "$samples" "$active_total" "$WORK/$db.waits" "$busy0" "$busy1" "$(getconf CLK_TCK)" "$relay_cpu" \
     "$pg_cpu" "$ngx_cpu" <<'PY'
 import json, os, sys
 n, rnd, start, end_poll = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
@@ -201,7 +216,10 @@ verdict, db = json.loads(sys.argv[5]), json.loads(sys.argv[6])
 db.update(json.loads(sys.argv[7]))
 sent_by = [int(x) for x in sys.argv[8].split()]
 rss = [int(x) for x in sys.argv[9].split()]
-samples, lock_samples, max_lock = (int(x) for x in sys.argv[10:13])
+samples, active_total = int(sys.argv[10]), int(sys.argv[11])
+waits = {}
+for w in open(sys.argv[12]).read().split():
+    waits[w] = waits.get(w, 0) + 1
 busy0, busy1, tck = (int(x) for x in sys.argv[13:16])
 relay_cpu, pg_cpu, ngx_cpu = (float(x) for x in sys.argv[16:19])
 seconds = float(db["last_sent_epoch"]) - start
@@ -217,7 +235,10 @@ print(json.dumps({
   "sent_per_replica": sent_by, "peak_rss_mb_per_replica": [round(r / 1024, 1) for r in rss],
   "claims": int(db["claims"]), "rows_per_claim": round(db["claimed_rows"] / db["claims"], 1) if db["claims"] else 0,
   "claim_mean_ms": round(db["claim_mean_ms"], 2),
-  "lock_wait_samples": f"{lock_samples}/{samples}", "max_sessions_waiting_on_lock": max_lock,
+  "claim_buffers_per_call": round(db["claim_buffers_per_call"]),
+  "acks": int(db["acks"]), "ack_mean_ms": round(db["ack_mean_ms"], 2),
+  "activity_samples": samples, "active_sessions_per_sample": round(active_total / samples, 2),
+  "wait_events_seen": dict(sorted(waits.items(), key=lambda kv: -kv[1])),
   "machine_cpu_busy_s": round((busy1 - busy0) / tck, 2),
   "machine_cpu_busy_fraction": round((busy1 - busy0) / tck / ((end_poll - start) * os.cpu_count()), 3),
   "cpu_s": {"replicas": relay_cpu, "postgres_backends": pg_cpu, "nginx": ngx_cpu},
