@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# A peer side by side (issue 6 item 3): the same backlog drained into the same receiver by
+#   1. ours: the queuebox binary (run --until-idle, PostgreSQL store, http destination);
+#   2. the npm package pg-transactional-outbox, its polling listener;
+#   3. the same package, its logical-replication listener (pgoutput, wal_level=logical);
+# the peer's message handler POSTs each message over a keep-alive agent (bench/peer/drain.mjs).
+#
+#   BUILD_DIR=build bash bench/peer_bench.sh   # ROWS=30000 KEYS=1000 BATCH=500 CONCURRENCY=1000
+#
+# Receiver: one local nginx answering 204 with keep-alive, one path per run; its access log
+# (path + X-Message-Id) is how delivery is counted. Backlog: ROWS rows of ~1 KiB over KEYS keys,
+# committed in transactions of CHUNK rows before the consumer starts. Timed for each run: from
+# the database clock read just before the consumer starts to the last acknowledgement written
+# (ours: max(updated_at) of the sent rows; the peer: max(processed_at), clock_timestamp() of
+# its completion UPDATE). A run counts only if the database shows every row done and nginx
+# logged every message id. Writes bench/results/peer_pg_transactional_outbox.json.
+#
+# The package and its pg driver are installed with the machine's npm into a mktemp folder (never
+# into the repository), at the versions pinned below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROWS=${ROWS:-30000}
+KEYS=${KEYS:-1000}
+CHUNK=${CHUNK:-1000}
+BATCH=${BATCH:-500}
+CONCURRENCY=${CONCURRENCY:-1000}
+PAD=${PAD:-960}  # payload ~1 KiB with the other fields
+PORT=${PORT:-18281}
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-bench/results/peer_pg_transactional_outbox.json}
+PEER_VERSION=0.5.7  # pg-transactional-outbox
+PG_VERSION=8.23.1   # pg (the package's dependency, also imported by the harness)
+# The peer's knobs (README "Settings"): polling batch = messages in flight, handler pool = pg
+# connections that carry one message transaction each.
+PEER_BATCH=${PEER_BATCH:-20}
+PEER_POLL_MS=${PEER_POLL_MS:-10}
+PEER_LOCK_MS=${PEER_LOCK_MS:-5000}
+PEER_POOL=${PEER_POOL:-20}
+PEER_TIMEOUT_S=${PEER_TIMEOUT_S:-300}
+
+bash scripts/services.sh start pg >/dev/null
+eval "$(bash scripts/services.sh env)"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR" --target queuebox >/dev/null
+QB="$BUILD_DIR/apps/queuebox/queuebox"
+base=${QB_TEST_PG_URL%/*}
+SLOT=qb_peer_slot_$$  # replication slot names are server-wide
+WORK=$(mktemp -d)
+cleanup() {
+  [ -f "$WORK/ngx/nginx.pid" ] && nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null
+  psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot(slot_name)
+    FROM pg_replication_slots WHERE slot_name = '$SLOT' AND NOT active" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "== installing pg-transactional-outbox@$PEER_VERSION pg@$PG_VERSION into a scratch folder" >&2
+mkdir -p "$WORK/peer"
+cp bench/peer/drain.mjs "$WORK/peer/"
+(cd "$WORK/peer" && npm init -y >/dev/null &&
+  npm install --no-audit --no-fund --loglevel=error \
+    "pg-transactional-outbox@$PEER_VERSION" "pg@$PG_VERSION" >/dev/null)
+
+command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
+mkdir -p "$WORK/ngx"
+cat >"$WORK/ngx/nginx.conf" <<NGX
+worker_processes 1;
+pid $WORK/ngx/nginx.pid;
+error_log $WORK/ngx/error.log;
+events { worker_connections 8192; }
+http {
+  log_format ids '\$uri \$http_x_message_id';
+  access_log $WORK/ngx/access.log ids buffer=256k flush=1s;
+  keepalive_requests 10000000;
+  client_body_temp_path $WORK/ngx;
+  server { listen 127.0.0.1:$PORT; location / { return 204; } }
+}
+NGX
+nginx -c "$WORK/ngx/nginx.conf"
+
+fresh_db() {  # name
+  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1"
+}
+fill() {  # db, INSERT prefix, SELECT list over i -> ROWS rows, one transaction per CHUNK rows
+  local lo
+  for ((lo = 1; lo <= ROWS; lo += CHUNK)); do
+    echo "$2 SELECT $3 FROM generate_series($lo, $((lo + CHUNK - 1 < ROWS ? lo + CHUNK - 1 : ROWS))) AS i;"
+  done | psql -q -v ON_ERROR_STOP=1 "$base/$1"
+  psql -q "$base/$1" -c "ANALYZE outbox"
+}
+PAYLOAD="jsonb_build_object('ts', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+  'i', i, 'pad', repeat('x', $PAD))"
+KEY="'key-' || (i % $KEYS)"
+db_now() { psql -Atq "$1" -c "SELECT extract(epoch FROM clock_timestamp())"; }
+delivered() {  # path -> "lines distinct" from nginx's log, polled until ROWS ids (deadline 10 s)
+  local deadline=$((SECONDS + 10)) lines distinct
+  while :; do
+    lines=$(grep -c "^/$1 " "$WORK/ngx/access.log" || true)
+    distinct=$(grep "^/$1 " "$WORK/ngx/access.log" | sort -u | wc -l || true)
+    if [ "$distinct" -ge "$ROWS" ] || [ $SECONDS -ge $deadline ]; then break; fi
+    sleep 0.2
+  done
+  echo "$lines $distinct"
+}
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+echo "== ours: queuebox run --until-idle ($ROWS rows, batch $BATCH, concurrency $CONCURRENCY)" >&2
+fresh_db qb_peer_ours
+cat >"$WORK/ours.yml" <<YAML
+database: {type: postgresql, url: "$base/qb_peer_ours", poolSize: 4}
+server: {httpPort: $((PORT + 1))}
+outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
+routes: [{topicPattern: "**", destination: sink}]
+destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /ours, timeoutMs: 30000}}
+logging: {format: json, level: info}
+YAML
+"$QB" --config "$WORK/ours.yml" migrate 2>/dev/null
+fill qb_peer_ours "INSERT INTO outbox (topic, key, payload)" "'bench.event', $KEY, $PAYLOAD"
+OURS_LOAD=$(load)
+exec 9>/tmp/queuebox-bench.lock  # measured runs: one benchmark measures at a time
+flock 9
+t0=$(db_now "$base/qb_peer_ours")
+w0=$(date +%s.%N)
+"$QB" --config "$WORK/ours.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/ours.log"
+w1=$(date +%s.%N)
+flock -u 9
+OURS=$(psql -Atq "$base/qb_peer_ours" -c "SELECT json_build_object('done', count(*),
+    'seconds', extract(epoch FROM max(updated_at)) - $t0, 'wall_s', $w1 - $w0)
+  FROM outbox WHERE state = 'sent'")
+OURS_NGX=$(delivered ours)
+echo "$OURS $OURS_NGX load $OURS_LOAD" >&2
+
+peer_run() {  # mode -> JSON line of drain.mjs (it reads the start time itself)
+  flock 9
+  (cd "$WORK/peer" && PG_URL="$base/qb_peer_$1" ROWS=$ROWS SINK_URL="http://127.0.0.1:$PORT/$1" \
+    BATCH=$PEER_BATCH POLL_MS=$PEER_POLL_MS LOCK_MS=$PEER_LOCK_MS HANDLER_POOL=$PEER_POOL \
+    SOCKETS=$CONCURRENCY PUBLICATION=qb_peer_pub SLOT=$SLOT TIMEOUT_S=$PEER_TIMEOUT_S \
+    node drain.mjs "$1" 2>"$WORK/$1.log") || true
+  flock -u 9
+}
+PEER_COLUMNS="gen_random_uuid(), 'bench', $KEY, 'bench.event', $KEY, $PAYLOAD"
+PEER_INSERT="INSERT INTO outbox (id, aggregate_type, aggregate_id, message_type, segment, payload)"
+
+echo "== peer: polling listener (batch $PEER_BATCH, handler pool $PEER_POOL)" >&2
+fresh_db qb_peer_polling
+(cd "$WORK/peer" && node drain.mjs sql polling) | psql -q "$base/qb_peer_polling" 2>/dev/null
+fill qb_peer_polling "$PEER_INSERT" "$PEER_COLUMNS"
+POLL_LOAD=$(load)
+POLL=$(peer_run polling)
+POLL_NGX=$(delivered polling)
+echo "$POLL $POLL_NGX load $POLL_LOAD" >&2
+
+echo "== peer: logical-replication listener (segment mutex, handler pool $PEER_POOL)" >&2
+# The slot exists before the backlog is inserted, so every backlog row is in its stream; the
+# listener starts after the last insert committed, like the other two consumers.
+fresh_db qb_peer_replication
+(cd "$WORK/peer" && node drain.mjs sql replication) | psql -q "$base/qb_peer_replication" 2>/dev/null
+psql -q "$base/qb_peer_replication" \
+  -c "CREATE PUBLICATION qb_peer_pub FOR TABLE public.outbox WITH (publish = 'insert')"
+psql -Atq "$base/qb_peer_replication" \
+  -c "SELECT pg_create_logical_replication_slot('$SLOT', 'pgoutput')" >/dev/null
+fill qb_peer_replication "$PEER_INSERT" "$PEER_COLUMNS"
+REPL_LOAD=$(load)
+REPL=$(peer_run replication)
+REPL_NGX=$(delivered replication)
+echo "$REPL $REPL_NGX load $REPL_LOAD" >&2
+psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null
+psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE qb_peer_replication WITH (FORCE)"
+
+python3 - "$OURS" "$OURS_NGX" "$OURS_LOAD" "$POLL" "$POLL_NGX" "$POLL_LOAD" "$REPL" "$REPL_NGX" \
+  "$REPL_LOAD" "$ROWS" "$KEYS" "$CHUNK" "$BATCH" "$CONCURRENCY" "$PEER_VERSION" "$PG_VERSION" \
+  >"$OUT" <<'PY'
+import json, os, platform, subprocess, sys
+a = sys.argv[1:]
+rows = int(a[9])
+
+def run(result, ngx, load):
+    lines, distinct = (int(x) for x in ngx.split())
+    r = json.loads(result) if result.strip() else {}
+    done = r.get("done", r.get("processed", 0))
+    ok = done >= rows and distinct >= rows and r.get("seconds") is not None
+    out = {"rows": rows, "verified": ok, "done_in_database": done,
+           "nginx_requests": lines, "nginx_distinct_ids": distinct,
+           "duplicates_at_receiver": lines - distinct,
+           "seconds": round(r["seconds"], 3) if ok else None,
+           "msg_per_s": round(rows / r["seconds"], 1) if ok else None,
+           "load_average_before": load}
+    for k in ("wall_s", "wall_until_confirmed_s", "handler_calls", "warnings", "settings"):
+        if k in r:
+            out[k] = r[k]
+    return out
+
+ours, poll, repl = run(*a[0:3]), run(*a[3:6]), run(*a[6:9])
+ours["settings"] = {"batchSize": int(a[12]), "concurrency": int(a[13]), "poolSize": 4,
+                    "pollIntervalMs": 50, "claimTimeoutMs": 60000}
+def ratio(x):
+    return round(ours["msg_per_s"] / x["msg_per_s"], 2) if ours["msg_per_s"] and x["msg_per_s"] else None
+cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                     capture_output=True, text=True).stdout.strip()
+node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+npm = subprocess.run(["npm", "--version"], capture_output=True, text=True).stdout.strip()
+r_poll, r_repl = ratio(poll), ratio(repl)
+print(json.dumps({
+  "benchmark": "backlog drain into nginx (204, keep-alive): queuebox vs pg-transactional-outbox "
+               "polling and logical-replication listeners; timed from the database clock before "
+               "the consumer starts to the last acknowledgement written",
+  "rows": rows, "keys": int(a[10]), "payload_bytes": 1024, "insert_chunk_rows": int(a[11]),
+  "ours": ours, "peer_polling": poll, "peer_replication": repl,
+  "ours_over_polling": r_poll, "ours_over_replication": r_repl,
+  "targets": {"ours_over_polling": 50, "ours_over_replication": 20},
+  "met": {"polling": r_poll is not None and r_poll >= 50,
+          "replication": r_repl is not None and r_repl >= 20},
+  "versions": {"pg-transactional-outbox": a[14], "pg": a[15], "node": node, "npm": npm},
+  "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+              "postgres": "15 (fsync off, throw-away cluster, wal_level=logical)"},
+}, indent=2))
+PY
+cat "$OUT"
