@@ -2,20 +2,22 @@
 # Claim cost against backlog size (issue 6 item 1) and statements per 10,000 messages (item 8).
 # Drains PostgreSQL outboxes with the relay's own claim + fenced MarkSent, no publishing
 # (bench/claim_backlog.cc), batch 500, from three backlogs with the minimum payload ('{}'):
-#   small:   10,000 rows over 1,000 keys (round-robin)          drained completely
-#   uniform: 1,000,000 rows over 1,000 keys (round-robin)       first MAX_ROWS rows drained
-#   skewed:  100,000 rows of key 'hot' inserted first, then     first MAX_ROWS rows drained
-#            900,000 rows over 999 other keys (1,000,000 in all)
-# and reports rows/s, each backlog's rate over the small one's, and from pg_stat_statements the
-# statements issued per 10,000 messages (each backlog gets a fresh database, so the counts are
-# read per database without resetting the shared view).
+#   small:   10,000 rows over 1,000 keys (round-robin), a fresh database each round
+#   uniform: 1,000,000 rows over 1,000 keys (round-robin)
+#   skewed:  100,000 rows of key 'hot' inserted first, then 900,000 rows over 999 other keys
+# interleaved: each of ROUNDS rounds drains CHUNK rows from each backlog in turn, so a noisy
+# moment on the shared machine falls on all three alike (20 x 10,000 = 200,000 rows drained from
+# each 1M backlog, which stays above 800,000 rows deep). Reports rows/s, each backlog's rate over
+# the small one's, and from pg_stat_statements the statements issued per 10,000 messages (each
+# backlog has its own database, so the counts are read per database without resetting the view).
 #
 #   bash bench/claim_backlog_bench.sh                 # writes bench/results/claim_backlog.json
-#   MAX_ROWS=100000 BATCH=200 bash bench/claim_backlog_bench.sh
+#   ROUNDS=10 BATCH=200 bash bench/claim_backlog_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BATCH=${BATCH:-500}
-MAX_ROWS=${MAX_ROWS:-200000}
+ROUNDS=${ROUNDS:-20}
+CHUNK=${CHUNK:-10000}
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results/claim_backlog.json}
 PREFIX=${PREFIX:-qb_claim_bench}
@@ -52,57 +54,72 @@ statements() {  # db -> JSON {claims, acks, renewals}: calls of the relay's stat
     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$1'"
 }
 
-run() {  # name, max rows, then INSERT statements
-  local name=$1 max=$2
-  shift 2
-  local db="${PREFIX}_$name"
-  echo "== $name: loading" >&2
-  prepare "$db" "$@"
-  echo "== $name: draining (batch $BATCH, max rows $max)" >&2
-  local res
-  res=$("$BUILD_DIR/bench/claim_backlog" --url "$base/$db" --batch "$BATCH" --max-rows "$max" \
-    --hot-key hot)
-  echo "$res" >&2
-  echo "{\"name\": \"$name\", \"drain\": $res, \"statements\": $(statements "$db")}"
-  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
-}
-
-ins() {  # rows, key expression over i, first i
+ins() {  # rows, key expression over i
   echo "INSERT INTO outbox (topic, key, payload) SELECT 'bench', $2, '{}'
-        FROM generate_series(${3:-1}, ${3:-1} + $1 - 1) AS i"
+        FROM generate_series(1, $1) AS i"
 }
 
-SMALL=$(run small 0 "$(ins 10000 "'key-' || (i % 1000)")")
-UNIFORM=$(run uniform "$MAX_ROWS" "$(ins 1000000 "'key-' || (i % 1000)")")
-SKEWED=$(run skewed "$MAX_ROWS" "$(ins 100000 "'hot'")" "$(ins 900000 "'key-' || (i % 999)")")
+# Interleaved, so the machine's noise falls on every backlog alike: ROUNDS rounds, each drains
+# CHUNK rows from a fresh 10,000-row database (one per round, drained completely, no empty claim
+# timed), then CHUNK rows from the uniform 1M backlog, then CHUNK rows from the skewed one.
+SMALL_URLS=""
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== small $r: loading" >&2
+  prepare "${PREFIX}_small_$r" "$(ins "$CHUNK" "'key-' || (i % 1000)")"
+  SMALL_URLS="$SMALL_URLS${SMALL_URLS:+,}$base/${PREFIX}_small_$r"
+done
+echo "== uniform: loading" >&2
+prepare "${PREFIX}_uniform" "$(ins 1000000 "'key-' || (i % 1000)")"
+echo "== skewed: loading" >&2
+prepare "${PREFIX}_skewed" "$(ins 100000 "'hot'")" \
+  "$(ins 900000 "'key-' || (i % 999)")"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== draining: $ROUNDS rounds of $CHUNK rows per backlog (batch $BATCH)" >&2
+DRAIN=$("$BUILD_DIR/bench/claim_backlog" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
+  --hot-key hot --backlog "small=$SMALL_URLS" --backlog "uniform=$base/${PREFIX}_uniform" \
+  --backlog "skewed=$base/${PREFIX}_skewed")
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "$DRAIN" >&2
+STMTS=$(for db in uniform skewed; do echo "\"$db\": $(statements "${PREFIX}_$db"),"; done)
+STMTS="{$STMTS \"small\": $(statements "${PREFIX}_small_1")}"
+for r in $(seq 1 "$ROUNDS"); do
+  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_small_$r WITH (FORCE)"
+done
+for db in uniform skewed; do
+  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_$db WITH (FORCE)"
+done
 
-python3 - "$SMALL" "$UNIFORM" "$SKEWED" "$BATCH" "$MAX_ROWS" >"$OUT" <<'PY'
+python3 - "$DRAIN" "$STMTS" "$BATCH" "$ROUNDS" "$CHUNK" "$LOAD_START" "$LOAD_END" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
-small, uniform, skewed = (json.loads(a) for a in sys.argv[1:4])
-batch, max_rows = int(sys.argv[4]), int(sys.argv[5])
+drain, stmts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+batch, rounds, chunk = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 pg = subprocess.run(["psql", "-Atq", os.environ["QB_TEST_PG_URL"], "-c", "SHOW server_version"],
                     capture_output=True, text=True).stdout.strip()
-base = small["drain"]["rows_per_s"]
-def entry(r):
-    d, st = r["drain"], r["statements"]
-    per = lambda n: round(10000 * n / d["rows"], 1) if d["rows"] else None
+base = drain["small"]["rows_per_s"]
+def entry(name):
+    d, st = drain[name], stmts[name]
+    rows = chunk if name == "small" else d["rows"]  # statements of one small database
+    per = lambda n: round(10000 * n / rows, 1) if rows else None
     return {"rows_drained": d["rows"], "hot_key_rows": d["hot_key_rows"], "claims": d["claims"],
             "seconds": round(d["seconds"], 2), "rows_per_s": round(d["rows_per_s"], 1),
             "ms_per_claim": round(d["ms_per_claim"], 2),
             "vs_small": round(d["rows_per_s"] / base, 3) if base else None,
+            "rows_per_s_by_round": d["rows_per_s_by_round"],
             "statements_per_10k_messages": {"claims": per(st["claims"]), "acks": per(st["acks"]),
                                             "renewals": per(st["renewals"])}}
 print(json.dumps({
   "benchmark": "claim + fenced MarkSent drain, no publishing (bench/claim_backlog_bench.sh)",
   "batch_size": batch, "payload": "{}",
+  "method": f"interleaved: {rounds} rounds; each round drains {chunk} rows from each backlog in turn",
   "backlogs": {
-    "small": "10,000 rows over 1,000 keys, drained completely",
-    "uniform": f"1,000,000 rows over 1,000 keys, first {max_rows} rows drained",
-    "skewed": f"100,000 rows of key 'hot' first, then 900,000 over 999 keys; first {max_rows} rows drained",
+    "small": f"{chunk} rows over 1,000 keys, a fresh database each round, drained completely",
+    "uniform": "1,000,000 rows over 1,000 keys",
+    "skewed": "100,000 rows of key 'hot' first, then 900,000 over 999 keys",
   },
-  "small": entry(small), "uniform": entry(uniform), "skewed": entry(skewed),
+  "small": entry("small"), "uniform": entry("uniform"), "skewed": entry("skewed"),
+  "load_average": {"before_drain": sys.argv[6], "after": sys.argv[7]},
   "goal": "uniform.vs_small >= 0.9 and skewed.vs_small >= 0.9 (issue 6 item 1)",
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
               "postgres": pg + " (throw-away cluster from scripts/services.sh)"},

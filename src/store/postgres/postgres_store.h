@@ -11,7 +11,9 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,37 @@
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store {
+
+// Where the claim's window starts reading idx_outbox_pending_due (docs/claim-plans.md, "Window
+// start"). Rows leave that partial index only when VACUUM removes their entries, so after a large
+// drain the index begins with a long run of dead entries that every claim would step over (a
+// cost that grows with the rows sent since the last VACUUM). Each claim reports the first due
+// pending row its window read, (scheduled_at, sequence), and the next claim starts there.
+// Rows can become pending behind that position: a reclaimed lease (Reset), a row inserted with
+// a past scheduled_at or committed by a transaction that started before the backlog's head, a
+// replay. So at most every kFromBeginningEvery a claim starts from the beginning again: such a
+// row waits at most that long more than it would have, and per-key order is never at stake (the
+// head check, not the window, decides what is claimable). Thread-safe.
+class ClaimWindowStart {
+ public:
+  struct Position {
+    std::string at = "-infinity";  // timestamptz text
+    int64_t sequence = 0;
+  };
+  static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
+
+  // The position for the next claim.
+  Position Next();
+  // Records the first due pending row a claim read: "<timestamp> <sequence>".
+  void Advance(const std::string& at_and_sequence);
+  // The next claim starts from the beginning.
+  void Reset();
+
+ private:
+  std::mutex mu_;
+  Position position_;
+  std::chrono::steady_clock::time_point last_from_beginning_{};
+};
 
 class PostgresOutboxStore final : public OutboxStore {
  public:
@@ -59,6 +92,7 @@ class PostgresOutboxStore final : public OutboxStore {
 
   DatabaseConfig config_;
   PgPool pool_;
+  ClaimWindowStart window_start_;
 };
 
 }  // namespace queuebox::store
