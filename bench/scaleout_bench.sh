@@ -47,6 +47,10 @@ psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # pg_stat_statements normalizes constants ('sent' becomes $3), so statements are matched by shape.
 CLAIM="s.query LIKE 'WITH RECURSIVE qb_now%'"
 ACK="s.query LIKE 'UPDATE %SET \"state\" = \$%unnest%' AND s.query NOT LIKE '%last_error%'"
+kind() {  # pg_stat_activity alias -> SQL naming its statement: claim, ack, other
+  echo "(CASE WHEN $1.query LIKE 'WITH RECURSIVE qb_now%' THEN 'claim' WHEN $1.query LIKE
+    'UPDATE %unnest%' THEN 'ack' ELSE 'other' END)"
+}
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -132,16 +136,20 @@ run_once() {  # replicas, round -> one JSON line on stdout
     PIDS+=($!)
   done
   # Until nothing is pending or processing; meanwhile sample what this database's other active
-  # sessions wait on (pg_stat_activity wait_event_type:wait_event, one word per waiting session).
+  # sessions wait on (pg_stat_activity wait_event_type:wait_event, one word per waiting session;
+  # for a lock: which statement waits on which, e.g. Lock:transactionid(ack<-claim)).
   : >"$WORK/$db.waits"
   while true; do
     sample=$(psql -Atq -F ' ' "$base/$db" -c "SELECT
         (SELECT count(*) FROM outbox WHERE state IN ('pending', 'processing')),
         (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
            AND pid <> pg_backend_pid() AND state = 'active'),
-        (SELECT string_agg(wait_event_type || ':' || wait_event, ' ') FROM pg_stat_activity
-           WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
-           AND wait_event IS NOT NULL)")
+        (SELECT string_agg(a.wait_event_type || ':' || a.wait_event || CASE
+             WHEN a.wait_event_type = 'Lock' THEN '(' || $(kind a) || '<-' || coalesce((SELECT
+               $(kind b) FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]),
+               '?') || ')' ELSE '' END, ' ')
+           FROM pg_stat_activity a WHERE a.datname = current_database()
+           AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.wait_event IS NOT NULL)")
     read -r remaining active waits <<<"$sample"
     samples=$((samples + 1))
     active_total=$((active_total + active))
