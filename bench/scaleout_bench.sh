@@ -77,7 +77,8 @@ http {
   server { listen 127.0.0.1:$PORT; location / { return 204; } }
 }
 NGX
-  nginx -c "$WORK/ngx/nginx.conf"
+  # Not holding the caller's lock descriptor (flock's, usually 3) while the daemon lives.
+  nginx -c "$WORK/ngx/nginx.conf" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }
 
 stop_sink() {  # graceful: the worker flushes its log buffer before it exits
@@ -132,7 +133,7 @@ run_once() {  # replicas, round -> one JSON line on stdout
   busy0=$(cpu_busy)
   start=$(date +%s.%N)
   for ((i = 1; i <= n; i++)); do
-    "$QB" --config "$WORK/$db.$i.yml" run 2>"$WORK/$db.$i.log" &
+    "$QB" --config "$WORK/$db.$i.yml" run 2>"$WORK/$db.$i.log" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
     PIDS+=($!)
   done
   # Until nothing is pending or processing; meanwhile sample what this database's other active
