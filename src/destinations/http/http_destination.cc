@@ -429,6 +429,9 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow&
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout / 2));
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  // The receive buffer of each handle (16 KiB by default, one per message in flight): answers
+  // are read for their status and at most a short error body, so 4 KiB is plenty.
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
