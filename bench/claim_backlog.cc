@@ -12,6 +12,8 @@
 // every backlog alike and the ratios between them hold. bench/claim_backlog_bench.sh runs this.
 //
 //   claim_backlog --backlog small=pg://a1,pg://a2 --backlog uniform=pg://b --rounds 2
+#include <libpq-fe.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -100,8 +102,23 @@ std::unique_ptr<queuebox::OutboxStore> Open(const std::string& type, const std::
   return std::move(*store);
 }
 
+// VACUUM (not timed) of a PostgreSQL outbox, for --vacuum-between-rounds.
+bool Vacuum(const std::string& url) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  bool ok = PQstatus(conn) == CONNECTION_OK;
+  if (ok) {
+    PGresult* res = PQexec(conn, "VACUUM outbox");
+    ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) std::fprintf(stderr, "vacuum: %s", PQerrorMessage(conn));
+    PQclear(res);
+  }
+  PQfinish(conn);
+  return ok;
+}
+
 struct Backlog {
   std::string name;
+  std::vector<std::string> urls;
   std::vector<std::unique_ptr<queuebox::OutboxStore>> stores;  // one per round, or one for all
   Drained total;
   nlohmann::json per_round = nlohmann::json::array();
@@ -115,6 +132,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> backlog_args;
   int batch = 500, rounds = 10;
   int64_t max_rows = 0, chunk = 20000;
+  bool vacuum = false;
   app.add_option("--type", type);
   app.add_option("--url", url, "one backlog: drain it");
   app.add_option("--backlog", backlog_args, "name=url[,url...]: interleave these backlogs");
@@ -123,6 +141,8 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "interleaved: rounds");
   app.add_option("--chunk", chunk, "interleaved: rows per backlog per round");
   app.add_option("--hot-key", hot_key, "count this key's rows apart");
+  app.add_flag("--vacuum-between-rounds", vacuum,
+               "interleaved, PostgreSQL: VACUUM each backlog after each round (not timed)");
   CLI11_PARSE(app, argc, argv);
 
   if (backlog_args.empty()) {
@@ -155,6 +175,7 @@ int main(int argc, char** argv) {
       auto store = Open(type, u);
       if (store == nullptr) return 1;
       b.stores.push_back(std::move(store));
+      b.urls.push_back(u);
     }
     if (b.stores.size() != 1 && b.stores.size() < static_cast<size_t>(rounds)) {
       std::fprintf(stderr, "%s: give one url, or one per round (%d)\n", b.name.c_str(), rounds);
@@ -172,6 +193,9 @@ int main(int argc, char** argv) {
       b.total.claims += d.claims;
       b.total.seconds += d.seconds;
       b.per_round.push_back(static_cast<int64_t>(PerSecond(d)));
+    }
+    for (const Backlog& b : backlogs) {
+      if (vacuum && b.urls.size() == 1 && !Vacuum(b.urls[0])) return 1;
     }
   }
   nlohmann::json out = nlohmann::json::object();
