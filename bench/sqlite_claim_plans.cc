@@ -73,9 +73,11 @@ int main(int argc, char** argv) {
   CLI::App app{"EXPLAIN QUERY PLAN and timing of the SQLite claim"};
   std::string path;
   int batch = 500, runs = 5;
+  std::string pragmas;
   app.add_option("--db", path)->required();
   app.add_option("--batch", batch);
   app.add_option("--runs", runs);
+  app.add_option("--pragmas", pragmas, "run these first, e.g. \"PRAGMA cache_size = -16384\"");
   CLI11_PARSE(app, argc, argv);
 
   queuebox::DatabaseConfig config;
@@ -87,6 +89,10 @@ int main(int argc, char** argv) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     std::fprintf(stderr, "open %s: %s\n", path.c_str(), sqlite3_errmsg(db));
+    return 1;
+  }
+  if (!pragmas.empty() &&
+      !Check(db, sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, nullptr), "pragmas")) {
     return 1;
   }
   std::printf("-- claim (?1 = %d, ?2 = 60000, ?3 = %d):\n%s\n\n", batch, 2 * batch, claim.c_str());

@@ -71,6 +71,54 @@ TEST_F(SqliteClaimTest, TheClaimPlanReadsTheClaimIndexesAndScansNoTable) {
   EXPECT_FALSE(std::regex_search(plan, table_scan)) << plan;
 }
 
+// The work of one claim, in SQLite virtual-machine steps (a count, not a time): the claim
+// statement run on the test's file inside a rolled-back transaction.
+int64_t ClaimSteps(const std::string& path, const std::string& sql, int limit) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_bind_int64(st, 1, limit);
+  sqlite3_bind_int64(st, 2, 60000);
+  sqlite3_bind_int64(st, 3, 2 * int64_t{limit});
+  EXPECT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  int rows = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) ++rows;
+  EXPECT_EQ(rows, limit);
+  int64_t steps = sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+  sqlite3_finalize(st);
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  return steps;
+}
+
+TEST_F(SqliteClaimTest, TheWorkOfAClaimDoesNotGrowWithTheBacklog) {
+  const std::string path = db_.config().url.substr(std::string("sqlite:").size());
+  const std::string sql = store::SqliteOutboxStore::ClaimSql(db_.config(), true);
+  auto add = [&](int rows, const std::string& key_sql) {
+    db_.Exec("WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < " +
+             std::to_string(rows - 1) + ") INSERT INTO outbox (topic, key, payload) SELECT 't', " +
+             key_sql + ", '{}' FROM g");
+  };
+  // Uniform: 50 keys round-robin, the window path. 1,000 rows, then 20,000.
+  add(1000, "'k' || (n % 50)");
+  int64_t small = ClaimSteps(path, sql, 20);
+  add(19000, "'k' || (n % 50)");
+  int64_t large = ClaimSteps(path, sql, 20);
+  EXPECT_LT(large, small * 3 / 2) << small << " steps at 1,000 rows, " << large << " at 20,000";
+  // Skewed: a hot key's 5,000 rows ahead of the same 20,000, the fallback path.
+  db_.Exec("DELETE FROM outbox");
+  add(500, "'hot'");
+  add(1000, "'k' || (n % 50)");
+  int64_t skewed_small = ClaimSteps(path, sql, 20);
+  db_.Exec("DELETE FROM outbox");
+  add(5000, "'hot'");
+  add(20000, "'k' || (n % 50)");
+  int64_t skewed_large = ClaimSteps(path, sql, 20);
+  EXPECT_LT(skewed_large, skewed_small * 3 / 2)
+      << skewed_small << " steps behind 500 hot rows, " << skewed_large << " behind 5,000";
+}
+
 TEST_F(SqliteClaimTest, ATableWithoutTheClaimIndexesIsClaimedWithoutHints) {
   // As a table made by hand and baselined might be: no V12/V15 indexes.
   db_.Exec("DROP INDEX idx_outbox_pending_due");

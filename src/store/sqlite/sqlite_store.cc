@@ -270,6 +270,9 @@ namespace {
 // `hints` pins each read to the bundled migrations' index (INDEXED BY): without statistics the
 // planner reads unkeyed rows through idx_outbox_pending_scheduled, O(backlog). A mapped table, or
 // one made by hand without these indexes, is left to the planner (ClaimSqlLocked).
+// The fallback's reads are gated by their LIMIT (0 when the gate is closed): SQLite evaluates a
+// LIMIT once before the loop, while a gate in WHERE is tested row by row, so a closed gate would
+// still walk all of idx_outbox_key_sequence (O(backlog); found by bench/sqlite_bench.sh).
 // 'now' is one instant for the whole statement, and the write lock (BEGIN IMMEDIATE) serialises
 // claimers, so no row changes between the reads and the UPDATE.
 std::string ClaimTemplate(bool hints) {
@@ -298,8 +301,8 @@ std::string ClaimTemplate(bool hints) {
          // The skip scan: each active key's lowest row, key by key.
          "qb_keys (qb_k, qb_s, qb_st, qb_at) AS (SELECT * FROM (SELECT {key}, {sequence}, "
          "{state}, {scheduled_at} FROM {T}" +
-         key_seq + " WHERE " + active + " AND {key} > '' AND " + gate +
-         " ORDER BY {key}, {sequence} LIMIT 1) UNION ALL SELECT n.{key}, n.{sequence}, "
+         key_seq + " WHERE " + active + " AND {key} > '' ORDER BY {key}, {sequence} LIMIT " + gate +
+         ") UNION ALL SELECT n.{key}, n.{sequence}, "
          "n.{state}, n.{scheduled_at} FROM qb_keys JOIN {T} AS n ON n.{sequence} = (SELECT "
          "k.{sequence} FROM {T} AS k" +
          key_seq + " WHERE k." + active +
@@ -310,8 +313,8 @@ std::string ClaimTemplate(bool hints) {
          kNow + " UNION ALL SELECT * FROM (SELECT {sequence}, {scheduled_at} FROM {T}" +
          by("idx_outbox_pending_unkeyed") +
          " WHERE {state} = 'pending' AND ({key} IS NULL OR {key} = '') AND {scheduled_at} <= " +
-         kNow + " AND " + gate +
-         " ORDER BY {scheduled_at}, {sequence} LIMIT ?1)) ORDER BY qb_at, qb_s LIMIT ?1), "
+         kNow + " ORDER BY {scheduled_at}, {sequence} LIMIT ?1 * " + gate +
+         ")) ORDER BY qb_at, qb_s LIMIT ?1), "
          "qb_pick (qb_s) AS (SELECT qb_s FROM qb_fast WHERE NOT " +
          gate +
          " UNION ALL SELECT qb_s FROM qb_slow) "
