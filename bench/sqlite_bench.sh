@@ -48,22 +48,9 @@ cmake --build "$BUILD_DIR" --target queuebox bench_floor claim_backlog sqlite_cl
 QB="$BUILD_DIR/apps/queuebox/queuebox"
 SHIM="$WORK/libqbcount.so"
 cc -O2 -shared -fPIC -o "$SHIM" bench/sqlite_stmt_count.c -ldl -lpthread
-command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
-mkdir -p "$WORK/ngx"
-cat >"$WORK/ngx/nginx.conf" <<NGX
-worker_processes 1;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 10000000;
-  client_body_temp_path $WORK/ngx;
-  server { listen 127.0.0.1:$PORT; location / { return 204; } }
-}
-NGX
+source bench/nginx_sink.sh
 cleanup() {
-  [ -f "$WORK/ngx/nginx.pid" ] && nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null
+  nginx_sink_stop "$WORK/ngx"
   [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -138,7 +125,7 @@ for name in uniform skewed; do cp "$WORK/$name.db" "$WORK/plans_$name.db"; done
 prepare floor "$(relay_rows)"
 prepare relay "$(relay_rows)"
 prepare startup "SELECT 1"
-nginx -c "$WORK/ngx/nginx.conf" 9>&-
+nginx_sink_start "$WORK/ngx" "$PORT"
 
 # Phase 2, measured, under the lock.
 lock
