@@ -5,7 +5,7 @@
 #   3. the same package, its logical-replication listener (pgoutput, wal_level=logical);
 # the peer's message handler POSTs each message over a keep-alive agent (bench/peer/drain.mjs).
 #
-#   BUILD_DIR=build bash bench/peer_bench.sh   # ROWS=30000 KEYS=1000 BATCH=500 CONCURRENCY=1000
+#   BUILD_DIR=build bash bench/peer_bench.sh   # ROWS=50000 KEYS=1000 BATCH=500 CONCURRENCY=1000
 #
 # Receiver: one local nginx answering 204 with keep-alive, one path per run; its access log
 # (path + X-Message-Id) is how delivery is counted. Backlog: ROWS rows of ~1 KiB over KEYS keys,
@@ -19,7 +19,7 @@
 # into the repository), at the versions pinned below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROWS=${ROWS:-30000}
+ROWS=${ROWS:-50000}
 KEYS=${KEYS:-1000}
 CHUNK=${CHUNK:-1000}
 BATCH=${BATCH:-500}
@@ -30,12 +30,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results/peer_pg_transactional_outbox.json}
 PEER_VERSION=0.5.7  # pg-transactional-outbox
 PG_VERSION=8.23.1   # pg (the package's dependency, also imported by the harness)
-# The peer's knobs (README "Settings"): polling batch = messages in flight, handler pool = pg
-# connections that carry one message transaction each.
-PEER_BATCH=${PEER_BATCH:-20}
+# The peer's knobs, tuned by a sweep on this machine (bench/README.md): polling batch = messages
+# in flight, handler pool = pg connections, each carrying one message's transaction (the HTTP call
+# included); polling wants batch = pool, as large as the server's connections allow.
+PEER_BATCH=${PEER_BATCH:-200}
 PEER_POLL_MS=${PEER_POLL_MS:-10}
 PEER_LOCK_MS=${PEER_LOCK_MS:-5000}
-PEER_POOL=${PEER_POOL:-20}
+PEER_POLL_POOL=${PEER_POLL_POOL:-200}
+PEER_REPL_POOL=${PEER_REPL_POOL:-20}
 PEER_TIMEOUT_S=${PEER_TIMEOUT_S:-300}
 
 bash scripts/services.sh start pg >/dev/null
@@ -92,11 +94,13 @@ PAYLOAD="jsonb_build_object('ts', (extract(epoch FROM clock_timestamp()) * 10000
   'i', i, 'pad', repeat('x', $PAD))"
 KEY="'key-' || (i % $KEYS)"
 db_now() { psql -Atq "$1" -c "SELECT extract(epoch FROM clock_timestamp())"; }
-delivered() {  # path -> "lines distinct" from nginx's log, polled until ROWS ids (deadline 10 s)
+delivered() {  # path -> "requests distinct-ids" in nginx's log; reopen flushes its buffer
   local deadline=$((SECONDS + 10)) lines distinct
+  nginx -c "$WORK/ngx/nginx.conf" -s reopen 2>/dev/null
   while :; do
-    lines=$(grep -c "^/$1 " "$WORK/ngx/access.log" || true)
-    distinct=$(grep "^/$1 " "$WORK/ngx/access.log" | sort -u | wc -l || true)
+    grep "^/$1 " "$WORK/ngx/access.log" >"$WORK/ngx/$1.ids" || true
+    lines=$(wc -l <"$WORK/ngx/$1.ids")
+    distinct=$(sort -u "$WORK/ngx/$1.ids" | wc -l)
     if [ "$distinct" -ge "$ROWS" ] || [ $SECONDS -ge $deadline ]; then break; fi
     sleep 0.2
   done
@@ -124,16 +128,17 @@ w0=$(date +%s.%N)
 "$QB" --config "$WORK/ours.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/ours.log"
 w1=$(date +%s.%N)
 flock -u 9
+OURS_LOAD="$OURS_LOAD / $(load)"
 OURS=$(psql -Atq "$base/qb_peer_ours" -c "SELECT json_build_object('done', count(*),
     'seconds', extract(epoch FROM max(updated_at)) - $t0, 'wall_s', $w1 - $w0)
   FROM outbox WHERE state = 'sent'")
 OURS_NGX=$(delivered ours)
 echo "$OURS $OURS_NGX load $OURS_LOAD" >&2
 
-peer_run() {  # mode -> JSON line of drain.mjs (it reads the start time itself)
+peer_run() {  # mode, handler pool -> JSON line of drain.mjs (it reads the start time itself)
   flock 9
   (cd "$WORK/peer" && PG_URL="$base/qb_peer_$1" ROWS=$ROWS SINK_URL="http://127.0.0.1:$PORT/$1" \
-    BATCH=$PEER_BATCH POLL_MS=$PEER_POLL_MS LOCK_MS=$PEER_LOCK_MS HANDLER_POOL=$PEER_POOL \
+    BATCH=$PEER_BATCH POLL_MS=$PEER_POLL_MS LOCK_MS=$PEER_LOCK_MS HANDLER_POOL=$2 \
     SOCKETS=$CONCURRENCY PUBLICATION=qb_peer_pub SLOT=$SLOT TIMEOUT_S=$PEER_TIMEOUT_S \
     node drain.mjs "$1" 2>"$WORK/$1.log") || true
   flock -u 9
@@ -141,16 +146,17 @@ peer_run() {  # mode -> JSON line of drain.mjs (it reads the start time itself)
 PEER_COLUMNS="gen_random_uuid(), 'bench', $KEY, 'bench.event', $KEY, $PAYLOAD"
 PEER_INSERT="INSERT INTO outbox (id, aggregate_type, aggregate_id, message_type, segment, payload)"
 
-echo "== peer: polling listener (batch $PEER_BATCH, handler pool $PEER_POOL)" >&2
+echo "== peer: polling listener (batch $PEER_BATCH, handler pool $PEER_POLL_POOL)" >&2
 fresh_db qb_peer_polling
 (cd "$WORK/peer" && node drain.mjs sql polling) | psql -q "$base/qb_peer_polling" 2>/dev/null
 fill qb_peer_polling "$PEER_INSERT" "$PEER_COLUMNS"
 POLL_LOAD=$(load)
-POLL=$(peer_run polling)
+POLL=$(peer_run polling "$PEER_POLL_POOL")
+POLL_LOAD="$POLL_LOAD / $(load)"
 POLL_NGX=$(delivered polling)
 echo "$POLL $POLL_NGX load $POLL_LOAD" >&2
 
-echo "== peer: logical-replication listener (segment mutex, handler pool $PEER_POOL)" >&2
+echo "== peer: logical-replication listener (segment mutex, handler pool $PEER_REPL_POOL)" >&2
 # The slot exists before the backlog is inserted, so every backlog row is in its stream; the
 # listener starts after the last insert committed, like the other two consumers.
 fresh_db qb_peer_replication
@@ -161,7 +167,8 @@ psql -Atq "$base/qb_peer_replication" \
   -c "SELECT pg_create_logical_replication_slot('$SLOT', 'pgoutput')" >/dev/null
 fill qb_peer_replication "$PEER_INSERT" "$PEER_COLUMNS"
 REPL_LOAD=$(load)
-REPL=$(peer_run replication)
+REPL=$(peer_run replication "$PEER_REPL_POOL")
+REPL_LOAD="$REPL_LOAD / $(load)"
 REPL_NGX=$(delivered replication)
 echo "$REPL $REPL_NGX load $REPL_LOAD" >&2
 psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null
@@ -184,7 +191,7 @@ def run(result, ngx, load):
            "duplicates_at_receiver": lines - distinct,
            "seconds": round(r["seconds"], 3) if ok else None,
            "msg_per_s": round(rows / r["seconds"], 1) if ok else None,
-           "load_average_before": load}
+           "load_average_before_after": load}
     for k in ("wall_s", "wall_until_confirmed_s", "handler_calls", "warnings", "settings"):
         if k in r:
             out[k] = r[k]
