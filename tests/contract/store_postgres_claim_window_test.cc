@@ -65,6 +65,26 @@ TEST_F(PostgresClaimWindowTest, RowDueBeforeTheWindowStartIsStillClaimed) {
             (std::vector<std::vector<std::string>>{{"0"}}));
 }
 
+TEST_F(PostgresClaimWindowTest, FallbackVisitsEveryKeyRoundRobinBehindAHotKey) {
+  // Key h's 10 rows come first, so a window of 2 x 2 rows holds only h's head and blocked rows:
+  // every claim takes the fallback, whose key walk stops after a window's worth of candidates
+  // and resumes after the last key it visited, wrapping around. Without acknowledgements each
+  // key's head is claimed exactly once, and no key's second row.
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'h', '{}' "
+      "FROM generate_series(1, 10)");
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', k, '{}' "
+      "FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'a', 'b', 'c', 'd', 'e']) AS k");
+  std::vector<std::string> claimed;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<std::string> keys = ClaimKeys(2);
+    if (keys.empty()) break;
+    claimed.insert(claimed.end(), keys.begin(), keys.end());
+  }
+  EXPECT_THAT(claimed, ::testing::UnorderedElementsAre("a", "b", "c", "d", "e", "h"));
+}
+
 TEST_F(PostgresClaimWindowTest, DrainClaimsEveryRowOnceInKeyOrder) {
   // 30 keys x 40 rows, claimed 50 at a time and acknowledged: every row exactly once, each key's
   // rows in sequence order, while the window start moves along the drained rows.

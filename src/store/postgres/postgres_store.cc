@@ -155,11 +155,13 @@ Status PostgresOutboxStore::CheckSchema() {
 ClaimWindowStart::Position ClaimWindowStart::Next() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
+  Position next = position_;
   if (now - last_from_beginning_ >= kFromBeginningEvery) {
     last_from_beginning_ = now;
-    return Position{};
+    next = Position{};
   }
-  return position_;
+  next.key_after = key_after_;
+  return next;
 }
 
 void ClaimWindowStart::Advance(const std::string& at_and_sequence) {
@@ -168,7 +170,13 @@ void ClaimWindowStart::Advance(const std::string& at_and_sequence) {
   const std::optional<int64_t> sequence = ParseInt(at_and_sequence.substr(space + 1));
   if (!sequence.has_value()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  position_ = Position{at_and_sequence.substr(0, space), *sequence};
+  position_.at = at_and_sequence.substr(0, space);
+  position_.sequence = *sequence;
+}
+
+void ClaimWindowStart::VisitedKeysUpTo(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  key_after_ = key;
 }
 
 void ClaimWindowStart::Reset() {
@@ -202,9 +210,18 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "w.{state} = 'pending' AND w.{scheduled_at} <= (SELECT t FROM qb_now)"
       " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)"
       " ORDER BY w.{scheduled_at}, w.{sequence}";
-  static const std::string key_head =
-      "SELECT k.{key}, k.ctid, k.{state}, k.{scheduled_at}, k.{sequence} FROM {T} AS k"
-      " WHERE k.{state} IN ('pending', 'processing') AND k.{key} > ";
+  // A key's lowest pending/processing row, tagged with the pass of the walk (below), for keys
+  // after `after`; followed by the condition that bounds the pass.
+  static const auto key_head = [](const std::string& pass, const std::string& after) {
+    return "(SELECT k.{key}, k.ctid, k.{state}, k.{scheduled_at}, k.{sequence}, " + pass +
+           " FROM {T} AS k WHERE k.{state} IN ('pending', 'processing') AND k.{key} > " + after;
+  };
+  static const std::string key_order = " ORDER BY k.{key}, k.{sequence} LIMIT 1)";
+  // 1 when a visited key head is a candidate (pending and due).
+  static const auto candidate = [](const std::string& r) {
+    return "CASE WHEN " + r + ".qb_state = 'pending' AND " + r +
+           ".qb_at <= (SELECT t FROM qb_now) THEN 1 ELSE 0 END";
+  };
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
       "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT w.ctid AS qb_ctid,"
@@ -215,11 +232,19 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1::int AND EXISTS ("
       "SELECT 1 FROM {T} AS w WHERE " +
       due_pending + " OFFSET $3::bigint LIMIT 1) AS qb_on), " +
-      "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq) AS ((" + key_head +
-      "'' AND (SELECT qb_on FROM qb_gate) ORDER BY k.{key}, k.{sequence} LIMIT 1) UNION ALL "
-      "SELECT nxt.* FROM qb_keys AS prev CROSS JOIN LATERAL (" +
-      key_head +
-      "prev.qb_key ORDER BY k.{key}, k.{sequence} LIMIT 1) AS nxt), "
+      "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
+      "SELECT f.*, " +
+      candidate("f") + " FROM (" + key_head("1", "$6::text") + " AND (SELECT qb_on FROM qb_gate)" +
+      key_order + " UNION ALL " + key_head("2", "''") +
+      " AND k.{key} <= $6::text AND (SELECT qb_on FROM qb_gate)" + key_order +
+      " LIMIT 1) AS f(qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass) UNION ALL "
+      "SELECT nxt.*, prev.qb_n + " +
+      candidate("nxt") + " FROM qb_keys AS prev CROSS JOIN LATERAL (" +
+      key_head("prev.qb_pass", "prev.qb_key") + " AND (prev.qb_pass = 1 OR k.{key} <= $6::text)" +
+      key_order + " UNION ALL " + key_head("2", "''") +
+      " AND prev.qb_pass = 1 AND k.{key} <= $6::text" + key_order +
+      " LIMIT 1) AS nxt(qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass)"
+      " WHERE prev.qb_n < $1::int), "
       "qb_cand AS (SELECT qb_ctid, qb_at, qb_seq FROM qb_keys WHERE qb_state = 'pending'"
       " AND qb_at <= (SELECT t FROM qb_now) UNION ALL (SELECT u.ctid, u.{scheduled_at},"
       " u.{sequence} FROM {T} AS u WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR"
@@ -236,17 +261,19 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
       std::string(kMs) + " FROM qb_pick WHERE o.{id} = qb_pick.qb_id RETURNING " +
       RowColumns("o.") + ", (SELECT " + Ts("w.{scheduled_at}") +
-      " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_pending + " LIMIT 1)";
+      " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_pending + " LIMIT 1)" +
+      ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)";
   // The window: twice the batch, so a few blocked rows among the heads never cost the skip scan.
   const ClaimWindowStart::Position from = window_start_.Next();
   QB_ASSIGN_OR_RETURN(SqlRows rows,
                       Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor,
-                                 from.at, from.sequence}));
+                                 from.at, from.sequence, from.key_after}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
-  if (!rows.empty() && rows.front().size() > 12 && rows.front()[12].has_value()) {
-    window_start_.Advance(*rows.front()[12]);
+  if (!rows.empty() && rows.front().size() > 13) {
+    if (rows.front()[12].has_value()) window_start_.Advance(*rows.front()[12]);
+    if (rows.front()[13].has_value()) window_start_.VisitedKeysUpTo(*rows.front()[13]);
   }
   SortClaimed(out);
   return out;

@@ -37,6 +37,9 @@ class ClaimWindowStart {
   struct Position {
     std::string at = "-infinity";  // timestamptz text
     int64_t sequence = 0;
+    // The fallback's walk over key heads starts after this key and wraps around to it ("": all
+    // keys from the first), so successive fallbacks visit the keys round-robin.
+    std::string key_after;
   };
   static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
 
@@ -44,12 +47,15 @@ class ClaimWindowStart {
   Position Next();
   // Records the first due pending row a claim read: "<timestamp> <sequence>".
   void Advance(const std::string& at_and_sequence);
-  // The next claim starts from the beginning.
+  // Records the last key the fallback's walk visited.
+  void VisitedKeysUpTo(const std::string& key);
+  // The next claim's window starts from the beginning (the key walk keeps its place).
   void Reset();
 
  private:
   std::mutex mu_;
   Position position_;
+  std::string key_after_;
   std::chrono::steady_clock::time_point last_from_beginning_{};
 };
 
