@@ -135,13 +135,20 @@ OURS=$(psql -Atq "$base/qb_peer_ours" -c "SELECT json_build_object('done', count
 OURS_NGX=$(delivered ours)
 echo "$OURS $OURS_NGX load $OURS_LOAD" >&2
 
-peer_run() {  # mode, handler pool -> JSON line of drain.mjs (it reads the start time itself)
+peer_measure() {  # mode, handler pool, NAME -> NAME (drain.mjs's JSON), NAME_LOAD, NAME_NGX
+  local before result ngx
+  before=$(load)
   flock 9
-  (cd "$WORK/peer" && PG_URL="$base/qb_peer_$1" ROWS=$ROWS SINK_URL="http://127.0.0.1:$PORT/$1" \
-    BATCH=$PEER_BATCH POLL_MS=$PEER_POLL_MS LOCK_MS=$PEER_LOCK_MS HANDLER_POOL=$2 \
-    SOCKETS=$CONCURRENCY PUBLICATION=qb_peer_pub SLOT=$SLOT TIMEOUT_S=$PEER_TIMEOUT_S \
-    node drain.mjs "$1" 2>"$WORK/$1.log") || true
+  result=$(cd "$WORK/peer" && PG_URL="$base/qb_peer_$1" ROWS=$ROWS \
+    SINK_URL="http://127.0.0.1:$PORT/$1" BATCH=$PEER_BATCH POLL_MS=$PEER_POLL_MS \
+    LOCK_MS=$PEER_LOCK_MS HANDLER_POOL=$2 SOCKETS=$CONCURRENCY PUBLICATION=qb_peer_pub \
+    SLOT=$SLOT TIMEOUT_S=$PEER_TIMEOUT_S node drain.mjs "$1" 2>"$WORK/$1.log") || true
   flock -u 9
+  printf -v "$3" '%s' "$result"
+  printf -v "$3_LOAD" '%s' "$before / $(load)"
+  ngx=$(delivered "$1")
+  printf -v "$3_NGX" '%s' "$ngx"
+  echo "$result at nginx (requests, distinct ids): $ngx" >&2
 }
 PEER_COLUMNS="gen_random_uuid(), 'bench', $KEY, 'bench.event', $KEY, $PAYLOAD"
 PEER_INSERT="INSERT INTO outbox (id, aggregate_type, aggregate_id, message_type, segment, payload)"
@@ -150,11 +157,7 @@ echo "== peer: polling listener (batch $PEER_BATCH, handler pool $PEER_POLL_POOL
 fresh_db qb_peer_polling
 (cd "$WORK/peer" && node drain.mjs sql polling) | psql -q "$base/qb_peer_polling" 2>/dev/null
 fill qb_peer_polling "$PEER_INSERT" "$PEER_COLUMNS"
-POLL_LOAD=$(load)
-POLL=$(peer_run polling "$PEER_POLL_POOL")
-POLL_LOAD="$POLL_LOAD / $(load)"
-POLL_NGX=$(delivered polling)
-echo "$POLL $POLL_NGX load $POLL_LOAD" >&2
+peer_measure polling "$PEER_POLL_POOL" POLL
 
 echo "== peer: logical-replication listener (segment mutex, handler pool $PEER_REPL_POOL)" >&2
 # The slot exists before the backlog is inserted, so every backlog row is in its stream; the
@@ -166,13 +169,11 @@ psql -q "$base/qb_peer_replication" \
 psql -Atq "$base/qb_peer_replication" \
   -c "SELECT pg_create_logical_replication_slot('$SLOT', 'pgoutput')" >/dev/null
 fill qb_peer_replication "$PEER_INSERT" "$PEER_COLUMNS"
-REPL_LOAD=$(load)
-REPL=$(peer_run replication "$PEER_REPL_POOL")
-REPL_LOAD="$REPL_LOAD / $(load)"
-REPL_NGX=$(delivered replication)
-echo "$REPL $REPL_NGX load $REPL_LOAD" >&2
+peer_measure replication "$PEER_REPL_POOL" REPL
 psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null
-psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE qb_peer_replication WITH (FORCE)"
+for db in qb_peer_ours qb_peer_polling qb_peer_replication; do
+  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE $db WITH (FORCE)"
+done
 
 python3 - "$OURS" "$OURS_NGX" "$OURS_LOAD" "$POLL" "$POLL_NGX" "$POLL_LOAD" "$REPL" "$REPL_NGX" \
   "$REPL_LOAD" "$ROWS" "$KEYS" "$CHUNK" "$BATCH" "$CONCURRENCY" "$PEER_VERSION" "$PG_VERSION" \

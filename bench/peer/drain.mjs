@@ -7,9 +7,9 @@
 //   node drain.mjs polling|replication       # drains; prints one JSON line on stdout
 //
 // Environment (drain): PG_URL (postgresql://user@host:port/db), ROWS (backlog size), SINK_URL
-// (http://127.0.0.1:port/path), HANDLER_POOL (pg pool size of the handler connections), BATCH and
-// POLL_MS (polling), PUBLICATION and SLOT (replication), SOCKETS (keep-alive sockets),
-// TIMEOUT_S (give up after this many seconds).
+// (http://127.0.0.1:port/path), HANDLER_POOL (pg pool size of the handler connections), BATCH,
+// POLL_MS and LOCK_MS (polling), PUBLICATION and SLOT (replication), MAX_ATTEMPTS, SOCKETS
+// (keep-alive sockets), TIMEOUT_S (give up after this many seconds).
 //
 // What is timed: from the database clock read just before the listener is initialized to the
 // largest processed_at (the package writes clock_timestamp() when it marks a message done, in the
@@ -119,7 +119,8 @@ const baseSettings = {
 const settings = mode === 'polling'
   ? {
     ...baseSettings, nextMessagesFunctionName: 'next_outbox_messages',
-    nextMessagesBatchSize: Number(env('BATCH', '500')), nextMessagesLockInMs: Number(env('LOCK_MS', '5000')),
+    nextMessagesBatchSize: Number(env('BATCH', '500')),
+    nextMessagesLockInMs: Number(env('LOCK_MS', '5000')),
     nextMessagesPollingIntervalInMs: Number(env('POLL_MS', '10')),
   }
   : {
