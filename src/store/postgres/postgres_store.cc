@@ -161,6 +161,7 @@ ClaimWindowStart::Position ClaimWindowStart::Next() {
     next = Position{};
   }
   next.key_after = key_after_;
+  next.use_window = now - fell_back_at_ >= kFromBeginningEvery;
   return next;
 }
 
@@ -174,9 +175,10 @@ void ClaimWindowStart::Advance(const std::string& at_and_sequence) {
   position_.sequence = *sequence;
 }
 
-void ClaimWindowStart::VisitedKeysUpTo(const std::string& key) {
+void ClaimWindowStart::FellBack(const std::string& last_key) {
   std::lock_guard<std::mutex> lock(mu_);
-  key_after_ = key;
+  key_after_ = last_key;
+  fell_back_at_ = std::chrono::steady_clock::now();
 }
 
 void ClaimWindowStart::Reset() {
@@ -210,6 +212,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "w.{state} = 'pending' AND w.{scheduled_at} <= (SELECT t FROM qb_now)"
       " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)"
       " ORDER BY w.{scheduled_at}, w.{sequence}";
+  // The window itself, read only when $7 (the previous claim did not need the fallback).
+  static const std::string window = "$7::boolean AND " + due_pending;
   // A key's lowest pending/processing row, tagged with the pass of the walk (below), for keys
   // after `after`; followed by the condition that bounds the pass.
   static const auto key_head = [](const std::string& pass, const std::string& after) {
@@ -226,12 +230,12 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
       "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT w.ctid AS qb_ctid,"
       " w.{scheduled_at} AS qb_at, w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
-      due_pending + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
+      window + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
-      "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1::int AND EXISTS ("
-      "SELECT 1 FROM {T} AS w WHERE " +
-      due_pending + " OFFSET $3::bigint LIMIT 1) AS qb_on), " +
+      "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1::int AND (NOT "
+      "$7::boolean OR EXISTS (SELECT 1 FROM {T} AS w WHERE " +
+      due_pending + " OFFSET $3::bigint LIMIT 1)) AS qb_on), " +
       "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
       "SELECT f.*, " +
       candidate("f") + " FROM (" + key_head("1", "$6::text") + " AND (SELECT qb_on FROM qb_gate)" +
@@ -265,15 +269,16 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)";
   // The window: twice the batch, so a few blocked rows among the heads never cost the skip scan.
   const ClaimWindowStart::Position from = window_start_.Next();
-  QB_ASSIGN_OR_RETURN(SqlRows rows,
-                      Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor,
-                                 from.at, from.sequence, from.key_after}));
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at,
+                 from.sequence, from.key_after, std::string(from.use_window ? "true" : "false")}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
   if (!rows.empty() && rows.front().size() > 13) {
     if (rows.front()[12].has_value()) window_start_.Advance(*rows.front()[12]);
-    if (rows.front()[13].has_value()) window_start_.VisitedKeysUpTo(*rows.front()[13]);
+    if (rows.front()[13].has_value()) window_start_.FellBack(*rows.front()[13]);
   }
   SortClaimed(out);
   return out;

@@ -40,6 +40,9 @@ class ClaimWindowStart {
     // The fallback's walk over key heads starts after this key and wraps around to it ("": all
     // keys from the first), so successive fallbacks visit the keys round-robin.
     std::string key_after;
+    // False for kFromBeginningEvery after a claim that needed the fallback: behind a hot key the
+    // window is full of its blocked rows, so reading it again would only cost time.
+    bool use_window = true;
   };
   static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
 
@@ -47,8 +50,8 @@ class ClaimWindowStart {
   Position Next();
   // Records the first due pending row a claim read: "<timestamp> <sequence>".
   void Advance(const std::string& at_and_sequence);
-  // Records the last key the fallback's walk visited.
-  void VisitedKeysUpTo(const std::string& key);
+  // Records that a claim needed the fallback, and the last key its walk visited.
+  void FellBack(const std::string& last_key);
   // The next claim's window starts from the beginning (the key walk keeps its place).
   void Reset();
 
@@ -56,6 +59,7 @@ class ClaimWindowStart {
   std::mutex mu_;
   Position position_;
   std::string key_after_;
+  std::chrono::steady_clock::time_point fell_back_at_{};
   std::chrono::steady_clock::time_point last_from_beginning_{};
 };
 
