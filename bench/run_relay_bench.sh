@@ -55,22 +55,9 @@ echo "$FLOOR" >&2
 
 echo "== relay: PostgreSQL -> HTTP sink (nginx, return 204, keep-alive)" >&2
 prepare qb_bench_relay
-command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
-mkdir -p "$WORK/ngx"
-cat >"$WORK/ngx/nginx.conf" <<NGX
-worker_processes 1;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 10000000;
-  client_body_temp_path $WORK/ngx;
-  server { listen 127.0.0.1:$PORT; location / { return 204; } }
-}
-NGX
-nginx -c "$WORK/ngx/nginx.conf"
-trap 'nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null; rm -rf "$WORK"' EXIT
+source bench/nginx_sink.sh
+nginx_sink_start "$WORK/ngx" "$PORT"
+trap 'nginx_sink_stop "$WORK/ngx"; rm -rf "$WORK"' EXIT
 start=$(date +%s.%N)
 "$QB" --config "$WORK/qb_bench_relay.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/relay.log"
 end=$(date +%s.%N)
