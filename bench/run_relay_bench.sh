@@ -24,7 +24,7 @@ bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" --target queuebox bench_floor >/dev/null
-QB="$BUILD_DIR/apps/queuebox/queuebox"
+QB="${QB_BIN:-$BUILD_DIR/apps/queuebox/queuebox}"  # QB_BIN: compare another build
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 base=${QB_TEST_PG_URL%/*}

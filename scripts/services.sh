@@ -42,16 +42,20 @@ start_pg() {
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$QB_SVC_DIR/pg/data" -l "$QB_SVC_DIR/pg/server.log" \
     -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $QB_SVC_DIR/pg -c fsync=off \
     -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
-    -c shared_preload_libraries=pg_stat_statements -c wal_level=logical" start >/dev/null
+    -c shared_preload_libraries=pg_stat_statements -c wal_level=logical" start >/dev/null \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
   echo "pg: up on 127.0.0.1:$PG_PORT"
 }
+
+# The servers are daemons: they close descriptors 3-9 so that a caller's lock (a benchmark run
+# under `flock`) is not held by a server for as long as it lives.
 
 start_rabbitmq() {
   if rmq_up; then echo "rabbitmq: already up on 127.0.0.1:$AMQP_PORT"; return; fi
   install -d -o rabbitmq -g rabbitmq "$QB_SVC_DIR/rmq" "$QB_SVC_DIR/rmq/mnesia" "$QB_SVC_DIR/rmq/log"
   echo '[].' >"$QB_SVC_DIR/rmq/enabled_plugins"
   chown rabbitmq:rabbitmq "$QB_SVC_DIR/rmq/enabled_plugins"
-  (rmq_env; rabbitmq-server -detached >/dev/null 2>&1)
+  (rmq_env; rabbitmq-server -detached >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-)
   (rmq_env; rabbitmqctl -q -n queuebox@localhost wait --timeout 180 "$RABBITMQ_PID_FILE" >/dev/null)
   echo "rabbitmq: up on 127.0.0.1:$AMQP_PORT"
 }
@@ -60,7 +64,8 @@ start_nats() {
   if nats_up; then echo "nats: already up on 127.0.0.1:$NATS_PORT"; return; fi
   mkdir -p "$QB_SVC_DIR/nats"
   nats-server -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_MON_PORT" -js -sd "$QB_SVC_DIR/nats/js" \
-    -l "$QB_SVC_DIR/nats/nats.log" -P "$QB_SVC_DIR/nats/nats.pid" </dev/null >/dev/null 2>&1 &
+    -l "$QB_SVC_DIR/nats/nats.log" -P "$QB_SVC_DIR/nats/nats.pid" </dev/null >/dev/null 2>&1 \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   for _ in $(seq 1 100); do nats_up && break; sleep 0.1; done
   nats_up || { echo "nats: did not start; see $QB_SVC_DIR/nats/nats.log" >&2; exit 1; }
   echo "nats: up on 127.0.0.1:$NATS_PORT"

@@ -289,7 +289,9 @@ class RelayImpl final : public Relay {
         log::Error("No route matches the message's topic; it is now dead",
                    {{"message_id", r.id}, {"topic", r.topic}});
       }
-      WriteDead(unroutable, unroutable_rows, now);
+      std::vector<const OutboxRow*> dead_rows;
+      for (const auto& r : unroutable_rows) dead_rows.push_back(&r);
+      WriteDead(unroutable, dead_rows, now);
     }
     if (groups.empty()) return;
     {
@@ -331,7 +333,8 @@ class RelayImpl final : public Relay {
     observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(task.rows.size()));
 
     std::vector<Fence> sent;
-    std::vector<OutboxRow> sent_rows, retry_rows, dead_rows;
+    // The rows stay in `task`; the outcome lists point at them (no copy of the payloads).
+    std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows;
     std::vector<RetryOrder> retries;
     std::vector<DeadOrder> deads;
     for (size_t i = 0; i < outcomes.size(); ++i) {
@@ -343,17 +346,17 @@ class RelayImpl final : public Relay {
       switch (d.kind) {
         case RowDecision::Kind::kSent:
           sent.push_back(fence);
-          sent_rows.push_back(row);
+          sent_rows.push_back(&row);
           break;
         case RowDecision::Kind::kRetry:
           LogFailure(row, *task.destination, d, false);
           retries.push_back({fence, d.delay_ms, d.error});
-          retry_rows.push_back(row);
+          retry_rows.push_back(&row);
           break;
         case RowDecision::Kind::kDead:
           LogFailure(row, *task.destination, d, true);
           deads.push_back({fence, d.error});
-          dead_rows.push_back(row);
+          dead_rows.push_back(&row);
           break;
       }
     }
@@ -386,7 +389,7 @@ class RelayImpl final : public Relay {
     }
   }
 
-  void WriteDead(const std::vector<DeadOrder>& orders, const std::vector<OutboxRow>& rows,
+  void WriteDead(const std::vector<DeadOrder>& orders, const std::vector<const OutboxRow*>& rows,
                  Clock::time_point claimed_at) {
     auto changed = WriteWithRetry([&] { return store_->MarkDead(orders); });
     Finish(rows, changed, "dead", claimed_at);
@@ -412,8 +415,9 @@ class RelayImpl final : public Relay {
   }
 
   // Bookkeeping after an outcome write: counts, lost claims, in-flight release, wake-up.
-  void Finish(const std::vector<OutboxRow>& rows, const Result<std::vector<std::string>>& changed,
-              std::string_view status, Clock::time_point claimed_at) {
+  void Finish(const std::vector<const OutboxRow*>& rows,
+              const Result<std::vector<std::string>>& changed, std::string_view status,
+              Clock::time_point claimed_at) {
     if (!changed.ok()) {
       observer_->OnProcessError();
       log::Error("Could not write delivery outcomes; the rows return after their lease",
@@ -423,13 +427,13 @@ class RelayImpl final : public Relay {
       std::unordered_map<std::string_view, bool> ok;
       for (const auto& id : *changed) ok[id] = true;
       int64_t lost = 0;
-      for (const auto& row : rows) {
-        if (ok.count(row.id) == 0) {
+      for (const OutboxRow* row : rows) {
+        if (ok.count(row->id) == 0) {
           ++lost;
           log::Error(
               "The claim on the message was already lost, so its outcome was not "
               "written. Raise 'outbox.claimTimeoutMs' above the slowest publish.",
-              {{"message_id", row.id}, {"topic", row.topic}, {"outcome", std::string(status)}});
+              {{"message_id", row->id}, {"topic", row->topic}, {"outcome", std::string(status)}});
         }
       }
       if (lost > 0) observer_->OnClaimsLost(lost);
@@ -440,7 +444,7 @@ class RelayImpl final : public Relay {
     for (size_t i = 0; i < rows.size(); ++i) observer_->OnProcessingDuration(seconds);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& row : rows) claims_.erase(row.id);
+      for (const OutboxRow* row : rows) claims_.erase(row->id);
       in_flight_ -= static_cast<int64_t>(rows.size());
       wake_ = true;
     }
