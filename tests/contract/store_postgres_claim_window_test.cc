@@ -13,18 +13,13 @@
 namespace queuebox {
 namespace {
 
-using testing::StoreDb;
-
 constexpr int64_t kLease = 60000;
 
-class PostgresClaimWindowTest : public ::testing::Test {
+class PostgresClaimWindowTest : public testing::PgStoreTest {
  protected:
   void SetUp() override {
-    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url_);
-    db_ = std::make_unique<StoreDb>("postgresql");
-    db_->Create(pg_url_);
-    store_ = db_->Open();
-    ASSERT_NE(store_, nullptr);
+    testing::PgStoreTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     auto report = store_->Migrate(std::nullopt);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
   }
@@ -38,10 +33,6 @@ class PostgresClaimWindowTest : public ::testing::Test {
     }
     return keys;
   }
-
-  std::string pg_url_;
-  std::unique_ptr<StoreDb> db_;
-  std::unique_ptr<OutboxStore> store_;
 };
 
 TEST_F(PostgresClaimWindowTest, RowDueBeforeTheWindowStartIsStillClaimed) {

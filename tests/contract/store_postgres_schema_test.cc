@@ -11,25 +11,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::StoreDb;
 using Rows = std::vector<std::vector<std::string>>;
 
-class PostgresSchemaTest : public ::testing::Test {
+class PostgresSchemaTest : public testing::PgStoreTest {
  protected:
-  void SetUp() override {
-    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url_);
-    db_ = std::make_unique<StoreDb>("postgresql");
-    db_->Create(pg_url_);
-    store_ = db_->Open();
-    ASSERT_NE(store_, nullptr);
-  }
   void Migrate() {
     auto report = store_->Migrate(std::nullopt);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
   }
-  std::string pg_url_;
-  std::unique_ptr<StoreDb> db_;
-  std::unique_ptr<OutboxStore> store_;
 };
 
 TEST_F(PostgresSchemaTest, MigratedColumnsAreTheSeedTable) {

@@ -125,4 +125,20 @@ class StoreDb {
   sqlite3* sqlite_ = nullptr;
 };
 
+// A PostgreSQL-only suite's fixture: its own database and a store on it (not migrated).
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url_);
+    db_ = std::make_unique<StoreDb>("postgresql");
+    db_->Create(pg_url_);
+    store_ = db_->Open();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::string pg_url_;
+  std::unique_ptr<StoreDb> db_;
+  std::unique_ptr<OutboxStore> store_;
+};
+
 }  // namespace queuebox::testing
