@@ -1,5 +1,8 @@
 #include "store/sqlite/sqlite_store.h"
 
+#include <filesystem>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -108,6 +111,33 @@ Result<std::string> SqliteOutboxStore::PathFromUrl(const std::string& url) {
   return path;
 }
 
+namespace {
+
+// The write gate of a database file (SqliteOutboxStore::write_gate_), by its canonical path.
+std::shared_ptr<std::mutex> WriteGateFor(const std::string& path) {
+  static std::mutex registry_mu;
+  static std::map<std::string, std::weak_ptr<std::mutex>> registry;
+  std::error_code ec;
+  std::string key = path;
+  if (path != ":memory:" && !path.starts_with("file:")) {
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+    if (!ec) key = canonical.string();
+  }
+  std::lock_guard<std::mutex> lock(registry_mu);
+  for (auto it = registry.begin(); it != registry.end();) {
+    it = it->second.expired() ? registry.erase(it) : std::next(it);
+  }
+  if (key == ":memory:") return std::make_shared<std::mutex>();  // a database per connection
+  std::shared_ptr<std::mutex> gate = registry[key].lock();
+  if (gate == nullptr) {
+    gate = std::make_shared<std::mutex>();
+    registry[key] = gate;
+  }
+  return gate;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const DatabaseConfig& config) {
   QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
   QB_ASSIGN_OR_RETURN(std::string path, PathFromUrl(config.url));
@@ -124,6 +154,7 @@ Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const Databas
   int64_t busy_ms = config.connection_timeout_ms > 0 ? config.connection_timeout_ms : 30000;
   sqlite3_busy_timeout(db, static_cast<int>(std::min<int64_t>(busy_ms, 2147483647)));
   std::unique_ptr<SqliteOutboxStore> store(new SqliteOutboxStore(db, config));
+  store->write_gate_ = WriteGateFor(path);
   {
     std::lock_guard<std::mutex> lock(store->mu_);
     // WAL: readers never block the writer. ":memory:" stays in its own journal mode.
@@ -220,6 +251,7 @@ Result<SqlRows> SqliteOutboxStore::Read(const std::string& sql,
 Result<SqlRows> SqliteOutboxStore::Write(const std::string& sql,
                                          const std::vector<SqlParam>& params, int64_t* changes) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> gate(*write_gate_);
   QB_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
   Result<SqlRows> rows = RunLocked(sql, params, changes);
   if (!rows.ok()) {

@@ -93,6 +93,11 @@ class SqliteOutboxStore final : public OutboxStore {
   DatabaseConfig config_;
   std::string claim_sql_;  // chosen at the first claim (ClaimSqlLocked); guarded by mu_
   std::mutex mu_;
+  // One per database file in this process, shared by every store open on it: writers queue
+  // here in turn instead of in SQLite's busy handler, which sleeps and retries with no order and
+  // let one of four claimers on one file starve past the 30 s busy timeout. Other processes
+  // still meet the busy timeout. Taken after mu_, around BEGIN IMMEDIATE ... COMMIT.
+  std::shared_ptr<std::mutex> write_gate_;
   std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
 };
 
