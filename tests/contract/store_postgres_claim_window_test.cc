@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "store_test_support.h"
 
@@ -74,6 +75,39 @@ TEST_F(PostgresClaimWindowTest, FallbackVisitsEveryKeyRoundRobinBehindAHotKey) {
     claimed.insert(claimed.end(), keys.begin(), keys.end());
   }
   EXPECT_THAT(claimed, ::testing::UnorderedElementsAre("a", "b", "c", "d", "e", "h"));
+}
+
+TEST_F(PostgresClaimWindowTest, AfterAFallbackTheWindowComesBackWhileClaimsContinue) {
+  // Key zz's 10 rows come first (the oldest), then key a: a claim of 2 reads a window of zz's
+  // blocked rows and falls back to the key walk. Claims skip the window for a second after that
+  // fallback, then read it again, even while every claim keeps returning rows: the oldest row
+  // (zz's next one) comes back within a few claims, not after the walk has visited the 20 keys
+  // k00..k19 that sort between a and zz.
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'zz', '{}' "
+      "FROM generate_series(1, 10)");
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'a', '{}')");
+  auto first = store_->Claim(2, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 2u);
+  std::vector<Fence> fences;
+  for (const OutboxRow& r : *first) fences.push_back({r.id, r.claim_token});
+  ASSERT_TRUE(store_->MarkSent(fences).ok());
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || lpad(n::text, 2, '0'), '{}' "
+      "FROM generate_series(0, 19) AS n");
+  int claims_until_zz = 0;
+  for (int i = 1; i <= 21 && claims_until_zz == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // claims spread over > 1 s
+    auto rows = store_->Claim(1, kLease);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_EQ(rows->size(), 1u);
+    if (rows->front().key == "zz") claims_until_zz = i;
+    std::vector<Fence> sent{{rows->front().id, rows->front().claim_token}};
+    ASSERT_TRUE(store_->MarkSent(sent).ok());
+  }
+  EXPECT_GE(claims_until_zz, 1);
+  EXPECT_LE(claims_until_zz, 12) << "the window did not come back after the fallback";
 }
 
 TEST_F(PostgresClaimWindowTest, DrainClaimsEveryRowOnceInKeyOrder) {

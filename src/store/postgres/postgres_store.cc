@@ -175,6 +175,11 @@ void ClaimWindowStart::Advance(const std::string& at_and_sequence) {
   position_.sequence = *sequence;
 }
 
+void ClaimWindowStart::VisitedKeysUpTo(const std::string& last_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  key_after_ = last_key;
+}
+
 void ClaimWindowStart::FellBack(const std::string& last_key) {
   std::lock_guard<std::mutex> lock(mu_);
   key_after_ = last_key;
@@ -244,9 +249,13 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " LIMIT 1) AS f(qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass) UNION ALL "
       "SELECT nxt.*, prev.qb_n + " +
       candidate("nxt") + " FROM qb_keys AS prev CROSS JOIN LATERAL (" +
-      key_head("prev.qb_pass", "prev.qb_key") + " AND (prev.qb_pass = 1 OR k.{key} <= $6::text)" +
-      key_order + " UNION ALL " + key_head("2", "''") +
-      " AND prev.qb_pass = 1 AND k.{key} <= $6::text" + key_order +
+      // Three branches, each with its key bounds as index conditions (a bound in an OR would be
+      // a filter, and the probe would read every entry past $6): the next key in pass 1, the
+      // next key up to $6 in pass 2, the first key of pass 2 when pass 1 has run out.
+      key_head("1", "prev.qb_key") + " AND prev.qb_pass = 1" + key_order + " UNION ALL " +
+      key_head("2", "prev.qb_key") + " AND prev.qb_pass = 2 AND k.{key} <= $6::text" + key_order +
+      " UNION ALL " + key_head("2", "''") + " AND prev.qb_pass = 1 AND k.{key} <= $6::text" +
+      key_order +
       " LIMIT 1) AS nxt(qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass)"
       " WHERE prev.qb_n < $1::int), "
       "qb_cand AS (SELECT qb_ctid, qb_at, qb_seq FROM qb_keys WHERE qb_state = 'pending'"
@@ -278,7 +287,15 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
   if (!rows.empty() && rows.front().size() > 13) {
     if (rows.front()[12].has_value()) window_start_.Advance(*rows.front()[12]);
-    if (rows.front()[13].has_value()) window_start_.FellBack(*rows.front()[13]);
+    if (rows.front()[13].has_value()) {
+      // The key walk ran. It counts as a fallback (the window comes back after a second) only
+      // when the window was read and came up short, not when this claim skipped the window.
+      if (from.use_window) {
+        window_start_.FellBack(*rows.front()[13]);
+      } else {
+        window_start_.VisitedKeysUpTo(*rows.front()[13]);
+      }
+    }
   }
   SortClaimed(out);
   return out;

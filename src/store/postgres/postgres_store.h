@@ -50,8 +50,10 @@ class ClaimWindowStart {
   Position Next();
   // Records the first due pending row a claim read: "<timestamp> <sequence>".
   void Advance(const std::string& at_and_sequence);
-  // Records that a claim needed the fallback, and the last key its walk visited.
+  // Records that a claim read the window, needed the fallback, and where its key walk stopped.
   void FellBack(const std::string& last_key);
+  // Records where the key walk of a claim that skipped the window stopped.
+  void VisitedKeysUpTo(const std::string& last_key);
   // The next claim's window starts from the beginning (the key walk keeps its place).
   void Reset();
 
