@@ -49,7 +49,7 @@ base=${QB_TEST_PG_URL%/*}
 SLOT=qb_peer_slot_$$  # replication slot names are server-wide
 WORK=$(mktemp -d)
 cleanup() {
-  [ -f "$WORK/ngx/nginx.pid" ] && nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null
+  nginx_sink_stop "$WORK/ngx"
   psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot(slot_name)
     FROM pg_replication_slots WHERE slot_name = '$SLOT' AND NOT active" >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -63,22 +63,9 @@ cp bench/peer/drain.mjs "$WORK/peer/"
   npm install --no-audit --no-fund --loglevel=error \
     "pg-transactional-outbox@$PEER_VERSION" "pg@$PG_VERSION" >/dev/null)
 
-command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
-mkdir -p "$WORK/ngx"
-cat >"$WORK/ngx/nginx.conf" <<NGX
-worker_processes 1;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log;
-events { worker_connections 8192; }
-http {
-  log_format ids '\$uri \$http_x_message_id';
-  access_log $WORK/ngx/access.log ids buffer=256k flush=1s;
-  keepalive_requests 10000000;
-  client_body_temp_path $WORK/ngx;
-  server { listen 127.0.0.1:$PORT; location / { return 204; } }
-}
-NGX
-nginx -c "$WORK/ngx/nginx.conf"
+source bench/nginx_sink.sh
+nginx_sink_start "$WORK/ngx" "$PORT" "log_format ids '\$uri \$http_x_message_id';
+  access_log $WORK/ngx/access.log ids buffer=256k flush=1s;"
 
 fresh_db() {  # name
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1"

@@ -39,7 +39,6 @@ bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" --target queuebox >/dev/null
-command -v nginx >/dev/null || apt-get install -y -q --no-install-recommends --no-upgrade nginx >/dev/null
 python3 bench/verify_delivery.py --self-test >/dev/null
 QB="$BUILD_DIR/apps/queuebox/queuebox"
 base=${QB_TEST_PG_URL%/*}
@@ -55,38 +54,20 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$WORK/ngx/nginx.pid" ] && nginx -c "$WORK/ngx/nginx.conf" -s stop 2>/dev/null
+  nginx_sink_stop "$WORK/ngx"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+source bench/nginx_sink.sh
 
 start_sink() {  # access log path
-  mkdir -p "$WORK/ngx"
-  # One worker: its access log is the arrival order. Written when each request completes, that
-  # is after the 204, before the relay can acknowledge the row and claim the key's next one.
-  cat >"$WORK/ngx/nginx.conf" <<NGX
-worker_processes 1;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log;
-events { worker_connections 8192; }
-http {
-  log_format qb '\$msec \$http_x_message_id \$http_x_message_key \$http_x_attempt \$status';
-  access_log $1 qb buffer=256k;
-  keepalive_requests 10000000;
-  client_body_temp_path $WORK/ngx;
-  server { listen 127.0.0.1:$PORT; location / { return 204; } }
-}
-NGX
-  # Not holding the caller's lock descriptor (flock's, usually 3) while the daemon lives.
-  nginx -c "$WORK/ngx/nginx.conf" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+  # Written when each request completes, that is after the 204, before the relay can
+  # acknowledge the row and claim the key's next one.
+  nginx_sink_start "$WORK/ngx" "$PORT" "log_format qb '\$msec \$http_x_message_id \
+\$http_x_message_key \$http_x_attempt \$status'; access_log $1 qb buffer=256k;"
 }
 
-stop_sink() {  # graceful: the worker flushes its log buffer before it exits
-  local pid
-  pid=$(cat "$WORK/ngx/nginx.pid")
-  nginx -c "$WORK/ngx/nginx.conf" -s quit 2>/dev/null
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-}
+stop_sink() { nginx_sink_quit "$WORK/ngx"; }
 
 cpu_busy() {  # jiffies the machine's CPUs were not idle (all cores), from /proc/stat
   awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
