@@ -45,6 +45,7 @@ struct DestOptions {
   int64_t timeout_ms = 10000;
   std::map<std::string, std::string> headers = {};
   int max_error_body_bytes = 2048;
+  int max_in_flight = 256;
 };
 
 std::unique_ptr<HttpDestination> MakeDestination(const std::string& base_url, DestOptions o = {}) {
@@ -55,6 +56,7 @@ std::unique_ptr<HttpDestination> MakeDestination(const std::string& base_url, De
   s.timeout_ms = o.timeout_ms;
   s.static_headers = o.headers;
   s.max_error_body_bytes = o.max_error_body_bytes;
+  s.max_in_flight = o.max_in_flight;
   Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   if (!d.ok()) return nullptr;
@@ -143,6 +145,16 @@ TEST_F(HttpDestinationTest, LongBodyIsCutRedactedAndCutAgain) {
   std::string expected = prefix + std::string(86 - prefix.size(), 'x') + "...[truncated]";
   EXPECT_EQ(o.error, expected);
   EXPECT_EQ(o.error.size(), 100u);
+}
+
+TEST_F(HttpDestinationTest, ErrorBodyLongerThanOneReadIsKeptWhole) {
+  // The receive buffer is 1 KiB: a 1,800-character body arrives in several reads.
+  std::string body = std::string(900, 'a') + std::string(900, 'b');
+  receiver_.EnqueueResponse({.status = 422, .body = body});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.error, "HTTP 422: Unprocessable Entity - " + body);
 }
 
 TEST_F(HttpDestinationTest, TimeoutIsRetry) {
@@ -288,6 +300,63 @@ TEST_F(HttpDestinationTest, ConcurrentBatchesFromSeveralThreads) {
     }
   }
   EXPECT_EQ(receiver_.RequestCount(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+TEST_F(HttpDestinationTest, MaxInFlightBoundsAllBatchesTogether) {
+  // Four batches at once share three permits: the receiver never sees a fourth request.
+  receiver_.SetDefaultResponse({.status = 204, .delay = std::chrono::milliseconds(20)});
+  auto d = MakeDestination(receiver_.BaseUrl(), {.max_in_flight = 3});
+  constexpr int kThreads = 4, kPerThread = 15;
+  std::vector<std::vector<OutboxRow>> rows(kThreads);
+  std::vector<CollectingSink> sinks(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      rows[t].push_back(Row("t" + std::to_string(t) + "-" + std::to_string(i)));
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<OutboundMessage> batch = BatchOf(rows[t]);
+      d->PublishBatch(batch, sinks[t]);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(sinks[t].outcomes().size(), static_cast<size_t>(kPerThread));
+    for (const auto& [i, o] : sinks[t].outcomes()) {
+      EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
+    }
+  }
+  EXPECT_EQ(receiver_.RequestCount(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_LE(receiver_.MaxConcurrent(), 3);
+}
+
+TEST_F(HttpDestinationTest, RejectedRowsGiveTheirPermitBack) {
+  // One permit: a rejected row that kept it would leave the next rows waiting forever.
+  auto d = MakeDestination(receiver_.BaseUrl(), {.max_in_flight = 1});
+  std::vector<OutboxRow> rows = {Row("bad-1", std::nullopt, "[1]"), Row("good-1"),
+                                 Row("bad-2", std::nullopt, "{\"X-A\":\"a\\nb\"}"), Row("good-2")};
+  std::vector<OutboundMessage> batch = BatchOf(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.outcomes().size(), 4u);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kReject);
+  EXPECT_EQ(sink.at(1).kind, Outcome::Kind::kDelivered) << sink.at(1).error;
+  EXPECT_EQ(sink.at(2).kind, Outcome::Kind::kReject);
+  EXPECT_EQ(sink.at(3).kind, Outcome::Kind::kDelivered) << sink.at(3).error;
+  EXPECT_EQ(receiver_.RequestCount(), 2u);
+}
+
+TEST(HttpDestinationSettingsTest, MaxInFlightMustBePositive) {
+  HttpDestinationSettings s;
+  s.name = "webhook";
+  s.base_url = "http://127.0.0.1:1";
+  s.max_in_flight = 0;
+  Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.status().message(), "destinations.webhook.maxInFlight: must be > 0");
 }
 
 TEST_F(HttpDestinationTest, KeepsTheConnectionAliveBetweenBatches) {

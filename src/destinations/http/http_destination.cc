@@ -163,6 +163,14 @@ DestinationType HttpDestinationType() {
                  .min = 1,
                  .enum_values = {},
                  .description = "Request timeout in ms; the connect timeout is half of it"},
+      OptionSpec{.key = "maxInFlight",
+                 .type = OptionType::kInt,
+                 .default_value = 256,
+                 .min = 1,
+                 .max = 100000,
+                 .enum_values = {},
+                 .description = "Requests in flight to this receiver at once, all batches "
+                                "together (per replica); each costs about 12 KiB"},
   };
   t.validate = ValidateHttpBlock;
   t.create = [](const DestinationConfig& config,
@@ -173,6 +181,7 @@ DestinationType HttpDestinationType() {
       s.base_url = config.options.at("baseUrl").get<std::string>();
       s.path = config.options.value("path", std::string("/"));
       s.timeout_ms = config.options.value("timeoutMs", int64_t{30000});
+      s.max_in_flight = config.options.value("maxInFlight", 256);
     } catch (const nlohmann::json::exception& e) {
       return InvalidArgument("destinations." + config.name + ": " + e.what());
     }
@@ -363,15 +372,14 @@ std::once_flag curl_init_once;
 
 // ---- HttpDestination::Worker -----------------------------------------------------------------
 
-// One curl multi handle (its connection cache keeps connections alive between batches) and
-// the easy handles it reuses. Used by one PublishBatch call at a time.
+// One curl multi handle (its connection cache keeps connections alive between batches). Used by
+// one PublishBatch call at a time; easy handles and permits come from the destination.
 class HttpDestination::Worker {
  public:
-  explicit Worker(const HttpDestinationSettings& settings) : settings_(settings) {
+  explicit Worker(HttpDestination& owner) : owner_(owner), settings_(owner.settings_) {
     multi_ = curl_multi_init();
   }
   ~Worker() {
-    for (CURL* e : free_easy_) curl_easy_cleanup(e);
     if (multi_ != nullptr) curl_multi_cleanup(multi_);
   }
   Worker(const Worker&) = delete;
@@ -380,21 +388,15 @@ class HttpDestination::Worker {
   void Run(const std::string& url, std::span<const OutboundMessage> batch, OutcomeSink& sink);
 
  private:
-  CURL* TakeEasy() {
-    if (free_easy_.empty()) return curl_easy_init();
-    CURL* e = free_easy_.back();
-    free_easy_.pop_back();
-    curl_easy_reset(e);  // keeps live connections and caches, drops options
-    return e;
-  }
-  void GiveBack(CURL* e) { free_easy_.push_back(e); }
+  CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
+  void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
   Status Prepare(const std::string& url, const OutboxRow& row, Request& r);
   Outcome Finish(Request& r, CURLcode result);
 
+  HttpDestination& owner_;
   const HttpDestinationSettings& settings_;
   CURLM* multi_ = nullptr;
-  std::vector<CURL*> free_easy_;
 };
 
 Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow& row, Request& r) {
@@ -429,9 +431,10 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow&
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout / 2));
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  // The receive buffer of each handle (16 KiB by default, one per message in flight): answers
-  // are read for their status and at most a short error body, so 4 KiB is plenty.
-  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
+  // The receive buffer of each request in flight (16 KiB by default): answers are read for their
+  // status and at most a short error body, which the callbacks collect across reads, so curl's
+  // minimum, 1 KiB, is enough (headers are buffered apart). bench/README.md "Memory".
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 1024L);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
@@ -470,24 +473,32 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
     }
     return;
   }
-  const size_t cap = static_cast<size_t>(std::max(1, settings_.max_in_flight));
   std::vector<std::unique_ptr<Request>> requests(batch.size());
   size_t next = 0;       // next batch index to start
-  size_t in_flight = 0;  // handles in the multi handle
+  size_t in_flight = 0;  // handles in the multi handle, each holding a permit
+  bool starved = false;  // a request is waiting for a permit that other batches hold
 
+  // Starts requests while permits are free. With none in flight, waits for a permit (the other
+  // batches' requests release theirs as they finish).
   auto start_more = [&] {
-    while (next < batch.size() && in_flight < cap) {
-      size_t i = next++;
-      const OutboxRow* row = batch[i].row;
+    starved = false;
+    while (next < batch.size()) {
+      const OutboxRow* row = batch[next].row;
       if (row == nullptr) {
-        sink.Report(i, Outcome::Reject("Publish failed: no row"));
+        sink.Report(next++, Outcome::Reject("Publish failed: no row"));
         continue;
       }
+      if (!owner_.TakePermit(/*wait=*/in_flight == 0)) {
+        starved = true;
+        return;
+      }
+      size_t i = next++;
       auto r = std::make_unique<Request>();
       r->index = i;
       Status prepared = Prepare(url, *row, *r);
       if (!prepared.ok()) {
         if (r->easy != nullptr) GiveBack(r->easy);
+        owner_.ReleasePermit();
         Outcome o =
             prepared.code() == StatusCode::kInvalidArgument
                 ? Outcome::Reject(SanitizeError(prepared.message(), settings_.max_error_body_bytes))
@@ -498,6 +509,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
       CURLMcode added = curl_multi_add_handle(multi_, r->easy);
       if (added != CURLM_OK) {
         GiveBack(r->easy);
+        owner_.ReleasePermit();
         sink.Report(i,
                     Outcome::Retry(std::string("Publish failed: ") + curl_multi_strerror(added)));
         continue;
@@ -520,6 +532,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
         CURLcode result = msg->data.result;
         curl_multi_remove_handle(multi_, r->easy);
         --in_flight;
+        owner_.ReleasePermit();
         Outcome outcome = Finish(*r, result);
         GiveBack(r->easy);
         size_t index = r->index;
@@ -527,7 +540,8 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
         sink.Report(index, std::move(outcome));
       }
       start_more();
-      if (in_flight > 0) mc = curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+      // A starved batch looks for freed permits every 5 ms (other batches do not wake it).
+      if (in_flight > 0) mc = curl_multi_poll(multi_, nullptr, 0, starved ? 5 : 1000, nullptr);
     }
     if (mc != CURLM_OK) {
       // The multi handle is broken: fail what is still in flight (retried later).
@@ -536,6 +550,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
         if (!r) continue;
         curl_multi_remove_handle(multi_, r->easy);
         GiveBack(r->easy);
+        owner_.ReleasePermit();
         sink.Report(r->index, Outcome::Retry(reason));
         r.reset();
       }
@@ -548,9 +563,14 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
 // ---- HttpDestination -------------------------------------------------------------------------
 
 HttpDestination::HttpDestination(HttpDestinationSettings settings, std::string url)
-    : settings_(std::move(settings)), url_(std::move(url)) {}
+    : settings_(std::move(settings)), url_(std::move(url)) {
+  permits_free_ = settings_.max_in_flight;
+}
 
-HttpDestination::~HttpDestination() = default;
+HttpDestination::~HttpDestination() {
+  idle_.clear();
+  for (void* e : free_easy_) curl_easy_cleanup(static_cast<CURL*>(e));
+}
 
 Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestinationSettings settings) {
   std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -559,6 +579,9 @@ Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestination
   }
   if (settings.max_error_body_bytes <= 0) {
     return InvalidArgument("http.maxErrorBodyBytes: must be > 0");
+  }
+  if (settings.max_in_flight <= 0) {
+    return InvalidArgument("destinations." + settings.name + ".maxInFlight: must be > 0");
   }
   Result<std::string> url = JoinHttpUrl(settings.base_url, settings.path);
   if (!url.ok()) {
@@ -585,12 +608,47 @@ std::unique_ptr<HttpDestination::Worker> HttpDestination::Borrow() {
       return w;
     }
   }
-  return std::make_unique<Worker>(settings_);
+  return std::make_unique<Worker>(*this);
 }
 
 void HttpDestination::Return(std::unique_ptr<Worker> worker) {
   std::lock_guard<std::mutex> lock(mu_);
   idle_.push_back(std::move(worker));
+}
+
+bool HttpDestination::TakePermit(bool wait) {
+  std::unique_lock<std::mutex> lock(permits_mu_);
+  if (wait) permits_cv_.wait(lock, [&] { return permits_free_ > 0; });
+  if (permits_free_ == 0) return false;
+  --permits_free_;
+  return true;
+}
+
+void HttpDestination::ReleasePermit() {
+  {
+    std::lock_guard<std::mutex> lock(permits_mu_);
+    ++permits_free_;
+  }
+  permits_cv_.notify_one();
+}
+
+void* HttpDestination::TakeEasy() {
+  CURL* e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_easy_.empty()) {
+      e = static_cast<CURL*>(free_easy_.back());
+      free_easy_.pop_back();
+    }
+  }
+  if (e == nullptr) return curl_easy_init();
+  curl_easy_reset(e);  // drops options; connections live in the multi handles' caches
+  return e;
+}
+
+void HttpDestination::GiveBackEasy(void* easy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_easy_.push_back(easy);
 }
 
 void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
@@ -603,6 +661,8 @@ void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
 void HttpDestination::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   idle_.clear();
+  for (void* e : free_easy_) curl_easy_cleanup(static_cast<CURL*>(e));
+  free_easy_.clear();
 }
 
 }  // namespace queuebox

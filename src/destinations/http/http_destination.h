@@ -1,6 +1,7 @@
 // http_destination.h: the `http` destination (QueueBox reference §7.1, §9.1). POSTs each message
-// to baseUrl + path with libcurl's multi interface: a whole batch is in flight at once (up to
-// max_in_flight), connections are kept alive and reused between batches.
+// to baseUrl + path with libcurl's multi interface: a batch's requests are sent at once, up to
+// max_in_flight requests to this destination in all batches together (`maxInFlight`), and
+// connections are kept alive and reused between batches.
 //
 // Request: method POST, body = the row's payload bytes verbatim, headers in this order:
 //   Content-Type: application/json, X-Message-Id, X-Topic, X-Attempt, X-Message-Key (only when
@@ -18,10 +19,16 @@
 //   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".
 // Timeouts: request = timeoutMs, connect = timeoutMs / 2 (at least 1 ms).
 //
+// Memory: each request in flight costs about 12 KiB in libcurl (easy handle, receive buffer,
+// request buffers), so max_in_flight bounds the destination's memory; bench/README.md "Memory".
+//
 // Thread-safety: PublishBatch may be called from several threads at once; each call borrows its
-// own curl multi handle from a pool (connections are cached per multi handle and reused).
+// own curl multi handle from a pool (connections are cached per multi handle and reused). The
+// calls share the max_in_flight permits (a call that holds none waits for one) and one pool of
+// easy handles.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -44,12 +51,12 @@ struct HttpDestinationSettings {
   int64_t timeout_ms = 30000;                         // request timeout (ms), > 0
   std::map<std::string, std::string> static_headers;  // destinations.<name>.headers
   int max_error_body_bytes = 2048;                    // http.maxErrorBodyBytes (bytes, > 0)
-  int max_in_flight = 256;                            // requests in flight per PublishBatch call
-  std::function<void(int status)> on_response;        // each response status; 0 = none (optional)
+  int max_in_flight = 256;  // requests in flight to this destination, all batches together (> 0)
+  std::function<void(int status)> on_response;  // each response status; 0 = none (optional)
 };
 
-// The registry entry for `type: http`: option table (baseUrl, path, timeoutMs), block validator
-// and factory.
+// The registry entry for `type: http`: option table (baseUrl, path, timeoutMs, maxInFlight), block
+// validator and factory.
 DestinationType HttpDestinationType();
 
 // Checks an http block (defaults filled): baseUrl is an absolute http/https URL with a host and
@@ -83,11 +90,22 @@ class HttpDestination final : public Destination {
   HttpDestination(HttpDestinationSettings settings, std::string url);
   std::unique_ptr<Worker> Borrow();
   void Return(std::unique_ptr<Worker> worker);
+  // One permit per request in flight. wait: block until one is free (only a caller holding none
+  // may wait, so permits are always released by someone); otherwise false when none is free.
+  bool TakePermit(bool wait);
+  void ReleasePermit();
+  // The shared pool of easy handles (reset before reuse). nullptr when curl_easy_init fails.
+  void* TakeEasy();
+  void GiveBackEasy(void* easy);
 
   HttpDestinationSettings settings_;
   std::string url_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_;  // guarded by mu_
+  std::vector<void*> free_easy_;               // CURL*, guarded by mu_
+  std::mutex permits_mu_;
+  std::condition_variable permits_cv_;
+  int permits_free_ = 0;  // guarded by permits_mu_
 };
 
 }  // namespace queuebox
