@@ -4,7 +4,7 @@
 # fenced-ack statements run back to back with no publishing) in the same run.
 #
 #   bash bench/run_relay_bench.sh            # 100,000 rows of ~1 KiB over 1,000 keys
-#   ROWS=10000 BATCH=200 CONCURRENCY=400 bash bench/run_relay_bench.sh
+#   ROWS=10000 BATCH=200 CONCURRENCY=400 MAX_IN_FLIGHT=64 bash bench/run_relay_bench.sh
 #
 # Writes bench/results/relay_pg_http.json (figures + machine description) and prints it.
 # The rows are inserted before the relay starts (a backlog drain), so insert-to-receipt latency
@@ -15,6 +15,7 @@ ROWS=${ROWS:-100000}
 KEYS=${KEYS:-1000}
 BATCH=${BATCH:-500}
 CONCURRENCY=${CONCURRENCY:-1000}
+MAX_IN_FLIGHT=${MAX_IN_FLIGHT:-256}  # the http destination's maxInFlight (its default)
 PAD=${PAD:-960}  # payload ~1 KiB with the other fields
 PORT=${PORT:-18181}
 BUILD_DIR=${BUILD_DIR:-build}
@@ -37,7 +38,8 @@ database: {type: postgresql, url: "$base/$db", poolSize: 4}
 server: {httpPort: $((PORT + 1))}
 outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
 routes: [{topicPattern: "**", destination: sink}]
-destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events, timeoutMs: 30000}}
+destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events, timeoutMs: 30000,
+                      maxInFlight: $MAX_IN_FLIGHT}}
 logging: {format: json, level: info}
 YAML
   "$QB" --config "$WORK/$db.yml" migrate 2>/dev/null
@@ -61,6 +63,7 @@ trap 'nginx_sink_stop "$WORK/ngx"; rm -rf "$WORK"' EXIT
 start=$(date +%s.%N)
 "$QB" --config "$WORK/qb_bench_relay.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/relay.log"
 end=$(date +%s.%N)
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)  # 1, 5 and 15 minutes, as the relay run ends
 # Insert-to-acknowledgement latency on the database clock: updated_at (sent) - created_at.
 RECEIVER=$(psql -Atq "$base/qb_bench_relay" -c "SELECT json_build_object(
     'received', count(*), 'duplicates', 0,
@@ -73,10 +76,10 @@ MAX_RSS_KB=$(grep -o '"max_rss_kb":"[0-9]*"' "$WORK/relay.log" | tail -1 | grep 
 SENT=$(psql -Atq "$base/qb_bench_relay" -c "SELECT count(*) FROM outbox WHERE state = 'sent'")
 
 python3 - "$FLOOR" "$RECEIVER" "$start" "$end" "$MAX_RSS_KB" "$SENT" "$ROWS" "$KEYS" "$BATCH" \
-  "$CONCURRENCY" >"$OUT" <<'PY'
+  "$CONCURRENCY" "$LOAD" "$MAX_IN_FLIGHT" >"$OUT" <<'PY'
 import json, platform, subprocess, sys, os
 floor, recv = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-start, end, rss, sent, rows, keys, batch, conc = sys.argv[3:11]
+start, end, rss, sent, rows, keys, batch, conc, load, max_in_flight = sys.argv[3:13]
 wall = float(end) - float(start)
 relay_rate = int(sent) / wall if wall > 0 else 0
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
@@ -84,7 +87,7 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 print(json.dumps({
   "benchmark": "PostgreSQL -> HTTP (nginx 204, keep-alive), backlog drain; latency = insert to sent (database clock)",
   "rows": int(rows), "keys": int(keys), "payload_bytes": 1024, "batch_size": int(batch),
-  "concurrency": int(conc),
+  "concurrency": int(conc), "http_max_in_flight": int(max_in_flight),
   "floor_rows_per_s": round(floor["rows_per_s"], 1),
   "relay_rows_per_s_wall": round(relay_rate, 1),
   "relay_receive_rate_per_s": round(recv["receive_rate_per_s"], 1),
@@ -93,6 +96,7 @@ print(json.dumps({
   "insert_to_receipt_p99_ms": recv["insert_to_receipt_p99_ms"],
   "duplicates": recv["duplicates"], "rows_sent": int(sent),
   "peak_rss_mb": round(int(rss) / 1024, 1),
+  "load_average_1_5_15m": [float(x) for x in load.split()],
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
               "postgres": "15 (fsync off, throw-away cluster)"},
 }, indent=2))
