@@ -66,11 +66,13 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
 
   // Key affinity (outbox.keyAffinity.enabled): replicas split the keys through a heartbeat table.
   // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
-  // others take its keys; the ttl covers three poll intervals, at least 5 s.
-  if (config->outbox.key_affinity && config->database.type == "postgresql") {
+  // others take its keys; the ttl covers three poll intervals, at least 5 s. Off for
+  // --until-idle: its "nothing left to claim" must mean the whole outbox, not this share.
+  if (config->outbox.key_affinity && config->database.type == "postgresql" && !options.until_idle) {
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-    (*store)->EnableKeyAffinity(std::max<int64_t>(5000, 3 * config->outbox.poll_interval_ms),
+    const int64_t poll = std::min<int64_t>(config->outbox.poll_interval_ms, INT64_MAX / 3);
+    (*store)->EnableKeyAffinity(std::max<int64_t>(5000, 3 * poll),
                                 std::string(host) + ":" + std::to_string(getpid()));
   }
 

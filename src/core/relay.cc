@@ -137,6 +137,9 @@ class RelayImpl final : public Relay {
     lease_cv_.notify_all();
     idle_cv_.notify_all();
     if (poller_.joinable()) poller_.join();
+    // No more claims from this replica: hand its keys to the others now (key affinity), not after
+    // the in-flight publishes below or the heartbeat's ttl.
+    store_->LeaveReplicaSet();
     // Let in-flight publishes finish and write their outcomes, within shutdownTimeoutMs.
     std::unique_lock<std::mutex> lock(mu_);
     auto deadline = Clock::now() + milliseconds(options_.outbox.shutdown_timeout_ms);

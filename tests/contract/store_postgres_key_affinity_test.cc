@@ -166,6 +166,25 @@ TEST_F(PostgresKeyAffinityTest, AReplicaThatStopsHeartbeatingDropsOutAfterItsTtl
   EXPECT_EQ(Share(*store_).count, 2);
 }
 
+TEST_F(PostgresKeyAffinityTest, RelaysOfAnotherOutboxTableAreNotCounted) {
+  db_->Exec("CREATE TABLE billing_outbox (LIKE outbox INCLUDING ALL)");
+  DatabaseConfig billing = db_->config();
+  billing.outbox_table = "billing_outbox";
+  auto opened = OpenStore(billing);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<OutboxStore> billing_store = std::move(opened).value();
+  billing_store->EnableKeyAffinity(kLease, "billing");
+  JoinBoth();
+  ASSERT_TRUE(billing_store->Heartbeat().ok());
+  EXPECT_EQ(Share(*store_).count, 2);
+  EXPECT_EQ(Share(*other_).count, 2);
+  EXPECT_EQ(Share(*billing_store), (KeyShare{1, 0}));
+  db_->Exec(
+      "INSERT INTO billing_outbox (topic, key, payload) SELECT 't', 'k' || n, '{}' "
+      "FROM generate_series(1, 30) AS n");
+  EXPECT_EQ(Claim(*billing_store, 100).size(), 30u) << "the only billing relay takes every key";
+}
+
 TEST_F(PostgresKeyAffinityTest, WithoutTheReplicaTableClaimsTakeEveryKey) {
   db_->Exec("DROP TABLE queuebox_relay_replicas");
   store_->EnableKeyAffinity(kLease, "a");

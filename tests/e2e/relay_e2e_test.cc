@@ -289,6 +289,26 @@ TEST_F(RelayE2ETest, TwoReplicasSplitTheKeysAndLeaveAtAGracefulStop) {
   EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM queuebox_relay_replicas"), "0");
 }
 
+// `run --until-idle` stops when nothing is left to claim in the whole outbox: it takes no share
+// under key affinity, so another live replica's keys do not make it stop early.
+TEST_F(RelayE2ETest, UntilIdleDrainsEveryKeyWhileAnotherReplicaIsLive) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 0ms});
+  const std::string config = WriteConfig(RelaySettings{}, "idle");
+  Migrate(config);
+  // Another replica of this outbox, live for an hour (it never claims).
+  pg_->Exec(
+      "INSERT INTO queuebox_relay_replicas (replica_id, outbox_table, name, started_at, "
+      "heartbeat_at, expires_at) VALUES (gen_random_uuid(), 'outbox', 'other:1', "
+      "clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '1 hour')");
+  InsertRows(30, 10);
+  std::string out;
+  ASSERT_EQ(
+      testing::RunCommand(kBinary, {"--config", config, "run", "--until-idle"}, {}, &out, 120s), 0)
+      << out;
+  EXPECT_EQ(Count("state <> 'sent'"), 0) << out;
+  EXPECT_EQ(CheckDeliveredInKeyOrder(), 0);
+}
+
 // S5: one producer writes e1..e1000 for one key, one transaction each, while other keys carry
 // traffic; concurrency 8; two replicas. The key's rows arrive in order.
 TEST_F(RelayE2ETest, S5_OrderForOneKeyUnderParallelWorkers) {

@@ -349,7 +349,13 @@ void PostgresOutboxStore::EnableKeyAffinity(int64_t ttl_ms, const std::string& n
   std::lock_guard<std::mutex> lock(affinity_.mu);
   affinity_.enabled = true;
   if (affinity_.replica_id.empty()) affinity_.replica_id = RandomUuid();
-  affinity_.name = name.substr(0, 255);
+  // VARCHAR(255) counts characters; 255 bytes never exceed it (a cut UTF-8 sequence is dropped).
+  std::string cut = name;
+  if (cut.size() > 255) {
+    cut.resize(255);
+    while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0x80) != 0) cut.pop_back();
+  }
+  affinity_.name = cut;
   affinity_.ttl_ms = std::max<int64_t>(1, ttl_ms);
   affinity_.last = {};
 }
@@ -365,12 +371,13 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
     ttl_ms = affinity_.ttl_ms;
   }
   // One statement: upsert this replica (database clock), drop replicas expired for over a minute,
-  // count the live others and those ranked before this one. The SELECT does not see the upsert
-  // (one snapshot), so this replica is counted by the `1 +`.
+  // count the live others of the same outbox table and those ranked before this one. The SELECT
+  // does not see the upsert (one snapshot), so this replica is counted by the `1 +`.
   static const std::string sql =
       "WITH qb_now AS (SELECT clock_timestamp() AS t), "
-      "qb_up AS (INSERT INTO queuebox_relay_replicas AS r (replica_id, name, started_at,"
-      " heartbeat_at, expires_at) SELECT $1::uuid, $2::text, t, t, t + $3::bigint" +
+      "qb_up AS (INSERT INTO queuebox_relay_replicas AS r (replica_id, outbox_table, name,"
+      " started_at, heartbeat_at, expires_at) SELECT $1::uuid, $4::text, $2::text, t, t,"
+      " t + $3::bigint" +
       std::string(kMs) +
       " FROM qb_now ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,"
       " expires_at = EXCLUDED.expires_at, name = EXCLUDED.name RETURNING r.replica_id), "
@@ -379,8 +386,8 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
       " RETURNING g.replica_id) "
       "SELECT 1 + count(*), count(*) FILTER (WHERE o.replica_id < $1::uuid)"
       " FROM queuebox_relay_replicas AS o WHERE o.expires_at > (SELECT t FROM qb_now)"
-      " AND o.replica_id <> $1::uuid";
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(sql, {id, name, ttl_ms}));
+      " AND o.replica_id <> $1::uuid AND o.outbox_table = $4::text";
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(sql, {id, name, ttl_ms, config_.outbox_table}));
   KeyShare share;
   if (!rows.empty() && rows[0].size() == 2 && rows[0][0].has_value() && rows[0][1].has_value()) {
     share.count = static_cast<int>(ParseInt(*rows[0][0]).value_or(1));
@@ -418,7 +425,7 @@ KeyShare PostgresOutboxStore::ShareForClaim() {
   if (!affinity_.failing) {
     log::Warn(
         "Key affinity is off until the replica table answers; this replica claims every key. "
-        "Run `queuebox migrate` if the table queuebox_relay_replicas is missing.",
+        "If the database is up, `queuebox migrate` creates the table queuebox_relay_replicas.",
         {{"reason", SanitizeError(share.status().message())}});
     affinity_.failing = true;
   }
