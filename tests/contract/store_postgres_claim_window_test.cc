@@ -141,5 +141,51 @@ TEST_F(PostgresClaimWindowTest, DrainClaimsEveryRowOnceInKeyOrder) {
             (std::vector<std::vector<std::string>>{{"0"}}));
 }
 
+// After a claim that came back empty, the key walk rests until this store writes an outcome (or a
+// second passes): it would only visit the same busy keys again. A new key whose row lies beyond a
+// window of blocked rows is then claimed after the next outcome.
+TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkWaitsForAnOutcome) {
+  // 10 rows of `hot` fill the window (2 x limit 2 = 4 rows), then `busy`'s row.
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'hot', '{}' "
+      "FROM generate_series(1, 10)");
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'busy', '{}')");
+  auto first = store_->Claim(2, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::vector<std::string> keys;
+  for (const OutboxRow& r : *first) keys.push_back(*r.key);
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("hot", "busy"));
+  // Both keys in flight: nothing to claim.
+  EXPECT_THAT(ClaimKeys(2), ::testing::IsEmpty());
+  // A new key behind the window: the walk rests, so it is not claimed yet ...
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'late', '{}')");
+  EXPECT_THAT(ClaimKeys(2), ::testing::IsEmpty());
+  // ... until an outcome is written (busy's row is sent).
+  std::vector<Fence> fences;
+  for (const OutboxRow& r : *first) {
+    if (*r.key == "busy") fences.push_back({r.id, r.claim_token});
+  }
+  auto sent = store_->MarkSent(fences);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_THAT(ClaimKeys(2), ::testing::ElementsAre("late"));
+}
+
+// Without outcomes, the walk comes back after a second.
+TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkComesBackWithinASecond) {
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'hot', '{}' "
+      "FROM generate_series(1, 10)");
+  EXPECT_THAT(ClaimKeys(2), ::testing::ElementsAre("hot"));
+  EXPECT_THAT(ClaimKeys(2), ::testing::IsEmpty());
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'late', '{}')");
+  std::vector<std::string> claimed;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (claimed.empty() && std::chrono::steady_clock::now() < deadline) {
+    claimed = ClaimKeys(2);
+    if (claimed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(claimed, ::testing::ElementsAre("late"));
+}
+
 }  // namespace
 }  // namespace queuebox

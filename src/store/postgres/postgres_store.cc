@@ -133,6 +133,13 @@ Result<std::vector<std::string>> PostgresOutboxStore::Ids(const std::string& tmp
   return FirstColumn(rows);
 }
 
+Result<std::vector<std::string>> PostgresOutboxStore::OutcomeIds(
+    const std::string& tmpl, const std::vector<SqlParam>& params) {
+  Result<std::vector<std::string>> ids = Ids(tmpl, params);
+  if (ids.ok() && !ids->empty()) window_start_.MayHaveNewHeads();
+  return ids;
+}
+
 Result<MigrateReport> PostgresOutboxStore::Migrate(std::optional<int> baseline) {
   QB_RETURN_IF_ERROR(RequireDefaultSchema(config_));
   QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
@@ -167,6 +174,9 @@ ClaimWindowStart::Position ClaimWindowStart::Next() {
   }
   next.key_after = key_after_;
   next.use_window = now - fell_back_at_ >= kFromBeginningEvery;
+  next.allow_walk = !quiet_ || now - quiet_since_ >= kFromBeginningEvery;
+  if (next.allow_walk) quiet_ = false;
+  if (!next.allow_walk) next.use_window = true;  // never neither: the window still sees new rows
   return next;
 }
 
@@ -189,6 +199,17 @@ void ClaimWindowStart::FellBack(const std::string& last_key) {
   std::lock_guard<std::mutex> lock(mu_);
   key_after_ = last_key;
   fell_back_at_ = std::chrono::steady_clock::now();
+}
+
+void ClaimWindowStart::ClaimedNothing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!quiet_) quiet_since_ = std::chrono::steady_clock::now();
+  quiet_ = true;
+}
+
+void ClaimWindowStart::MayHaveNewHeads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  quiet_ = false;
 }
 
 void ClaimWindowStart::Reset() {
@@ -254,7 +275,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       window + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
-      "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1::int AND (NOT "
+      "qb_gate AS MATERIALIZED (SELECT $10::boolean AND (SELECT count(*) FROM qb_fast) < $1::int"
+      " AND (NOT "
       "$7::boolean OR EXISTS (SELECT 1 FROM {T} AS w WHERE " +
       due_pending + " OFFSET $3::bigint LIMIT 1)) AS qb_on), " +
       "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
@@ -301,9 +323,11 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   const ClaimWindowStart::Position from = window_start_.Next();
   QB_ASSIGN_OR_RETURN(
       SqlRows rows,
-      Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at,
-                 from.sequence, from.key_after, std::string(from.use_window ? "true" : "false"),
-                 int64_t{share.count}, int64_t{share.index}}));
+      Run(tmpl,
+          {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at, from.sequence,
+           from.key_after, std::string(from.use_window ? "true" : "false"), int64_t{share.count},
+           int64_t{share.index}, std::string(from.allow_walk ? "true" : "false")}));
+  if (rows.empty()) window_start_.ClaimedNothing();
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
@@ -400,6 +424,7 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
     affinity_.failing = false;
   }
   if (!affinity_.joined || !(share == affinity_.share)) {
+    window_start_.MayHaveNewHeads();
     log::Info("This replica's share of the keys changed (key affinity)",
               {{"replicas", std::to_string(share.count)},
                {"index", std::to_string(share.index)},
@@ -465,7 +490,7 @@ Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const F
       "{state} = 'sent', {updated_at} = clock_timestamp(), {claim_token} = NULL, "
       "{lease_expires_at} = NULL",
       "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
-  return Ids(tmpl, {PgArray(ids), PgArray(tokens)});
+  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens)});
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
@@ -486,7 +511,7 @@ Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
           ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
           "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
       "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
-  return Ids(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
+  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
@@ -502,7 +527,7 @@ Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const D
       "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
       "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
       "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
-  return Ids(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)});
+  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)});
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::Renew(std::span<const Fence> fences,

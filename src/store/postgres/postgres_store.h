@@ -43,6 +43,12 @@ class ClaimWindowStart {
     // False for kFromBeginningEvery after a claim that needed the fallback: behind a hot key the
     // window is full of its blocked rows, so reading it again would only cost time.
     bool use_window = true;
+    // False after a claim that returned nothing, until this store writes an outcome (a key head
+    // may be free again), the key share changes, or kFromBeginningEvery passes: the key walk
+    // would only visit the same busy keys again. The window is still read (rows that became due
+    // or arrived at its front are claimed at once); a new key whose rows lie beyond a window of
+    // blocked rows waits at most that second.
+    bool allow_walk = true;
   };
   static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
 
@@ -56,12 +62,18 @@ class ClaimWindowStart {
   void VisitedKeysUpTo(const std::string& last_key);
   // The next claim's window starts from the beginning (the key walk keeps its place).
   void Reset();
+  // A claim came back empty (Position::allow_walk).
+  void ClaimedNothing();
+  // An outcome was written or the key share changed: the key walk may find heads again.
+  void MayHaveNewHeads();
 
  private:
   std::mutex mu_;
   Position position_;
   std::string key_after_;
   std::chrono::steady_clock::time_point fell_back_at_{};
+  bool quiet_ = false;  // the last claim came back empty and nothing has changed since
+  std::chrono::steady_clock::time_point quiet_since_{};
   std::chrono::steady_clock::time_point last_from_beginning_{};
 };
 
@@ -107,6 +119,10 @@ class PostgresOutboxStore final : public OutboxStore {
   // The first column of a fenced batch statement's rows; planned per call (PgConnection::Plan).
   Result<std::vector<std::string>> Ids(const std::string& tmpl,
                                        const std::vector<SqlParam>& params);
+  // Ids for an outcome (sent, retry, dead): a changed row frees its key's next row, so the claim's
+  // key walk is allowed again (ClaimWindowStart::MayHaveNewHeads).
+  Result<std::vector<std::string>> OutcomeIds(const std::string& tmpl,
+                                              const std::vector<SqlParam>& params);
 
   // The share for the next claim: heartbeats when key affinity is on and the last heartbeat is
   // kHeartbeatEvery old; on a failed heartbeat every key ({1, 0}), logged once per outage.
