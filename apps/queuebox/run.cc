@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -62,6 +63,16 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // Schema guard (QueueBox reference §3.6): a missing table or sequence column stops the start
   // with the statement that fixes it.
   if (Status s = (*store)->CheckSchema(); !s.ok()) return StartFailed(s);
+
+  // Key affinity (outbox.keyAffinity.enabled): replicas split the keys through a heartbeat table.
+  // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
+  // others take its keys; the ttl covers three poll intervals, at least 5 s.
+  if (config->outbox.key_affinity && config->database.type == "postgresql") {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+    (*store)->EnableKeyAffinity(std::max<int64_t>(5000, 3 * config->outbox.poll_interval_ms),
+                                std::string(host) + ":" + std::to_string(getpid()));
+  }
 
   std::vector<Destination*> destination_list;
   for (auto& [name, d] : *destinations) destination_list.push_back(d.get());
@@ -150,6 +161,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->StartDraining();
   if (listener) listener->Stop();
   int64_t abandoned = (*relay)->Stop();
+  (*store)->LeaveReplicaSet();
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
   (*admin)->Stop(std::chrono::milliseconds(2000));

@@ -7,11 +7,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "queuebox/status.h"
 #include "queuebox/store.h"
@@ -19,37 +18,39 @@
 namespace queuebox {
 
 struct ServerConfig {
-  int http_port = 8080;                  // server.httpPort
-  std::optional<int> management_port;    // server.managementPort
-  std::string address = "127.0.0.1";     // server.address: the interface to bind
+  int http_port = 8080;                // server.httpPort
+  std::optional<int> management_port;  // server.managementPort
+  std::string address = "127.0.0.1";   // server.address: the interface to bind
 };
 
 struct OutboxConfig {
-  int64_t poll_interval_ms = 100;        // outbox.pollIntervalMs
-  int batch_size = 100;                  // outbox.batchSize
-  int concurrency = 8;                   // outbox.concurrency: messages in flight per replica
-  int64_t retry_base_delay_ms = 1000;    // outbox.retryBaseDelayMs
-  int max_attempts = 5;                  // outbox.maxAttempts
-  int64_t claim_timeout_ms = 300000;     // outbox.claimTimeoutMs: the lease
+  int64_t poll_interval_ms = 100;            // outbox.pollIntervalMs
+  int batch_size = 100;                      // outbox.batchSize
+  int concurrency = 8;                       // outbox.concurrency: messages in flight per replica
+  int64_t retry_base_delay_ms = 1000;        // outbox.retryBaseDelayMs
+  int max_attempts = 5;                      // outbox.maxAttempts
+  int64_t claim_timeout_ms = 300000;         // outbox.claimTimeoutMs: the lease
   int64_t pending_gauge_interval_ms = 5000;  // outbox.pendingGaugeIntervalMs
-  int64_t shutdown_timeout_ms = 30000;   // outbox.shutdownTimeoutMs
-  bool notify = false;                   // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
+  int64_t shutdown_timeout_ms = 30000;       // outbox.shutdownTimeoutMs
+  bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
+  // outbox.keyAffinity.enabled: replicas split the keys (PG; OutboxStore::EnableKeyAffinity).
+  bool key_affinity = true;
 };
 
 struct HttpConfig {
-  int max_error_body_bytes = 2048;       // http.maxErrorBodyBytes
+  int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes
 };
 
 struct RouteConfig {
-  std::string topic_pattern;                         // glob: * one segment, ** anything
-  std::string destination;                           // a key of destinations
-  std::optional<std::string> routing_key_template;   // RabbitMQ routing key / Kafka record key
-  std::string routing_key_missing_field_default;     // default ""
+  std::string topic_pattern;                        // glob: * one segment, ** anything
+  std::string destination;                          // a key of destinations
+  std::optional<std::string> routing_key_template;  // RabbitMQ routing key / Kafka record key
+  std::string routing_key_missing_field_default;    // default ""
 };
 
 struct DestinationConfig {
-  std::string name;                          // destinations.<name>
-  std::string type;                          // http | file | kafka | rabbitmq | nats
+  std::string name;                            // destinations.<name>
+  std::string type;                            // http | file | kafka | rabbitmq | nats
   std::map<std::string, std::string> headers;  // static headers (row headers win)
   // Every key of the block, validated against the type's option table, defaults filled,
   // secrets resolved, durations in ms. Read by the destination's factory.
@@ -57,7 +58,7 @@ struct DestinationConfig {
 };
 
 struct AdminAuthConfig {
-  std::string type;                          // bearer | api-key | hmac
+  std::string type;  // bearer | api-key | hmac
   nlohmann::json options = nlohmann::json::object();
 };
 
@@ -69,10 +70,10 @@ struct AdminConfig {
 };
 
 struct RetentionPolicy {
-  std::string policy = "DISABLED";           // AGE | COUNT | DISABLED
+  std::string policy = "DISABLED";  // AGE | COUNT | DISABLED
   std::optional<int64_t> max_age_ms;
   std::optional<int64_t> max_count;
-  int64_t cleanup_interval_ms = 3600000;     // 1h
+  int64_t cleanup_interval_ms = 3600000;  // 1h
   int batch_size = 1000;
 };
 
@@ -82,8 +83,8 @@ struct RetentionConfig {
 };
 
 struct LoggingConfig {
-  std::string format = "json";               // logging.format: json | text
-  std::string level = "info";                // logging.level
+  std::string format = "json";  // logging.format: json | text
+  std::string level = "info";   // logging.level
 };
 
 struct Config {

@@ -38,11 +38,11 @@ struct OutboxColumns {
 
 // database.* configuration (QueueBox reference §12.2).
 struct DatabaseConfig {
-  std::string type = "sqlite";          // "postgresql" | "sqlite"
-  std::string url;                      // libpq URI / jdbc:postgresql://… / SQLite file path
-  std::string username;                 // PostgreSQL role (overrides the URL's)
-  std::string password;                 // secret; never logged
-  int pool_size = 10;                   // connections per replica (PostgreSQL)
+  std::string type = "sqlite";  // "postgresql" | "sqlite"
+  std::string url;              // libpq URI / jdbc:postgresql://… / SQLite file path
+  std::string username;         // PostgreSQL role (overrides the URL's)
+  std::string password;         // secret; never logged
+  int pool_size = 10;           // connections per replica (PostgreSQL)
   int64_t connection_timeout_ms = 30000;
   int64_t startup_timeout_ms = 60000;   // wait for the database at start, then fail
   bool migrate = true;                  // apply the bundled migrations at start
@@ -52,9 +52,9 @@ struct DatabaseConfig {
 
 // Counts for `queuebox status`, the pending gauge and the oldest-pending-age gauge.
 struct OutboxStats {
-  std::map<std::string, int64_t> rows_by_state;     // state literal -> rows
-  double oldest_pending_age_seconds = 0;            // database clock; 0 when none pending
-  std::map<std::string, int64_t> dead_by_topic;     // topic -> dead rows
+  std::map<std::string, int64_t> rows_by_state;  // state literal -> rows
+  double oldest_pending_age_seconds = 0;         // database clock; 0 when none pending
+  std::map<std::string, int64_t> dead_by_topic;  // topic -> dead rows
 };
 
 // A dead row for `queuebox dead list`.
@@ -73,6 +73,14 @@ struct ReplayFilter {
   std::optional<std::vector<std::string>> topics;  // topic IN (...); empty matches nothing
   std::optional<std::string> created_after;        // ISO-8601 instant, strict >
   std::optional<std::string> created_before;       // ISO-8601 instant, strict <
+};
+
+// This replica's share of the keys under key affinity (OutboxStore::Heartbeat): it claims the
+// keys k with hash(k) mod count == index (unkeyed rows: hash of the id). count 1 = every key.
+struct KeyShare {
+  int count = 1;  // live replicas, this one included; >= 1
+  int index = 0;  // this replica's rank among them, by replica id; 0 <= index < count
+  bool operator==(const KeyShare&) const = default;
 };
 
 // Result of a migration run.
@@ -114,6 +122,30 @@ class OutboxStore {
   // Every `processing` row whose lease is null or passed goes back to `pending`, attempt kept,
   // claimed_at null. Returns the number of rows moved.
   virtual Result<int64_t> ReclaimExpired() = 0;
+
+  // --- key affinity across replicas (QueueBox C++ only; docs/operations.md "Replicas") ---
+  // Per-key order allows one row of a key in flight across every replica, so replicas that all
+  // claim from all keys meet at the same key heads: their claims lock and skip each other's rows
+  // and the throughput falls as replicas are added (bench/README.md "Scale-out"). Under key
+  // affinity each replica registers in a replica table with a heartbeat on the database clock and
+  // claims only its share of the keys. Views of the set may disagree for up to a heartbeat:
+  // overlapping shares cost contention, never order (the head check decides what is claimable);
+  // a share nobody holds waits at most until a dead replica's heartbeat expires.
+  //
+  // Turns key affinity on for this store's claims. `ttl_ms` (> 0): how long this replica counts
+  // as live after its last heartbeat; `name`: shown to operators (host:pid). The default (SQLite,
+  // in-memory twins) ignores it: one writer, every key. Call before the first Claim.
+  virtual void EnableKeyAffinity(int64_t ttl_ms, const std::string& name) {
+    (void)ttl_ms;
+    (void)name;
+  }
+  // Registers or refreshes this replica (database clock) and returns its share; Claim calls it at
+  // most once a second on its own. Errors as the other statements (kUnavailable, kInternal, e.g.
+  // a missing replica table); Claim then takes every key. Default and affinity off: {1, 0}.
+  virtual Result<KeyShare> Heartbeat() { return KeyShare{}; }
+  // Removes this replica from the set at a graceful stop, so the others take its keys at their
+  // next heartbeat instead of after the ttl. Best effort; no-op by default.
+  virtual void LeaveReplicaSet() {}
 
   // Application-side insert (examples, tests, benchmarks). Returns the row id.
   virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;

@@ -142,6 +142,7 @@ void FillSections(const json& root, Config& c) {
       Get<int64_t>(root, "outbox.pendingGaugeIntervalMs", o.pending_gauge_interval_ms);
   o.shutdown_timeout_ms = Get<int64_t>(root, "outbox.shutdownTimeoutMs", o.shutdown_timeout_ms);
   o.notify = Get<bool>(root, "outbox.notify.enabled", o.notify);
+  o.key_affinity = Get<bool>(root, "outbox.keyAffinity.enabled", o.key_affinity);
 
   c.http.max_error_body_bytes =
       Get<int>(root, "http.maxErrorBodyBytes", c.http.max_error_body_bytes);

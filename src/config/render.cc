@@ -200,7 +200,8 @@ std::string RenderMasked(const Config& config) {
                     {"claimTimeoutMs", o.claim_timeout_ms},
                     {"pendingGaugeIntervalMs", o.pending_gauge_interval_ms},
                     {"shutdownTimeoutMs", o.shutdown_timeout_ms},
-                    {"notify", {{"enabled", o.notify}}}};
+                    {"notify", {{"enabled", o.notify}}},
+                    {"keyAffinity", {{"enabled", o.key_affinity}}}};
   root["http"] = {{"maxErrorBodyBytes", config.http.max_error_body_bytes}};
 
   ordered_json routes = ordered_json::array();

@@ -126,6 +126,10 @@ std::vector<Section> BuildSections() {
                   1, INT64_MAX),
            Opt("notify.enabled", OptionType::kBool, false,
                "Wake up on PostgreSQL LISTEN/NOTIFY; polling stays the source of truth"),
+           Opt("keyAffinity.enabled", OptionType::kBool, true,
+               "PostgreSQL: replicas split the keys between them (a heartbeat in "
+               "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
+               "replica claims every key"),
        }},
       {"http",
        "Settings shared by HTTP destinations.",

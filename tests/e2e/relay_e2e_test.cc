@@ -34,6 +34,7 @@ struct RelaySettings {
   int64_t claim_timeout_ms = 30000;
   int64_t retry_base_delay_ms = 100;
   int64_t http_timeout_ms = 10000;
+  std::string path = "/events";  // the destination's path (tells replicas apart)
 };
 
 class RelayE2ETest : public ::testing::Test {
@@ -59,8 +60,8 @@ class RelayE2ETest : public ::testing::Test {
         "\n  shutdownTimeoutMs: 5000\n"
         "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
         "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
-        receiver_.BaseUrl() +
-        "\n    path: /events\n    timeoutMs: " + std::to_string(s.http_timeout_ms) +
+        receiver_.BaseUrl() + "\n    path: " + s.path +
+        "\n    timeoutMs: " + std::to_string(s.http_timeout_ms) +
         "\n    headers:\n      X-Static: yes\n"
         "logging:\n  format: json\n  level: info\n";
     dir_.Write(name + ".yml", yaml);
@@ -239,6 +240,53 @@ TEST_F(RelayE2ETest, S8_ReplicasKilledWhileTheyWorkDeliverEveryRowInKeyOrder) {
   EXPECT_EQ(Count("state = 'processing'"), 0);
   RecordProperty("kills", kills);
   RecordProperty("duplicates", static_cast<int>(duplicates));
+}
+
+// Key affinity (docs/operations.md "Replicas"): two replicas register in queuebox_relay_replicas,
+// split the keys (every key's rows arrive from one replica only), keep per-key order, and leave
+// the table at a graceful stop.
+TEST_F(RelayE2ETest, TwoReplicasSplitTheKeysAndLeaveAtAGracefulStop) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 0ms});
+  RelaySettings a, b;
+  a.path = "/from-a";
+  b.path = "/from-b";
+  const std::string config_a = WriteConfig(a, "a"), config_b = WriteConfig(b, "b");
+  Migrate(config_a);
+  auto replica_a = StartReplica(config_a, "a");
+  auto replica_b = StartReplica(config_b, "b");
+  // Both registered and each has seen the other (a share of 2 logged by both).
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  auto sees_two = [](const std::string& log) {
+    return log.find("\"replicas\":\"2\"") != std::string::npos;
+  };
+  while (!(sees_two(replica_a->Log()) && sees_two(replica_b->Log())) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(sees_two(replica_a->Log())) << replica_a->Log();
+  ASSERT_TRUE(sees_two(replica_b->Log())) << replica_b->Log();
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM queuebox_relay_replicas"), "2");
+
+  InsertRows(40, 25);
+  ASSERT_TRUE(WaitAllSent(120s));
+  EXPECT_EQ(CheckDeliveredInKeyOrder(), 0);
+  std::map<std::string, std::set<std::string>> paths_per_key;
+  for (const auto& req : receiver_.Requests()) {
+    paths_per_key[req.Header("X-Message-Key")].insert(req.target);
+  }
+  EXPECT_EQ(paths_per_key.size(), 40u);
+  std::set<std::string> paths;
+  for (const auto& [key, p] : paths_per_key) {
+    EXPECT_EQ(p.size(), 1u) << "key " << key << " was delivered by both replicas";
+    paths.insert(p.begin(), p.end());
+  }
+  EXPECT_EQ(paths, (std::set<std::string>{"/from-a", "/from-b"}));
+
+  replica_a->Kill(SIGTERM);
+  replica_b->Kill(SIGTERM);
+  EXPECT_EQ(replica_a->Wait(30s), 0);
+  EXPECT_EQ(replica_b->Wait(30s), 0);
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM queuebox_relay_replicas"), "0");
 }
 
 // S5: one producer writes e1..e1000 for one key, one transaction each, while other keys carry

@@ -1,8 +1,13 @@
 #include "store/postgres/postgres_store.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <random>
 #include <utility>
 
+#include "core/log.h"
+#include "core/redaction.h"
 #include "store/migrate.h"
 
 namespace queuebox::store {
@@ -216,6 +221,15 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   //   the next claim (still pending, unlocked at commit).
   // The CTEs are MATERIALIZED so each LIMIT holds once for the statement (a subquery on the inner
   // side of a nested loop would be rescanned, each rescan taking more rows).
+  // Key affinity ($8 replicas, $9 this replica's index; OutboxStore::Heartbeat): the window, the
+  // gate, the key walk's candidates and the unkeyed rows keep only this replica's share, a
+  // filter before any lock, so replicas never lock each other's rows. The walk still steps over
+  // every key (a filtered probe would read all rows of the keys it skips), so it visits about
+  // $8 x $1 keys; the window reads about $8 x $3 index entries. $8 = 1: every key.
+  static const auto mine = [](const std::string& expr) {
+    return "($8::int <= 1 OR mod(hashtext(" + expr + ") & 2147483647, $8::int) = $9::int)";
+  };
+  static const std::string mine_w = mine("coalesce(nullif(w.{key}, ''), w.{id}::text)");
   // The locked row is still pending and due (re-evaluated on the newest version when a
   // concurrent update made PostgreSQL re-check it).
   static const std::string pending_due =
@@ -227,10 +241,12 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
       " AND prior.{sequence} < head.{sequence} ORDER BY prior.{key} DESC, prior.{sequence} DESC"
       " LIMIT 1) IS NULL)";
-  static const std::string due_pending =
+  static const std::string due_where =
       "w.{state} = 'pending' AND w.{scheduled_at} <= (SELECT t FROM qb_now)"
-      " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)"
-      " ORDER BY w.{scheduled_at}, w.{sequence}";
+      " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)";
+  static const std::string due_order = " ORDER BY w.{scheduled_at}, w.{sequence}";
+  // This replica's due pending rows in claim order.
+  static const std::string due_pending = due_where + " AND " + mine_w + due_order;
   // The window itself, read only when $7 (the previous claim did not need the fallback).
   static const std::string window = "$7::boolean AND " + due_pending;
   // A key's lowest pending/processing row, tagged with the pass of the walk (below), for keys
@@ -240,10 +256,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
            " FROM {T} AS k WHERE k.{state} IN ('pending', 'processing') AND k.{key} > " + after;
   };
   static const std::string key_order = " ORDER BY k.{key}, k.{sequence} LIMIT 1)";
-  // 1 when a visited key head is a candidate (pending and due).
+  // 1 when a visited key head is a candidate (pending, due, this replica's share).
   static const auto candidate = [](const std::string& r) {
     return "CASE WHEN " + r + ".qb_state = 'pending' AND " + r +
-           ".qb_at <= (SELECT t FROM qb_now) THEN 1 ELSE 0 END";
+           ".qb_at <= (SELECT t FROM qb_now) AND " + mine(r + ".qb_key") + " THEN 1 ELSE 0 END";
   };
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
@@ -274,10 +290,14 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " LIMIT 1) AS nxt(qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass)"
       " WHERE prev.qb_n < $1::int), "
       "qb_cand AS (SELECT qb_ctid, qb_at, qb_seq FROM qb_keys WHERE qb_state = 'pending'"
-      " AND qb_at <= (SELECT t FROM qb_now) UNION ALL (SELECT u.ctid, u.{scheduled_at},"
+      " AND qb_at <= (SELECT t FROM qb_now) AND " +
+      mine("qb_key") +
+      " UNION ALL (SELECT u.ctid, u.{scheduled_at},"
       " u.{sequence} FROM {T} AS u WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR"
       " u.{key} = '') AND u.{scheduled_at} <= (SELECT t FROM qb_now) AND (SELECT qb_on FROM"
-      " qb_gate) ORDER BY u.{scheduled_at}, u.{sequence} LIMIT $1::int)), "
+      " qb_gate) AND " +
+      mine("u.{id}::text") +
+      " ORDER BY u.{scheduled_at}, u.{sequence} LIMIT $1::int)), "
       "qb_slow AS MATERIALIZED (SELECT head.{id} AS qb_id, head.ctid AS qb_ctid FROM qb_cand AS"
       " c JOIN {T} AS head ON head.ctid = c.qb_ctid WHERE " +
       pending_due +
@@ -290,14 +310,16 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       std::string(kMs) +
       " FROM qb_pick WHERE o.ctid = qb_pick.qb_ctid AND o.{id} = qb_pick.qb_id RETURNING " +
       RowColumns("o.") + ", (SELECT " + Ts("w.{scheduled_at}") +
-      " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_pending + " LIMIT 1)" +
+      " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_where + due_order + " LIMIT 1)" +
       ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)";
   // The window: twice the batch, so a few blocked rows among the heads never cost the skip scan.
+  const KeyShare share = ShareForClaim();
   const ClaimWindowStart::Position from = window_start_.Next();
   QB_ASSIGN_OR_RETURN(
       SqlRows rows,
       Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at,
-                 from.sequence, from.key_after, std::string(from.use_window ? "true" : "false")}));
+                 from.sequence, from.key_after, std::string(from.use_window ? "true" : "false"),
+                 int64_t{share.count}, int64_t{share.index}}));
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
   for (const SqlRow& r : rows) out.push_back(ToOutboxRow(r));
@@ -315,6 +337,129 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   }
   SortClaimed(out);
   return out;
+}
+
+namespace {
+
+// A random (version 4) UUID for a replica id; the database never has to make one.
+std::string RandomUuid() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  std::uniform_int_distribution<uint64_t> dist;
+  uint64_t hi = dist(gen), lo = dist(gen);
+  hi = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;
+  lo = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 32; ++i) {
+    const uint64_t word = i < 16 ? hi : lo;
+    out += hex[(word >> (60 - 4 * (i % 16))) & 0xF];
+    if (i == 7 || i == 11 || i == 15 || i == 19) out += '-';
+  }
+  return out;
+}
+
+}  // namespace
+
+void PostgresOutboxStore::EnableKeyAffinity(int64_t ttl_ms, const std::string& name) {
+  std::lock_guard<std::mutex> lock(affinity_.mu);
+  affinity_.enabled = true;
+  if (affinity_.replica_id.empty()) affinity_.replica_id = RandomUuid();
+  affinity_.name = name.substr(0, 255);
+  affinity_.ttl_ms = std::max<int64_t>(1, ttl_ms);
+  affinity_.last = {};
+}
+
+Result<KeyShare> PostgresOutboxStore::Heartbeat() {
+  std::string id, name;
+  int64_t ttl_ms;
+  {
+    std::lock_guard<std::mutex> lock(affinity_.mu);
+    if (!affinity_.enabled) return KeyShare{};
+    id = affinity_.replica_id;
+    name = affinity_.name;
+    ttl_ms = affinity_.ttl_ms;
+  }
+  // One statement: upsert this replica (database clock), drop replicas expired for over a minute,
+  // count the live others and those ranked before this one. The SELECT does not see the upsert
+  // (one snapshot), so this replica is counted by the `1 +`.
+  static const std::string sql =
+      "WITH qb_now AS (SELECT clock_timestamp() AS t), "
+      "qb_up AS (INSERT INTO queuebox_relay_replicas AS r (replica_id, name, started_at,"
+      " heartbeat_at, expires_at) SELECT $1::uuid, $2::text, t, t, t + $3::bigint" +
+      std::string(kMs) +
+      " FROM qb_now ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,"
+      " expires_at = EXCLUDED.expires_at, name = EXCLUDED.name RETURNING r.replica_id), "
+      "qb_gone AS (DELETE FROM queuebox_relay_replicas AS g WHERE g.expires_at <"
+      " (SELECT t FROM qb_now) - interval '1 minute' AND g.replica_id <> $1::uuid"
+      " RETURNING g.replica_id) "
+      "SELECT 1 + count(*), count(*) FILTER (WHERE o.replica_id < $1::uuid)"
+      " FROM queuebox_relay_replicas AS o WHERE o.expires_at > (SELECT t FROM qb_now)"
+      " AND o.replica_id <> $1::uuid";
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(sql, {id, name, ttl_ms}));
+  KeyShare share;
+  if (!rows.empty() && rows[0].size() == 2 && rows[0][0].has_value() && rows[0][1].has_value()) {
+    share.count = static_cast<int>(ParseInt(*rows[0][0]).value_or(1));
+    share.index = static_cast<int>(ParseInt(*rows[0][1]).value_or(0));
+  }
+  if (share.count < 1 || share.index < 0 || share.index >= share.count) share = KeyShare{};
+  std::lock_guard<std::mutex> lock(affinity_.mu);
+  if (affinity_.failing) {
+    log::Info("Key affinity is back: the replica table answers again");
+    affinity_.failing = false;
+  }
+  if (!affinity_.joined || !(share == affinity_.share)) {
+    log::Info("This replica's share of the keys changed (key affinity)",
+              {{"replicas", std::to_string(share.count)},
+               {"index", std::to_string(share.index)},
+               {"replica_id", id}});
+  }
+  affinity_.joined = true;
+  affinity_.share = share;
+  affinity_.last = std::chrono::steady_clock::now();
+  return share;
+}
+
+KeyShare PostgresOutboxStore::ShareForClaim() {
+  {
+    std::lock_guard<std::mutex> lock(affinity_.mu);
+    if (!affinity_.enabled) return KeyShare{};
+    if (affinity_.joined && std::chrono::steady_clock::now() - affinity_.last < kHeartbeatEvery) {
+      return affinity_.share;
+    }
+  }
+  Result<KeyShare> share = Heartbeat();
+  if (share.ok()) return *share;
+  std::lock_guard<std::mutex> lock(affinity_.mu);
+  if (!affinity_.failing) {
+    log::Warn(
+        "Key affinity is off until the replica table answers; this replica claims every key. "
+        "Run `queuebox migrate` if the table queuebox_relay_replicas is missing.",
+        {{"reason", SanitizeError(share.status().message())}});
+    affinity_.failing = true;
+  }
+  // Every key until the table answers; retried at the next claim after kHeartbeatEvery.
+  affinity_.joined = false;
+  affinity_.share = KeyShare{};
+  affinity_.last = std::chrono::steady_clock::now();
+  return KeyShare{};
+}
+
+void PostgresOutboxStore::LeaveReplicaSet() {
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(affinity_.mu);
+    if (!affinity_.enabled || !affinity_.joined) return;
+    id = affinity_.replica_id;
+    affinity_.joined = false;
+  }
+  Status s = Run("DELETE FROM queuebox_relay_replicas WHERE replica_id = $1::uuid", {id}).status();
+  if (!s.ok()) {
+    log::Warn(
+        "Could not leave the replica set; the others take this replica's keys when its "
+        "heartbeat expires",
+        {{"reason", SanitizeError(s.message())}});
+  }
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const Fence> fences) {

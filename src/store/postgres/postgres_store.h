@@ -80,6 +80,12 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
+  // Key affinity: the replica table is queuebox_relay_replicas (V16, docs/schema.md). A replica
+  // counts as live while its expires_at (database clock) lies ahead; each heartbeat also deletes
+  // rows expired for more than a minute.
+  void EnableKeyAffinity(int64_t ttl_ms, const std::string& name) override;
+  Result<KeyShare> Heartbeat() override;
+  void LeaveReplicaSet() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
   Result<std::vector<std::string>> DistinctTopics() override;
@@ -102,9 +108,26 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<std::vector<std::string>> Ids(const std::string& tmpl,
                                        const std::vector<SqlParam>& params);
 
+  // The share for the next claim: heartbeats when key affinity is on and the last heartbeat is
+  // kHeartbeatEvery old; on a failed heartbeat every key ({1, 0}), logged once per outage.
+  KeyShare ShareForClaim();
+
   DatabaseConfig config_;
   PgPool pool_;
   ClaimWindowStart window_start_;
+
+  static constexpr std::chrono::milliseconds kHeartbeatEvery{1000};
+  struct Affinity {
+    std::mutex mu;
+    bool enabled = false;
+    std::string replica_id;  // random UUID, made by EnableKeyAffinity
+    std::string name;
+    int64_t ttl_ms = 0;
+    KeyShare share;
+    bool failing = false;  // the last heartbeat failed (its warning is logged)
+    bool joined = false;   // a heartbeat succeeded since the start or the last leave
+    std::chrono::steady_clock::time_point last{};
+  } affinity_;
 };
 
 }  // namespace queuebox::store
