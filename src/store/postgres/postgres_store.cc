@@ -214,11 +214,6 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   //   read each key's lowest pending/processing row under this statement's snapshot, and the
   //   probe would read the same snapshot (also in a re-check after a concurrent update), so it
   //   could only agree; dropping it saves one index probe per candidate (docs/claim-plans.md).
-  // - the UPDATE finds the picked rows by the ctid their CTE locked (a TID fetch, not a descent
-  //   of the random-UUID primary key per row: at 1M rows those descents were cache misses), with
-  //   the id as a check. A locked row keeps its ctid until this transaction ends; a row whose
-  //   lock followed a concurrent update has a ctid this snapshot does not see, and is left for
-  //   the next claim (still pending, unlocked at commit).
   // The CTEs are MATERIALIZED so each LIMIT holds once for the statement (a subquery on the inner
   // side of a nested loop would be rescanned, each rescan taking more rows).
   // Key affinity ($8 replicas, $9 this replica's index; OutboxStore::Heartbeat): the window, the
@@ -263,8 +258,7 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   };
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
-      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id, head.ctid AS qb_ctid FROM (SELECT"
-      " w.ctid AS qb_ctid,"
+      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT w.ctid AS qb_ctid,"
       " w.{scheduled_at} AS qb_at, w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
       window + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
       head_check +
@@ -298,17 +292,16 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " qb_gate) AND " +
       mine("u.{id}::text") +
       " ORDER BY u.{scheduled_at}, u.{sequence} LIMIT $1::int)), "
-      "qb_slow AS MATERIALIZED (SELECT head.{id} AS qb_id, head.ctid AS qb_ctid FROM qb_cand AS"
-      " c JOIN {T} AS head ON head.ctid = c.qb_ctid WHERE " +
+      "qb_slow AS MATERIALIZED (SELECT head.{id} AS qb_id FROM qb_cand AS c JOIN {T} AS head"
+      " ON head.ctid = c.qb_ctid WHERE " +
       pending_due +
       " ORDER BY c.qb_at, c.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
-      "qb_pick AS (SELECT qb_id, qb_ctid FROM qb_fast WHERE NOT (SELECT qb_on FROM qb_gate)"
-      " UNION ALL SELECT qb_id, qb_ctid FROM qb_slow) "
+      "qb_pick AS (SELECT qb_id FROM qb_fast WHERE NOT (SELECT qb_on FROM qb_gate)"
+      " UNION ALL SELECT qb_id FROM qb_slow) "
       "UPDATE {T} AS o SET {state} = 'processing', {claim_token} = gen_random_uuid(), "
       "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
       "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
-      std::string(kMs) +
-      " FROM qb_pick WHERE o.ctid = qb_pick.qb_ctid AND o.{id} = qb_pick.qb_id RETURNING " +
+      std::string(kMs) + " FROM qb_pick WHERE o.{id} = qb_pick.qb_id RETURNING " +
       RowColumns("o.") + ", (SELECT " + Ts("w.{scheduled_at}") +
       " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_where + due_order + " LIMIT 1)" +
       ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)";
