@@ -8,7 +8,9 @@
 # interleaved: each of ROUNDS rounds drains CHUNK rows from each backlog in turn, so a noisy
 # moment on the shared machine falls on all three alike (20 x 10,000 = 200,000 rows drained from
 # each 1M backlog, which stays above 800,000 rows deep). Reports rows/s, each backlog's rate over
-# the small one's, and from pg_stat_statements the statements issued per 10,000 messages (each
+# the small one's, the PostgreSQL backends' CPU time per claim + acknowledgement (and the small
+# one's over it: the same ratio measured without the waits for a core), and from
+# pg_stat_statements the statements issued per 10,000 messages (each
 # backlog has its own database, so the counts are read per database without resetting the view).
 #
 #   bash bench/claim_backlog_bench.sh                 # writes bench/results/claim_backlog.json
@@ -79,9 +81,18 @@ prepare "${PREFIX}_skewed" "$(ins 100000 "'hot'")" \
   "$(ins 900000 "'key-' || (i % 999)")"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== draining: $ROUNDS rounds of $CHUNK rows per backlog (batch $BATCH)" >&2
-DRAIN=$("$BUILD_DIR/bench/claim_backlog" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
+DRAIN_OUT=$(mktemp)
+"$BUILD_DIR/bench/claim_backlog" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
   --hot-key hot $([ "$VACUUM" = 1 ] && echo --vacuum-between-rounds) --backlog "small=$SMALL_URLS" --backlog "uniform=$base/${PREFIX}_uniform" \
-  --backlog "skewed=$base/${PREFIX}_skewed")
+  --backlog "skewed=$base/${PREFIX}_skewed" >"$DRAIN_OUT" &
+DRAIN_PID=$!
+# CPU seconds of the PostgreSQL backends per backlog while the drain runs (bench/backend_cpu.py):
+# steadier than wall time on a shared machine, and it tells the database's cost from the client's.
+CPU=$(python3 bench/backend_cpu.py "$DRAIN_PID" "$QB_TEST_PG_URL" "small=^${PREFIX}_small_" \
+  "uniform=^${PREFIX}_uniform\$" "skewed=^${PREFIX}_skewed\$")
+wait "$DRAIN_PID"
+DRAIN=$(cat "$DRAIN_OUT")
+rm -f "$DRAIN_OUT"
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$DRAIN" >&2
 STMTS=$(for db in uniform skewed; do echo "\"$db\": $(statements "${PREFIX}_$db"),"; done)
@@ -94,15 +105,18 @@ for db in uniform skewed; do
 done
 
 python3 - "$DRAIN" "$STMTS" "$BATCH" "$ROUNDS" "$CHUNK" "$LOAD_START" "$LOAD_END" "$VACUUM" \
-  >"$OUT" <<'PY'
+  "$CPU" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 drain, stmts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+backend_cpu = json.loads(sys.argv[9])
 batch, rounds, chunk = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 pg = subprocess.run(["psql", "-Atq", os.environ["QB_TEST_PG_URL"], "-c", "SHOW server_version"],
                     capture_output=True, text=True).stdout.strip()
 base = drain["small"]["rows_per_s"]
+def cpu_ms(name):  # backend CPU ms per claim + acknowledgement
+    return 1000 * backend_cpu.get(name, 0) / drain[name]["claims"] if drain[name]["claims"] else None
 def entry(name):
     d, st = drain[name], stmts[name]
     rows = chunk if name == "small" else d["rows"]  # statements of one small database
@@ -111,6 +125,8 @@ def entry(name):
             "seconds": round(d["seconds"], 2), "rows_per_s": round(d["rows_per_s"], 1),
             "ms_per_claim": round(d["ms_per_claim"], 2),
             "vs_small": round(d["rows_per_s"] / base, 3) if base else None,
+            "backend_cpu_ms_per_claim": round(cpu_ms(name), 2),
+            "backend_cpu_vs_small": round(cpu_ms("small") / cpu_ms(name), 3) if cpu_ms(name) else None,
             "rows_per_s_by_round": d["rows_per_s_by_round"],
             "statements_per_10k_messages": {"claims": per(st["claims"]), "acks": per(st["acks"]),
                                             "renewals": per(st["renewals"])}}
