@@ -40,7 +40,7 @@ eval "$(bash scripts/services.sh env)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" --target queuebox >/dev/null
 python3 bench/verify_delivery.py --self-test >/dev/null
-QB="$BUILD_DIR/apps/queuebox/queuebox"
+QB=${QB_BIN:-$BUILD_DIR/apps/queuebox/queuebox}  # QB_BIN: compare another build
 base=${QB_TEST_PG_URL%/*}
 psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # pg_stat_statements normalizes constants ('sent' becomes $3), so statements are matched by shape.
