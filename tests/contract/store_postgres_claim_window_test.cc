@@ -16,15 +16,8 @@ namespace {
 
 constexpr int64_t kLease = 60000;
 
-class PostgresClaimWindowTest : public testing::PgStoreTest {
+class PostgresClaimWindowTest : public testing::MigratedPgStoreTest {
  protected:
-  void SetUp() override {
-    testing::PgStoreTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
-    auto report = store_->Migrate(std::nullopt);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
-  }
-
   std::vector<std::string> ClaimKeys(int limit) {
     auto rows = store_->Claim(limit, kLease);
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();

@@ -19,13 +19,11 @@ using ::testing::IsEmpty;
 
 constexpr int64_t kLease = 60000;
 
-class PostgresKeyAffinityTest : public testing::PgStoreTest {
+class PostgresKeyAffinityTest : public testing::MigratedPgStoreTest {
  protected:
   void SetUp() override {
-    testing::PgStoreTest::SetUp();
+    testing::MigratedPgStoreTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    auto report = store_->Migrate(std::nullopt);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
     other_ = db_->Open();
     ASSERT_NE(other_, nullptr);
   }

@@ -141,4 +141,15 @@ class PgStoreTest : public ::testing::Test {
   std::unique_ptr<OutboxStore> store_;
 };
 
+// PgStoreTest with the bundled migrations applied.
+class MigratedPgStoreTest : public PgStoreTest {
+ protected:
+  void SetUp() override {
+    PgStoreTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto report = store_->Migrate(std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+  }
+};
+
 }  // namespace queuebox::testing

@@ -274,61 +274,45 @@ TEST_F(HttpDestinationTest, ManyMessagesInFlightAtOnce) {
   EXPECT_GT(receiver_.MaxConcurrent(), 1);
 }
 
-TEST_F(HttpDestinationTest, ConcurrentBatchesFromSeveralThreads) {
-  receiver_.SetDefaultResponse({.status = 200, .delay = std::chrono::milliseconds(5)});
-  auto d = MakeDestination(receiver_.BaseUrl());
-  constexpr int kThreads = 4, kPerThread = 50;
-  std::vector<std::vector<OutboxRow>> rows(kThreads);
-  std::vector<CollectingSink> sinks(kThreads);
-  for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kPerThread; ++i) {
+// Publishes `threads` batches of `per_thread` rows at once, one per thread, and expects every row
+// delivered and every request received.
+void PublishFromThreadsAllDelivered(Destination& d, int threads, int per_thread,
+                                    const HttpReceiver& receiver) {
+  std::vector<std::vector<OutboxRow>> rows(threads);
+  std::vector<CollectingSink> sinks(threads);
+  for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < per_thread; ++i) {
       rows[t].push_back(Row("t" + std::to_string(t) + "-" + std::to_string(i)));
     }
   }
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
       std::vector<OutboundMessage> batch = BatchOf(rows[t]);
-      d->PublishBatch(batch, sinks[t]);
+      d.PublishBatch(batch, sinks[t]);
     });
   }
-  for (std::thread& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) {
-    ASSERT_EQ(sinks[t].outcomes().size(), static_cast<size_t>(kPerThread));
+  for (std::thread& th : workers) th.join();
+  for (int t = 0; t < threads; ++t) {
+    ASSERT_EQ(sinks[t].outcomes().size(), static_cast<size_t>(per_thread));
     for (const auto& [i, o] : sinks[t].outcomes()) {
       EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
     }
   }
-  EXPECT_EQ(receiver_.RequestCount(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_EQ(receiver.RequestCount(), static_cast<size_t>(threads * per_thread));
+}
+
+TEST_F(HttpDestinationTest, ConcurrentBatchesFromSeveralThreads) {
+  receiver_.SetDefaultResponse({.status = 200, .delay = std::chrono::milliseconds(5)});
+  auto d = MakeDestination(receiver_.BaseUrl());
+  PublishFromThreadsAllDelivered(*d, 4, 50, receiver_);
 }
 
 TEST_F(HttpDestinationTest, MaxInFlightBoundsAllBatchesTogether) {
   // Four batches at once share three permits: the receiver never sees a fourth request.
   receiver_.SetDefaultResponse({.status = 204, .delay = std::chrono::milliseconds(20)});
   auto d = MakeDestination(receiver_.BaseUrl(), {.max_in_flight = 3});
-  constexpr int kThreads = 4, kPerThread = 15;
-  std::vector<std::vector<OutboxRow>> rows(kThreads);
-  std::vector<CollectingSink> sinks(kThreads);
-  for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kPerThread; ++i) {
-      rows[t].push_back(Row("t" + std::to_string(t) + "-" + std::to_string(i)));
-    }
-  }
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<OutboundMessage> batch = BatchOf(rows[t]);
-      d->PublishBatch(batch, sinks[t]);
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) {
-    ASSERT_EQ(sinks[t].outcomes().size(), static_cast<size_t>(kPerThread));
-    for (const auto& [i, o] : sinks[t].outcomes()) {
-      EXPECT_EQ(o.kind, Outcome::Kind::kDelivered) << o.error;
-    }
-  }
-  EXPECT_EQ(receiver_.RequestCount(), static_cast<size_t>(kThreads * kPerThread));
+  PublishFromThreadsAllDelivered(*d, 4, 15, receiver_);
   EXPECT_LE(receiver_.MaxConcurrent(), 3);
 }
 
