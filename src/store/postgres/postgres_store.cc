@@ -223,10 +223,12 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   // others (docs/schema.md, docs/claim-plans.md has the plans):
   // - qb_now: one database instant per claim; `(SELECT t FROM qb_now)` is an InitPlan, so the due
   //   check is an index condition on idx_outbox_pending_due.
-  // - qb_fast: the heads among the first $3 (= 2 x limit) due pending rows in claim order, read
-  //   from idx_outbox_pending_due, locked SKIP LOCKED, at most $1.
+  // - qb_win: the first $3 (= 2 x limit) + 1 due pending rows in claim order, read from
+  //   idx_outbox_pending_due; qb_fast: the heads among the first $3 of them, locked SKIP LOCKED,
+  //   at most $1.
   // - qb_gate: true when qb_fast found fewer than $1 heads and more due rows lie beyond the
-  //   window (the window was full of rows blocked behind their key's head).
+  //   window (qb_win holds row $3 + 1: the window was full of rows blocked behind their key's
+  //   head), and the walk is not resting ($10, ClaimWindowStart::Position::allow_walk).
   // - only then: qb_keys, a skip scan over idx_outbox_key_sequence (one probe per active key,
   //   each giving the key's lowest pending/processing row), plus due unkeyed rows from
   //   idx_outbox_pending_unkeyed; qb_slow locks the first $1 of them in claim order, re-checking
@@ -279,15 +281,20 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   };
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
-      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT w.ctid AS qb_ctid,"
-      " w.{scheduled_at} AS qb_at, w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
-      window + " LIMIT $3::bigint) AS win JOIN {T} AS head ON head.ctid = win.qb_ctid WHERE " +
+      // The window's rows plus one: the one past $3 tells the gate that more lie beyond, without
+      // a second scan of the window (with key affinity at n replicas that scan read n x $3
+      // index entries and their heap rows again).
+      "qb_win AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
+      " w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
+      window +
+      " LIMIT $3::bigint + 1), "
+      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_win"
+      " ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS win JOIN {T} AS head"
+      " ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
       "qb_gate AS MATERIALIZED (SELECT $10::boolean AND (SELECT count(*) FROM qb_fast) < $1::int"
-      " AND (NOT "
-      "$7::boolean OR EXISTS (SELECT 1 FROM {T} AS w WHERE " +
-      due_pending + " OFFSET $3::bigint LIMIT 1)) AS qb_on), " +
+      " AND (NOT $7::boolean OR (SELECT count(*) FROM qb_win) > $3::bigint) AS qb_on), " +
       "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
       "SELECT f.*, " +
       candidate("f") + " FROM (" + key_head("1", "$6::text") + " AND (SELECT qb_on FROM qb_gate)" +
