@@ -50,11 +50,21 @@ struct DatabaseConfig {
   OutboxColumns columns;                // database.columnMapping.outbox
 };
 
+// A live relay replica of this outbox under key affinity (queuebox_relay_replicas, PostgreSQL).
+struct ReplicaInfo {
+  std::string name;                  // host:pid
+  double heartbeat_age_seconds = 0;  // seconds since its last heartbeat, database clock
+  std::string started_at;            // ISO-8601 UTC
+};
+
 // Counts for `queuebox status`, the pending gauge and the oldest-pending-age gauge.
 struct OutboxStats {
   std::map<std::string, int64_t> rows_by_state;  // state literal -> rows
   double oldest_pending_age_seconds = 0;         // database clock; 0 when none pending
   std::map<std::string, int64_t> dead_by_topic;  // topic -> dead rows
+  // Live replicas of this outbox table in rank order (key affinity); empty on SQLite, with key
+  // affinity off everywhere, or without the replica table (never an error).
+  std::vector<ReplicaInfo> replicas;
 };
 
 // A dead row for `queuebox dead list`.

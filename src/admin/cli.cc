@@ -75,9 +75,16 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
     for (const auto& s : states) rows[s] = count(s);
     ordered_json dead = ordered_json::object();
     for (const auto& [topic, n] : stats->dead_by_topic) dead[topic] = n;
+    ordered_json replicas = ordered_json::array();
+    for (const ReplicaInfo& r : stats->replicas) {
+      replicas.push_back({{"name", r.name},
+                          {"heartbeatAgeSeconds", r.heartbeat_age_seconds},
+                          {"startedAt", r.started_at}});
+    }
     ordered_json j = {{"rowsByState", rows},
                       {"oldestPendingAgeSeconds", stats->oldest_pending_age_seconds},
-                      {"deadByTopic", dead}};
+                      {"deadByTopic", dead},
+                      {"replicas", replicas}};
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -91,6 +98,17 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
     std::vector<std::vector<std::string>> dead;
     for (const auto& [topic, n] : stats->dead_by_topic) dead.push_back({topic, std::to_string(n)});
     out << "\n" << Table({"DEAD TOPIC", "ROWS"}, dead);
+  }
+  if (!stats->replicas.empty()) {
+    // Key affinity: the live replicas in rank order; replica i of n claims the keys with
+    // hash mod n = i (docs/operations.md "Replicas and key affinity").
+    std::vector<std::vector<std::string>> replicas;
+    for (size_t i = 0; i < stats->replicas.size(); ++i) {
+      const ReplicaInfo& r = stats->replicas[i];
+      replicas.push_back(
+          {std::to_string(i), r.name, Seconds(r.heartbeat_age_seconds) + " s", r.started_at});
+    }
+    out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
   }
   return 0;
 }

@@ -40,6 +40,38 @@ TEST_P(CliTest, StatusAsTableAndJson) {
   EXPECT_THAT(table.str(), HasSubstr("order.created  2\n"));
 }
 
+// Key affinity: status lists the live replicas of this outbox in rank order (PostgreSQL only).
+TEST_P(CliTest, StatusListsTheLiveReplicasOfThisOutbox) {
+  if (GetParam() != "postgresql") {
+    std::ostringstream out, err;
+    ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+    EXPECT_TRUE(json::parse(out.str())["replicas"].empty());
+    return;
+  }
+  db_->Exec(
+      "INSERT INTO queuebox_relay_replicas (replica_id, outbox_table, name, started_at, "
+      "heartbeat_at, expires_at) VALUES "
+      "('00000000-0000-4000-8000-000000000002', 'outbox', 'b:2', clock_timestamp(), "
+      "clock_timestamp(), clock_timestamp() + interval '1 hour'), "
+      "('00000000-0000-4000-8000-000000000001', 'outbox', 'a:1', clock_timestamp(), "
+      "clock_timestamp() - interval '2 seconds', clock_timestamp() + interval '1 hour'), "
+      "('00000000-0000-4000-8000-000000000003', 'outbox', 'expired:3', clock_timestamp(), "
+      "clock_timestamp(), clock_timestamp() - interval '1 second'), "
+      "('00000000-0000-4000-8000-000000000004', 'billing_outbox', 'other:4', clock_timestamp(), "
+      "clock_timestamp(), clock_timestamp() + interval '1 hour')");
+  std::ostringstream out, err;
+  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+  json replicas = json::parse(out.str())["replicas"];
+  ASSERT_EQ(replicas.size(), 2u) << out.str();
+  EXPECT_EQ(replicas[0]["name"], "a:1");
+  EXPECT_EQ(replicas[1]["name"], "b:2");
+  EXPECT_GE(replicas[0]["heartbeatAgeSeconds"].get<double>(), 2.0);
+  std::ostringstream table;
+  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/false, table, err), 0);
+  EXPECT_THAT(table.str(), HasSubstr("SHARE  REPLICA"));
+  EXPECT_THAT(table.str(), HasSubstr("1      b:2"));
+}
+
 TEST_P(CliTest, ReplayUsesTheAdminFilters) {
   config_.routes = {{"order.*", "web", std::nullopt, ""}, {"**", "other", std::nullopt, ""}};
   std::string dead = Row("order.created", "dead");

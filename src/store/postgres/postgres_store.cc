@@ -606,7 +606,21 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
   QB_ASSIGN_OR_RETURN(
       SqlRows dead,
       Run("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' GROUP BY {topic}"));
-  return ToStats(by_state, oldest, dead);
+  OutboxStats stats = ToStats(by_state, oldest, dead);
+  // The replica table is optional (key affinity off, database.migrate false): no rows then.
+  Result<SqlRows> replicas =
+      Run("SELECT name, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float8, " +
+              Ts("started_at") +
+              " FROM queuebox_relay_replicas WHERE outbox_table = $1::text"
+              " AND expires_at > clock_timestamp() ORDER BY replica_id",
+          {config_.outbox_table});
+  if (replicas.ok()) {
+    for (const SqlRow& r : *replicas) {
+      if (r.size() != 3 || !r[0] || !r[1] || !r[2]) continue;
+      stats.replicas.push_back({*r[0], std::strtod(r[1]->c_str(), nullptr), *r[2]});
+    }
+  }
+  return stats;
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {
