@@ -149,8 +149,9 @@ class OutboxStore {
     (void)ttl_ms;
     (void)name;
   }
-  // Registers or refreshes this replica (database clock) and returns its share; Claim calls it at
-  // most once a second on its own. Errors as the other statements (kUnavailable, kInternal, e.g.
+  // Registers or refreshes this replica (database clock) and returns its share; Claim calls it
+  // after each successful claim, at most once a second, so a replica whose claims fail stops
+  // counting after its ttl. Errors as the other statements (kUnavailable, kInternal, e.g.
   // a missing replica table); Claim then takes every key. Default and affinity off: {1, 0}.
   virtual Result<KeyShare> Heartbeat() { return KeyShare{}; }
   // Removes this replica from the set at a graceful stop, so the others take its keys at their

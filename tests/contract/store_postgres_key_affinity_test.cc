@@ -183,6 +183,23 @@ TEST_F(PostgresKeyAffinityTest, RelaysOfAnotherOutboxTableAreNotCounted) {
   EXPECT_EQ(Claim(*billing_store, 100).size(), 30u) << "the only billing relay takes every key";
 }
 
+// A replica whose claims fail (here a column mapping that names no column) never heartbeats, so
+// it takes no share from the replicas that work.
+TEST_F(PostgresKeyAffinityTest, AReplicaWhoseClaimsFailDoesNotJoin) {
+  DatabaseConfig broken = db_->config();
+  broken.columns.topic = "no_such_column";
+  auto opened = OpenStore(broken);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<OutboxStore> broken_store = std::move(opened).value();
+  broken_store->EnableKeyAffinity(kLease, "broken");
+  store_->EnableKeyAffinity(kLease, "a");
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'k', '{}')");
+  EXPECT_FALSE(broken_store->Claim(10, kLease).ok());
+  EXPECT_EQ(Claim(*store_, 10).size(), 1u);
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(name, ',') FROM queuebox_relay_replicas"), "a");
+  EXPECT_EQ(Share(*store_), (KeyShare{1, 0}));
+}
+
 TEST_F(PostgresKeyAffinityTest, WithoutTheReplicaTableClaimsTakeEveryKey) {
   db_->Exec("DROP TABLE queuebox_relay_replicas");
   store_->EnableKeyAffinity(kLease, "a");

@@ -343,6 +343,9 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
           {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at, from.sequence,
            from.key_after, std::string(from.use_window ? "true" : "false"), int64_t{share.count},
            int64_t{share.index}, std::string(from.allow_walk ? "true" : "false")}));
+  // Only a replica whose claims succeed heartbeats: one that cannot claim (a bad column mapping,
+  // a lost database) drops out after its ttl and the others take its keys.
+  HeartbeatAfterClaim();
   if (rows.empty()) window_start_.ClaimedNothing();
   std::vector<OutboxRow> out;
   out.reserve(rows.size());
@@ -388,6 +391,7 @@ std::string RandomUuid() {
 void PostgresOutboxStore::EnableKeyAffinity(int64_t ttl_ms, const std::string& name) {
   std::lock_guard<std::mutex> lock(affinity_.mu);
   affinity_.enabled = true;
+  affinity_.left = false;
   if (affinity_.replica_id.empty()) affinity_.replica_id = RandomUuid();
   // VARCHAR(255) counts characters; 255 bytes never exceed it (a cut UTF-8 sequence is dropped).
   std::string cut = name;
@@ -453,15 +457,18 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
 }
 
 KeyShare PostgresOutboxStore::ShareForClaim() {
+  std::lock_guard<std::mutex> lock(affinity_.mu);
+  return affinity_.enabled && affinity_.joined ? affinity_.share : KeyShare{};
+}
+
+void PostgresOutboxStore::HeartbeatAfterClaim() {
   {
     std::lock_guard<std::mutex> lock(affinity_.mu);
-    if (!affinity_.enabled) return KeyShare{};
-    if (affinity_.joined && std::chrono::steady_clock::now() - affinity_.last < kHeartbeatEvery) {
-      return affinity_.share;
-    }
+    if (!affinity_.enabled || affinity_.left) return;
+    if (std::chrono::steady_clock::now() - affinity_.last < kHeartbeatEvery) return;
   }
   Result<KeyShare> share = Heartbeat();
-  if (share.ok()) return *share;
+  if (share.ok()) return;
   std::lock_guard<std::mutex> lock(affinity_.mu);
   if (!affinity_.failing) {
     log::Warn(
@@ -470,18 +477,19 @@ KeyShare PostgresOutboxStore::ShareForClaim() {
         {{"reason", SanitizeError(share.status().message())}});
     affinity_.failing = true;
   }
-  // Every key until the table answers; retried at the next claim after kHeartbeatEvery.
+  // Every key until the table answers; retried after the next claim once kHeartbeatEvery passed.
   affinity_.joined = false;
   affinity_.share = KeyShare{};
   affinity_.last = std::chrono::steady_clock::now();
-  return KeyShare{};
 }
 
 void PostgresOutboxStore::LeaveReplicaSet() {
   std::string id;
   {
     std::lock_guard<std::mutex> lock(affinity_.mu);
-    if (!affinity_.enabled || !affinity_.joined) return;
+    if (!affinity_.enabled) return;
+    affinity_.left = true;  // no heartbeat after this, even if a claim still runs
+    if (!affinity_.joined) return;
     id = affinity_.replica_id;
     affinity_.joined = false;
   }

@@ -124,9 +124,12 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<std::vector<std::string>> OutcomeIds(const std::string& tmpl,
                                               const std::vector<SqlParam>& params);
 
-  // The share for the next claim: heartbeats when key affinity is on and the last heartbeat is
-  // kHeartbeatEvery old; on a failed heartbeat every key ({1, 0}), logged once per outage.
+  // The share for the next claim: the last heartbeat's, or every key ({1, 0}) before the first
+  // heartbeat, after a failed one, or with key affinity off.
   KeyShare ShareForClaim();
+  // After a successful claim: heartbeats when key affinity is on and the last heartbeat is
+  // kHeartbeatEvery old; a failed heartbeat is logged once per outage.
+  void HeartbeatAfterClaim();
 
   DatabaseConfig config_;
   PgPool pool_;
@@ -142,6 +145,7 @@ class PostgresOutboxStore final : public OutboxStore {
     KeyShare share;
     bool failing = false;  // the last heartbeat failed (its warning is logged)
     bool joined = false;   // a heartbeat succeeded since the start or the last leave
+    bool left = false;     // LeaveReplicaSet ran: no more heartbeats
     std::chrono::steady_clock::time_point last{};
   } affinity_;
 };
