@@ -62,9 +62,6 @@ struct OutboxStats {
   std::map<std::string, int64_t> rows_by_state;  // state literal -> rows
   double oldest_pending_age_seconds = 0;         // database clock; 0 when none pending
   std::map<std::string, int64_t> dead_by_topic;  // topic -> dead rows
-  // Live replicas of this outbox table in rank order (key affinity); empty on SQLite, with key
-  // affinity off everywhere, or without the replica table (never an error).
-  std::vector<ReplicaInfo> replicas;
 };
 
 // A dead row for `queuebox dead list`.
@@ -154,6 +151,9 @@ class OutboxStore {
   // counting after its ttl. Errors as the other statements (kUnavailable, kInternal, e.g.
   // a missing replica table); Claim then takes every key. Default and affinity off: {1, 0}.
   virtual Result<KeyShare> Heartbeat() { return KeyShare{}; }
+  // The live replicas of this outbox table in rank order (`queuebox status`); empty on SQLite and
+  // without the replica table (never an error: key affinity is optional).
+  virtual std::vector<ReplicaInfo> Replicas() { return {}; }
   // Removes this replica from the set at a graceful stop, so the others take its keys at their
   // next heartbeat instead of after the ttl. Best effort; no-op by default.
   virtual void LeaveReplicaSet() {}

@@ -62,6 +62,7 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
     err << "The status query failed: " << stats.status().ToString() << "\n";
     return 1;
   }
+  const std::vector<ReplicaInfo> live = store.Replicas();  // key affinity; empty if none
   std::vector<std::string> states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
   for (const auto& [state, n] : stats->rows_by_state) {
     if (std::find(states.begin(), states.end(), state) == states.end()) states.push_back(state);
@@ -76,7 +77,7 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
     ordered_json dead = ordered_json::object();
     for (const auto& [topic, n] : stats->dead_by_topic) dead[topic] = n;
     ordered_json replicas = ordered_json::array();
-    for (const ReplicaInfo& r : stats->replicas) {
+    for (const ReplicaInfo& r : live) {
       replicas.push_back({{"name", r.name},
                           {"heartbeatAgeSeconds", r.heartbeat_age_seconds},
                           {"startedAt", r.started_at}});
@@ -99,12 +100,12 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
     for (const auto& [topic, n] : stats->dead_by_topic) dead.push_back({topic, std::to_string(n)});
     out << "\n" << Table({"DEAD TOPIC", "ROWS"}, dead);
   }
-  if (!stats->replicas.empty()) {
+  if (!live.empty()) {
     // Key affinity: the live replicas in rank order; replica i of n claims the keys with
     // hash mod n = i (docs/operations.md "Replicas and key affinity").
     std::vector<std::vector<std::string>> replicas;
-    for (size_t i = 0; i < stats->replicas.size(); ++i) {
-      const ReplicaInfo& r = stats->replicas[i];
+    for (size_t i = 0; i < live.size(); ++i) {
+      const ReplicaInfo& r = live[i];
       replicas.push_back(
           {std::to_string(i), r.name, Seconds(r.heartbeat_age_seconds) + " s", r.started_at});
     }

@@ -18,6 +18,12 @@ constexpr int64_t kLease = 60000;
 
 class PostgresClaimWindowTest : public testing::MigratedPgStoreTest {
  protected:
+  // Inserts `n` rows of `key`, in one statement.
+  void InsertRowsOfKey(const std::string& key, int n) {
+    db_->Exec("INSERT INTO outbox (topic, key, payload) SELECT 't', '" + key +
+              "', '{}' FROM generate_series(1, " + std::to_string(n) + ")");
+  }
+
   std::vector<std::string> ClaimKeys(int limit) {
     auto rows = store_->Claim(limit, kLease);
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
@@ -55,9 +61,7 @@ TEST_F(PostgresClaimWindowTest, FallbackVisitsEveryKeyRoundRobinBehindAHotKey) {
   // every claim takes the fallback, whose key walk stops after a window's worth of candidates
   // and resumes after the last key it visited, wrapping around. Without acknowledgements each
   // key's head is claimed exactly once, and no key's second row.
-  db_->Exec(
-      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'h', '{}' "
-      "FROM generate_series(1, 10)");
+  InsertRowsOfKey("h", 10);
   db_->Exec(
       "INSERT INTO outbox (topic, key, payload) SELECT 't', k, '{}' "
       "FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'a', 'b', 'c', 'd', 'e']) AS k");
@@ -76,9 +80,7 @@ TEST_F(PostgresClaimWindowTest, AfterAFallbackTheWindowComesBackWhileClaimsConti
   // fallback, then read it again, even while every claim keeps returning rows: the oldest row
   // (zz's next one) comes back within a few claims, not after the walk has visited the 20 keys
   // k00..k19 that sort between a and zz.
-  db_->Exec(
-      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'zz', '{}' "
-      "FROM generate_series(1, 10)");
+  InsertRowsOfKey("zz", 10);
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'a', '{}')");
   auto first = store_->Claim(2, kLease);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -139,9 +141,7 @@ TEST_F(PostgresClaimWindowTest, DrainClaimsEveryRowOnceInKeyOrder) {
 // window of blocked rows is then claimed after the next outcome.
 TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkWaitsForAnOutcome) {
   // 10 rows of `hot` fill the window (2 x limit 2 = 4 rows), then `busy`'s row.
-  db_->Exec(
-      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'hot', '{}' "
-      "FROM generate_series(1, 10)");
+  InsertRowsOfKey("hot", 10);
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'busy', '{}')");
   auto first = store_->Claim(2, kLease);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -165,9 +165,7 @@ TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkWaitsForAnOutcome) {
 
 // Without outcomes, the walk comes back after a second.
 TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkComesBackWithinASecond) {
-  db_->Exec(
-      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'hot', '{}' "
-      "FROM generate_series(1, 10)");
+  InsertRowsOfKey("hot", 10);
   EXPECT_THAT(ClaimKeys(2), ::testing::ElementsAre("hot"));
   EXPECT_THAT(ClaimKeys(2), ::testing::IsEmpty());
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'late', '{}')");

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <random>
 #include <utility>
 
+#include "babelqueue/envelope.h"
 #include "core/log.h"
 #include "core/redaction.h"
 #include "store/migrate.h"
@@ -366,33 +366,20 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   return out;
 }
 
-namespace {
-
-// A random (version 4) UUID for a replica id; the database never has to make one.
-std::string RandomUuid() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  std::uniform_int_distribution<uint64_t> dist;
-  uint64_t hi = dist(gen), lo = dist(gen);
-  hi = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;
-  lo = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 32; ++i) {
-    const uint64_t word = i < 16 ? hi : lo;
-    out += hex[(word >> (60 - 4 * (i % 16))) & 0xF];
-    if (i == 7 || i == 11 || i == 15 || i == 19) out += '-';
-  }
-  return out;
-}
-
-}  // namespace
-
 void PostgresOutboxStore::EnableKeyAffinity(int64_t ttl_ms, const std::string& name) {
   std::lock_guard<std::mutex> lock(affinity_.mu);
+  if (affinity_.replica_id.empty()) {
+    Result<std::string> id = babelqueue::NewUuidV4();
+    if (!id.ok()) {
+      log::Warn(
+          "Key affinity stays off: no replica id could be made; this replica claims every key",
+          {{"reason", SanitizeError(id.status().message())}});
+      return;
+    }
+    affinity_.replica_id = *id;
+  }
   affinity_.enabled = true;
   affinity_.left = false;
-  if (affinity_.replica_id.empty()) affinity_.replica_id = RandomUuid();
   // VARCHAR(255) counts characters; 255 bytes never exceed it (a cut UTF-8 sequence is dropped).
   std::string cut = name;
   if (cut.size() > 255) {
@@ -614,21 +601,24 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
   QB_ASSIGN_OR_RETURN(
       SqlRows dead,
       Run("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' GROUP BY {topic}"));
-  OutboxStats stats = ToStats(by_state, oldest, dead);
+  return ToStats(by_state, oldest, dead);
+}
+
+std::vector<ReplicaInfo> PostgresOutboxStore::Replicas() {
+  std::vector<ReplicaInfo> out;
   // The replica table is optional (key affinity off, database.migrate false): no rows then.
-  Result<SqlRows> replicas =
+  Result<SqlRows> rows =
       Run("SELECT name, EXTRACT(EPOCH FROM clock_timestamp() - heartbeat_at)::float8, " +
               Ts("started_at") +
               " FROM queuebox_relay_replicas WHERE outbox_table = $1::text"
               " AND expires_at > clock_timestamp() ORDER BY replica_id",
           {config_.outbox_table});
-  if (replicas.ok()) {
-    for (const SqlRow& r : *replicas) {
-      if (r.size() != 3 || !r[0] || !r[1] || !r[2]) continue;
-      stats.replicas.push_back({*r[0], std::strtod(r[1]->c_str(), nullptr), *r[2]});
-    }
+  if (!rows.ok()) return out;
+  for (const SqlRow& r : *rows) {
+    if (r.size() != 3 || !r[0] || !r[1] || !r[2]) continue;
+    out.push_back({*r[0], std::strtod(r[1]->c_str(), nullptr), *r[2]});
   }
-  return stats;
+  return out;
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {

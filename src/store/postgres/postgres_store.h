@@ -98,6 +98,7 @@ class PostgresOutboxStore final : public OutboxStore {
   void EnableKeyAffinity(int64_t ttl_ms, const std::string& name) override;
   Result<KeyShare> Heartbeat() override;
   void LeaveReplicaSet() override;
+  std::vector<ReplicaInfo> Replicas() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
   Result<std::vector<std::string>> DistinctTopics() override;
