@@ -94,6 +94,7 @@ delivered() {  # path -> "requests distinct-ids" in nginx's log; reopen flushes 
   echo "$lines $distinct"
 }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # pid -> user + system clock ticks
 
 echo "== ours: queuebox run --until-idle ($ROWS rows, batch $BATCH, concurrency $CONCURRENCY)" >&2
 fresh_db qb_peer_ours
@@ -110,10 +111,22 @@ fill qb_peer_ours "INSERT INTO outbox (topic, key, payload)" "'bench.event', $KE
 OURS_LOAD=$(load)
 exec 9>/tmp/queuebox-bench.lock  # measured runs: one benchmark measures at a time
 flock 9
+NGX_WORKER=$(pgrep -P "$(cat "$WORK/ngx/nginx.pid")")
+ngx0=$(proc_ticks "$NGX_WORKER")
 t0=$(db_now "$base/qb_peer_ours")
 w0=$(date +%s.%N)
-"$QB" --config "$WORK/ours.yml" run --until-idle --idle-timeout-ms 600000 2>"$WORK/ours.log"
+# The relay's own CPU seconds (user + system, the kernel's accounting of the child process).
+OURS_CPU=$(python3 - "$WORK/ours.log" "$QB" --config "$WORK/ours.yml" run --until-idle \
+  --idle-timeout-ms 600000 <<'PY'
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as log:
+    subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=log, check=True)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(round(u.ru_utime + u.ru_stime, 3))
+PY
+)
 w1=$(date +%s.%N)
+ngx1=$(proc_ticks "$NGX_WORKER")
 flock -u 9
 OURS_LOAD="$OURS_LOAD / $(load)"
 OURS=$(psql -Atq "$base/qb_peer_ours" -c "SELECT json_build_object('done', count(*),
@@ -158,13 +171,25 @@ psql -Atq "$base/qb_peer_replication" \
 fill qb_peer_replication "$PEER_INSERT" "$PEER_COLUMNS"
 peer_measure replication "$PEER_REPL_POOL" REPL
 psql -q "$QB_TEST_PG_URL" -c "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null
-for db in qb_peer_ours qb_peer_polling qb_peer_replication; do
+
+echo "== ceiling: the row work alone, 2 sessions (bench/row_ceiling.sh)" >&2
+# The same backlog in our schema, drained by the least database work any relay on it must do,
+# with no delivery: with the receiver's CPU per request it bounds what any relay could reach here.
+fresh_db qb_peer_ceiling
+sed "s#/qb_peer_ours\"#/qb_peer_ceiling\"#" "$WORK/ours.yml" >"$WORK/ceiling.yml"
+"$QB" --config "$WORK/ceiling.yml" migrate 2>/dev/null
+fill qb_peer_ceiling "INSERT INTO outbox (topic, key, payload)" "'bench.event', $KEY, $PAYLOAD"
+flock 9
+CEIL=$(bash bench/row_ceiling.sh "$base/qb_peer_ceiling" 2 "$BATCH")
+flock -u 9
+echo "$CEIL" >&2
+for db in qb_peer_ours qb_peer_polling qb_peer_replication qb_peer_ceiling; do
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE $db WITH (FORCE)"
 done
 
 python3 - "$OURS" "$OURS_NGX" "$OURS_LOAD" "$POLL" "$POLL_NGX" "$POLL_LOAD" "$REPL" "$REPL_NGX" \
   "$REPL_LOAD" "$ROWS" "$KEYS" "$CHUNK" "$BATCH" "$CONCURRENCY" "$PEER_VERSION" "$PG_VERSION" \
-  >"$OUT" <<'PY'
+  "$CEIL" "$OURS_CPU" "$((ngx1 - ngx0))" "$(getconf CLK_TCK)" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 a = sys.argv[1:]
 rows = int(a[9])
@@ -195,6 +220,16 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
 npm = subprocess.run(["npm", "--version"], capture_output=True, text=True).stdout.strip()
 r_poll, r_repl = ratio(poll), ratio(repl)
+# What bounds the ratio on this machine: CPU per message of the least database work (the ceiling
+# run's backends), of the receiver (nginx's worker during our drain) and of our relay.
+ceiling = json.loads(a[16])
+cpu_us = {"bare_row_work_postgres": ceiling["backend_cpu_us_per_msg"],
+          "nginx_per_request": round(int(a[18]) / int(a[19]) * 1e6 / rows, 1),
+          "ours_relay": round(float(a[17]) * 1e6 / rows, 1) if a[17] else None}
+cores = os.cpu_count()
+bound = round(cores * 1e6 / (cpu_us["bare_row_work_postgres"] + cpu_us["nginx_per_request"]), 0)
+needed = {"polling_50x": round(50 * poll["msg_per_s"], 0) if poll["msg_per_s"] else None,
+          "replication_20x": round(20 * repl["msg_per_s"], 0) if repl["msg_per_s"] else None}
 print(json.dumps({
   "benchmark": "backlog drain into nginx (204, keep-alive): queuebox vs pg-transactional-outbox "
                "polling and logical-replication listeners; timed from the database clock before "
@@ -205,6 +240,14 @@ print(json.dumps({
   "targets": {"ours_over_polling": 50, "ours_over_replication": 20},
   "met": {"polling": r_poll is not None and r_poll >= 50,
           "replication": r_repl is not None and r_repl >= 20},
+  "ceiling": {
+    "row_work": ceiling,
+    "cpu_us_per_msg": cpu_us,
+    "bound_msg_per_s": bound,
+    "bound_means": "cores / (bare row work's PostgreSQL CPU + nginx CPU per message): the most "
+                   "any relay could drain into this receiver on this machine if it used no CPU "
+                   "itself and kept no per-key order",
+    "needed_for_targets_msg_per_s": needed},
   "versions": {"pg-transactional-outbox": a[14], "pg": a[15], "node": node, "npm": npm},
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
               "postgres": "15 (fsync off, throw-away cluster, wal_level=logical)"},
