@@ -178,5 +178,39 @@ TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkComesBackWithinASecon
   EXPECT_THAT(claimed, ::testing::ElementsAre("late"));
 }
 
+// A key walk that went round every key tells the next claims how many keys the share holds
+// (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
+// walk could find no head the window missed, so it is skipped; a new key behind that window waits
+// until the count is over a second old and a walk runs again.
+TEST_F(PostgresClaimWindowTest, WhileTheWindowHoldsEveryKeyTheWalkWaitsUpToASecond) {
+  // a, b, a, b, ...: any 6 consecutive rows hold both keys.
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', CASE WHEN n % 2 = 0 THEN 'a' ELSE "
+      "'b' END, '{}' FROM generate_series(1, 20) AS n");
+  // Two heads in a window of 6: short of the limit 3 with rows beyond, so the walk runs, goes
+  // round both keys and finds nothing else.
+  const auto walked = std::chrono::steady_clock::now();
+  auto first = store_->Claim(3, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 2u);
+  std::vector<Fence> fences;
+  for (const OutboxRow& r : *first) fences.push_back({r.id, r.claim_token});
+  ASSERT_TRUE(store_->MarkSent(fences).ok());
+  // A new key, behind 18 rows of a and b.
+  db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'late', '{}')");
+  // The window holds a and b, both keys the walk saw: the claim takes their heads and no walk
+  // looks for `late`.
+  EXPECT_THAT(ClaimKeys(3), ::testing::UnorderedElementsAre("a", "b"));
+  // Once the count is a second old, a walk runs again and finds it.
+  std::vector<std::string> claimed;
+  const auto deadline = walked + std::chrono::seconds(15);
+  while (claimed.empty() && std::chrono::steady_clock::now() < deadline) {
+    claimed = ClaimKeys(3);
+    if (claimed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_THAT(claimed, ::testing::ElementsAre("late"));
+  EXPECT_GE(std::chrono::steady_clock::now() - walked, std::chrono::seconds(1));
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -177,6 +177,7 @@ ClaimWindowStart::Position ClaimWindowStart::Next() {
   next.allow_walk = !quiet_ || now - quiet_since_ >= kFromBeginningEvery;
   if (next.allow_walk) quiet_ = false;
   if (!next.allow_walk) next.use_window = true;  // never neither: the window still sees new rows
+  next.share_keys = now - share_keys_at_ < kFromBeginningEvery ? share_keys_ : -1;
   return next;
 }
 
@@ -201,6 +202,12 @@ void ClaimWindowStart::FellBack(const std::string& last_key) {
   fell_back_at_ = std::chrono::steady_clock::now();
 }
 
+void ClaimWindowStart::SawShareKeys(int64_t keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  share_keys_ = keys;
+  share_keys_at_ = std::chrono::steady_clock::now();
+}
+
 void ClaimWindowStart::ClaimedNothing() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!quiet_) quiet_since_ = std::chrono::steady_clock::now();
@@ -221,14 +228,15 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
   // One statement, O(batch) at any backlog, also when one key has a long run of rows ahead of the
   // others (docs/schema.md, docs/claim-plans.md has the plans):
-  // - qb_now: one database instant per claim; `(SELECT t FROM qb_now)` is an InitPlan, so the due
-  //   check is an index condition on idx_outbox_pending_due.
-  // - qb_win: the first $3 (= 2 x limit) + 1 due pending rows in claim order, read from
-  //   idx_outbox_pending_due; qb_fast: the heads among the first $3 of them, locked SKIP LOCKED,
-  //   at most $1.
+  // - qb_now: one database instant per claim (claimed_at, the lease, the re-checks).
+  // - qb_raw: the first ($3 + 1) x $8 due pending rows in claim order, read from
+  //   idx_outbox_pending_due (the due check, on statement_timestamp(), is an index condition);
+  //   qb_win: the first $3 (= 2 x limit) + 1 of them in this replica's share; qb_fast: the heads
+  //   among the first $3 of those, locked SKIP LOCKED, at most $1.
   // - qb_gate: true when qb_fast found fewer than $1 heads and more due rows lie beyond the
-  //   window (qb_win holds row $3 + 1: the window was full of rows blocked behind their key's
-  //   head), and the walk is not resting ($10, ClaimWindowStart::Position::allow_walk).
+  //   window (qb_win holds row $3 + 1, or qb_raw is full: the window was full of rows blocked
+  //   behind their key's head), and the walk is not resting ($10,
+  //   ClaimWindowStart::Position::allow_walk).
   // - only then: qb_keys, a skip scan over idx_outbox_key_sequence (one probe per active key,
   //   each giving the key's lowest pending/processing row), plus due unkeyed rows from
   //   idx_outbox_pending_unkeyed; qb_slow locks the first $1 of them in claim order, re-checking
@@ -243,11 +251,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   // gate, the key walk's candidates and the unkeyed rows keep only this replica's share, a
   // filter before any lock, so replicas never lock each other's rows. The walk still steps over
   // every key (a filtered probe would read all rows of the keys it skips), so it visits about
-  // $8 x $1 keys; the window reads about $8 x $3 index entries. $8 = 1: every key.
+  // $8 x $1 keys; the window reads ($3 + 1) x $8 index entries and their rows. $8 = 1: every key.
   static const auto mine = [](const std::string& expr) {
     return "($8::int <= 1 OR mod(hashtext(" + expr + ") & 2147483647, $8::int) = $9::int)";
   };
-  static const std::string mine_w = mine("coalesce(nullif(w.{key}, ''), w.{id}::text)");
   // The locked row is still pending and due (re-evaluated on the newest version when a
   // concurrent update made PostgreSQL re-check it).
   static const std::string pending_due =
@@ -259,14 +266,23 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')"
       " AND prior.{sequence} < head.{sequence} ORDER BY prior.{key} DESC, prior.{sequence} DESC"
       " LIMIT 1) IS NULL)";
+  // statement_timestamp(), not qb_now: the database clock at the statement's start, which the
+  // planner can read when it estimates the rows the window may read (for qb_now, an InitPlan, it
+  // guesses a third of them, and then reads every pending row and sorts them). qb_now is at most
+  // the statement's own run time later: a row that falls due in between waits for the next claim.
   static const std::string due_where =
-      "w.{state} = 'pending' AND w.{scheduled_at} <= (SELECT t FROM qb_now)"
+      "w.{state} = 'pending' AND w.{scheduled_at} <= statement_timestamp()"
       " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)";
   static const std::string due_order = " ORDER BY w.{scheduled_at}, w.{sequence}";
-  // This replica's due pending rows in claim order.
-  static const std::string due_pending = due_where + " AND " + mine_w + due_order;
-  // The window itself, read only when $7 (the previous claim did not need the fallback).
-  static const std::string window = "$7::boolean AND " + due_pending;
+  // The rows the window is taken from: the first ($3 + 1) x $8 due pending rows of every share in
+  // claim order, read only when $7 (the previous claim did not need the fallback). The share is
+  // filtered after this LIMIT, not in the scan: with the filter in the scan PostgreSQL estimates
+  // the hash test to keep 0.5 % of the rows, and below about 200,000 pending rows it then reads
+  // every pending row and sorts them instead of walking idx_outbox_pending_due in order (a claim
+  // at 4 replicas over 60,000 rows read 20,500 buffers in 50-80 ms for 248 rows; see
+  // docs/claim-plans.md, "Window under key affinity").
+  static const std::string raw_window =
+      "$7::boolean AND " + due_where + due_order + " LIMIT ($3::bigint + 1) * greatest($8::int, 1)";
   // A key's lowest pending/processing row, tagged with the pass of the walk (below), for keys
   // after `after`; followed by the condition that bounds the pass.
   static const auto key_head = [](const std::string& pass, const std::string& after) {
@@ -279,22 +295,37 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
     return "CASE WHEN " + r + ".qb_state = 'pending' AND " + r +
            ".qb_at <= (SELECT t FROM qb_now) AND " + mine(r + ".qb_key") + " THEN 1 ELSE 0 END";
   };
+  // The keys with a row among the first $3 window rows (the rows qb_fast judged).
+  static const std::string window_keys =
+      "(SELECT count(DISTINCT w2.qb_k) FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
+      " LIMIT $3::bigint) AS w2 WHERE w2.qb_keyed)";
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
-      // The window's rows plus one: the one past $3 tells the gate that more lie beyond, without
-      // a second scan of the window (with key affinity at n replicas that scan read n x $3
-      // index entries and their heap rows again).
-      "qb_win AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
-      " w.{sequence} AS qb_seq FROM {T} AS w WHERE " +
-      window +
-      " LIMIT $3::bigint + 1), "
+      "qb_raw AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
+      " w.{sequence} AS qb_seq, coalesce(nullif(w.{key}, ''), w.{id}::text) AS qb_k,"
+      " coalesce(w.{key}, '') <> '' AS qb_keyed FROM {T} AS w WHERE " +
+      raw_window +
+      "), "
+      // This replica's window rows plus one: the one past $3 tells the gate that more lie beyond,
+      // without a second scan of the window; so does a full qb_raw (rows of this share may lie
+      // past it).
+      "qb_win AS MATERIALIZED (SELECT qb_ctid, qb_at, qb_seq, qb_k, qb_keyed FROM qb_raw WHERE " +
+      mine("qb_k") +
+      " ORDER BY qb_at, qb_seq LIMIT $3::bigint + 1), "
       "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_win"
       " ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS win JOIN {T} AS head"
       " ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
+      // $11: how many keys of this share the last complete key walk saw (-1: unknown, or over a
+      // second ago; ClaimWindowStart::Position::share_keys). When the window holds a row of that
+      // many keys, every key of the share is in it, so qb_fast already judged every head the
+      // walk could find.
       "qb_gate AS MATERIALIZED (SELECT $10::boolean AND (SELECT count(*) FROM qb_fast) < $1::int"
-      " AND (NOT $7::boolean OR (SELECT count(*) FROM qb_win) > $3::bigint) AS qb_on), " +
+      " AND (NOT $7::boolean OR (SELECT count(*) FROM qb_win) > $3::bigint OR (SELECT count(*)"
+      " FROM qb_raw) >= ($3::bigint + 1) * greatest($8::int, 1)) AND (NOT $7::boolean OR"
+      " $11::bigint < 0 OR " +
+      window_keys + " < $11::bigint) AS qb_on), " +
       "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
       "SELECT f.*, " +
       candidate("f") + " FROM (" + key_head("1", "$6::text") + " AND (SELECT qb_on FROM qb_gate)" +
@@ -333,7 +364,19 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       std::string(kMs) + " FROM qb_pick WHERE o.{id} = qb_pick.qb_id RETURNING " +
       RowColumns("o.") + ", (SELECT " + Ts("w.{scheduled_at}") +
       " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_where + due_order + " LIMIT 1)" +
-      ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)";
+      ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)"
+      // The keys of this share the walk saw, when it went round every key (it stopped short of
+      // $1 candidates) and no due unkeyed row of the share waits: then a window holding that
+      // many keys makes the walk useless ($11). Else -1.
+      ", (SELECT CASE WHEN count(*) > 0 AND max(qb_n) < $1::int AND NOT EXISTS (SELECT 1 FROM"
+      " {T} AS u WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR u.{key} = '') AND"
+      " u.{scheduled_at} <= (SELECT t FROM qb_now) AND " +
+      mine("u.{id}::text") + ") THEN count(*) FILTER (WHERE " + mine("qb_key") +
+      ") ELSE -1 END FROM qb_keys)"
+      // When the walk ran: the keys the window held (a window that held every key of the share
+      // was enough, so the walk does not count as a fallback).
+      ", CASE WHEN (SELECT qb_on FROM qb_gate) THEN " +
+      window_keys + " END";
   // The window: twice the batch, so a few blocked rows among the heads never cost the skip scan.
   const KeyShare share = ShareForClaim();
   const ClaimWindowStart::Position from = window_start_.Next();
@@ -342,7 +385,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       Run(tmpl,
           {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at, from.sequence,
            from.key_after, std::string(from.use_window ? "true" : "false"), int64_t{share.count},
-           int64_t{share.index}, std::string(from.allow_walk ? "true" : "false")}));
+           int64_t{share.index}, std::string(from.allow_walk ? "true" : "false"),
+           from.share_keys}));
   // Only a replica whose claims succeed heartbeats: one that cannot claim (a bad column mapping,
   // a lost database) drops out after its ttl and the others take its keys.
   HeartbeatAfterClaim();
@@ -354,8 +398,17 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
     if (rows.front()[12].has_value()) window_start_.Advance(*rows.front()[12]);
     if (rows.front()[13].has_value()) {
       // The key walk ran. It counts as a fallback (the window comes back after a second) only
-      // when the window was read and came up short, not when this claim skipped the window.
-      if (from.use_window) {
+      // when the window was read and came up short: not when this claim skipped the window, nor
+      // when the window held a row of every key of the share the walk saw.
+      const auto number = [&](size_t i) {
+        return rows.front().size() > i && rows.front()[i].has_value()
+                   ? ParseInt(*rows.front()[i]).value_or(-1)
+                   : int64_t{-1};
+      };
+      const int64_t share_keys = number(14);
+      const int64_t keys_in_window = number(15);
+      window_start_.SawShareKeys(share_keys);
+      if (from.use_window && !(share_keys >= 0 && keys_in_window >= share_keys)) {
         window_start_.FellBack(*rows.front()[13]);
       } else {
         window_start_.VisitedKeysUpTo(*rows.front()[13]);

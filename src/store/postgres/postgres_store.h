@@ -49,6 +49,12 @@ class ClaimWindowStart {
     // or arrived at its front are claimed at once); a new key whose rows lie beyond a window of
     // blocked rows waits at most that second.
     bool allow_walk = true;
+    // How many keys of this replica's share (with a pending or processing row) the last key walk
+    // that went round every key saw, for kFromBeginningEvery after it; -1 when unknown. A claim
+    // whose window holds rows of that many keys skips the walk: it could find no head the window
+    // missed. A key that appears meanwhile behind a window of blocked rows waits at most that
+    // second (as with allow_walk).
+    int64_t share_keys = -1;
   };
   static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
 
@@ -62,6 +68,9 @@ class ClaimWindowStart {
   void VisitedKeysUpTo(const std::string& last_key);
   // The next claim's window starts from the beginning (the key walk keeps its place).
   void Reset();
+  // A key walk went round every key and saw this many keys of the share (-1: it did not, or
+  // a due unkeyed row waits) (Position::share_keys).
+  void SawShareKeys(int64_t keys);
   // A claim came back empty (Position::allow_walk).
   void ClaimedNothing();
   // An outcome was written or the key share changed: the key walk may find heads again.
@@ -75,6 +84,8 @@ class ClaimWindowStart {
   bool quiet_ = false;  // the last claim came back empty and nothing has changed since
   std::chrono::steady_clock::time_point quiet_since_{};
   std::chrono::steady_clock::time_point last_from_beginning_{};
+  int64_t share_keys_ = -1;
+  std::chrono::steady_clock::time_point share_keys_at_{};
 };
 
 class PostgresOutboxStore final : public OutboxStore {
