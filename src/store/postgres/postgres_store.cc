@@ -382,11 +382,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   const ClaimWindowStart::Position from = window_start_.Next();
   QB_ASSIGN_OR_RETURN(
       SqlRows rows,
-      Run(tmpl,
-          {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at, from.sequence,
-           from.key_after, std::string(from.use_window ? "true" : "false"), int64_t{share.count},
-           int64_t{share.index}, std::string(from.allow_walk ? "true" : "false"),
-           from.share_keys}));
+      Run(tmpl, {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor, from.at,
+                 from.sequence, from.key_after, std::string(from.use_window ? "true" : "false"),
+                 int64_t{share.count}, int64_t{share.index},
+                 std::string(from.allow_walk ? "true" : "false"), from.share_keys}));
   // Only a replica whose claims succeed heartbeats: one that cannot claim (a bad column mapping,
   // a lost database) drops out after its ttl and the others take its keys.
   HeartbeatAfterClaim();
