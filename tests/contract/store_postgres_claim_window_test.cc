@@ -178,6 +178,29 @@ TEST_F(PostgresClaimWindowTest, AfterAnEmptyClaimTheKeyWalkComesBackWithinASecon
   EXPECT_THAT(claimed, ::testing::ElementsAre("late"));
 }
 
+// Claim order is (scheduled_at, sequence) but a key's head is its lowest sequence: when a later
+// row of the key is due earlier (its producer set scheduled_at), only the head is claimed, and the
+// later row waits for it.
+TEST_F(PostgresClaimWindowTest, AKeysHeadIsItsLowestSequenceEvenWhenALaterRowIsDueEarlier) {
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload, scheduled_at) VALUES "
+      "('t', 'k', '{\"n\": 1}', clock_timestamp() - interval '1 second')");
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload, scheduled_at) VALUES "
+      "('t', 'k', '{\"n\": 2}', clock_timestamp() - interval '1 hour')");
+  auto first = store_->Claim(10, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ(first->front().payload, R"({"n": 1})");
+  EXPECT_THAT(ClaimKeys(10), ::testing::IsEmpty());
+  const std::vector<Fence> fence = {{first->front().id, first->front().claim_token}};
+  ASSERT_TRUE(store_->MarkSent(fence).ok());
+  auto second = store_->Claim(10, kLease);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ(second->front().payload, R"({"n": 2})");
+}
+
 // A key walk that went round every key tells the next claims how many keys the share holds
 // (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
 // walk could find no head the window missed, so it is skipped; a new key behind that window waits

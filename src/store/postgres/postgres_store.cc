@@ -295,10 +295,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
     return "CASE WHEN " + r + ".qb_state = 'pending' AND " + r +
            ".qb_at <= (SELECT t FROM qb_now) AND " + mine(r + ".qb_key") + " THEN 1 ELSE 0 END";
   };
-  // The keys with a row among the first $3 window rows (the rows qb_fast judged).
-  static const std::string window_keys =
-      "(SELECT count(DISTINCT w2.qb_k) FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
-      " LIMIT $3::bigint) AS w2 WHERE w2.qb_keyed)";
+  // The keys with a row among the first $3 window rows (qb_first has one row per key).
+  static const std::string window_keys = "(SELECT count(*) FROM qb_first WHERE qb_keyed)";
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
       "qb_raw AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
@@ -312,8 +310,18 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "qb_win AS MATERIALIZED (SELECT qb_ctid, qb_at, qb_seq, qb_k, qb_keyed FROM qb_raw WHERE " +
       mine("qb_k") +
       " ORDER BY qb_at, qb_seq LIMIT $3::bigint + 1), "
-      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_win"
-      " ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS win JOIN {T} AS head"
+      // Among the first $3 window rows, each key's lowest sequence: the only one of them that can
+      // be the key's head, so the only one worth a head check. The other rows of a key in flight
+      // or behind a hot key cost no probe (with 4 replicas over 1,000 keys a claim probed 1,000
+      // window rows for ~60 heads: 5,700 buffers, now 2,700). By hashing, not sorting the keys.
+      // An unkeyed row is its own key (qb_k is its id).
+      "qb_first AS MATERIALIZED (SELECT w.* FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
+      " LIMIT $3::bigint) AS w JOIN (SELECT x.qb_k AS fk, min(x.qb_seq) AS fs FROM (SELECT * FROM"
+      " qb_win ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS x GROUP BY x.qb_k) AS f ON"
+      " w.qb_k = f.fk AND w.qb_seq = f.fs), "
+      // Sorted before the join, so the nested loop stops at $1 heads in claim order.
+      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_first"
+      " ORDER BY qb_at, qb_seq) AS win JOIN {T} AS head"
       " ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
