@@ -229,14 +229,14 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   // One statement, O(batch) at any backlog, also when one key has a long run of rows ahead of the
   // others (docs/schema.md, docs/claim-plans.md has the plans):
   // - qb_now: one database instant per claim (claimed_at, the lease, the re-checks).
-  // - qb_raw: the first ($3 + 1) x $8 due pending rows in claim order, read from
-  //   idx_outbox_pending_due (the due check, on statement_timestamp(), is an index condition);
-  //   qb_win: the first $3 (= 2 x limit) + 1 of them in this replica's share; qb_fast: the heads
-  //   among the first $3 of those, locked SKIP LOCKED, at most $1.
+  // - qb_win: the first $3 (= 2 x limit) + 1 due pending rows of this replica's share in claim
+  //   order, read from idx_outbox_pending_due (the due check, on statement_timestamp(), is an
+  //   index condition); qb_first: each key's lowest sequence among the first $3; qb_fast: the
+  //   heads among those, locked SKIP LOCKED, at most $1.
   // - qb_gate: true when qb_fast found fewer than $1 heads and more due rows lie beyond the
-  //   window (qb_win holds row $3 + 1, or qb_raw is full: the window was full of rows blocked
-  //   behind their key's head), and the walk is not resting ($10,
-  //   ClaimWindowStart::Position::allow_walk).
+  //   window (qb_win holds row $3 + 1: the window was full of rows blocked behind their key's
+  //   head), the walk is not resting ($10, ClaimWindowStart::Position::allow_walk), and the
+  //   window does not hold every key of the share ($11).
   // - only then: qb_keys, a skip scan over idx_outbox_key_sequence (one probe per active key,
   //   each giving the key's lowest pending/processing row), plus due unkeyed rows from
   //   idx_outbox_pending_unkeyed; qb_slow locks the first $1 of them in claim order, re-checking
@@ -251,9 +251,15 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   // gate, the key walk's candidates and the unkeyed rows keep only this replica's share, a
   // filter before any lock, so replicas never lock each other's rows. The walk still steps over
   // every key (a filtered probe would read all rows of the keys it skips), so it visits about
-  // $8 x $1 keys; the window reads ($3 + 1) x $8 index entries and their rows. $8 = 1: every key.
+  // $8 x $1 keys; the window reads about $8 x $3 index entries and their rows. $8 = 1: every key.
+  // int4eq(a, b), not a = b: the same test, but PostgreSQL estimates a function call to keep a
+  // third of the rows and an equality on an expression 0.5 %. With 0.5 % it reckoned the window
+  // (up to $3 + 1 rows of this share) would have to read 200 x that many rows, and below about
+  // 200,000 pending rows it read every pending row and sorted them instead of reading
+  // idx_outbox_pending_due in order: 20,500 buffers for a 248-row claim at 4 replicas over
+  // 60,000 rows (docs/claim-plans.md, "Window under key affinity").
   static const auto mine = [](const std::string& expr) {
-    return "($8::int <= 1 OR mod(hashtext(" + expr + ") & 2147483647, $8::int) = $9::int)";
+    return "($8::int <= 1 OR int4eq(mod(hashtext(" + expr + ") & 2147483647, $8::int), $9::int))";
   };
   // The locked row is still pending and due (re-evaluated on the newest version when a
   // concurrent update made PostgreSQL re-check it).
@@ -274,15 +280,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "w.{state} = 'pending' AND w.{scheduled_at} <= statement_timestamp()"
       " AND (w.{scheduled_at}, w.{sequence}) >= ($4::timestamptz, $5::bigint)";
   static const std::string due_order = " ORDER BY w.{scheduled_at}, w.{sequence}";
-  // The rows the window is taken from: the first ($3 + 1) x $8 due pending rows of every share in
-  // claim order, read only when $7 (the previous claim did not need the fallback). The share is
-  // filtered after this LIMIT, not in the scan: with the filter in the scan PostgreSQL estimates
-  // the hash test to keep 0.5 % of the rows, and below about 200,000 pending rows it then reads
-  // every pending row and sorts them instead of walking idx_outbox_pending_due in order (a claim
-  // at 4 replicas over 60,000 rows read 20,500 buffers in 50-80 ms for 248 rows; see
-  // docs/claim-plans.md, "Window under key affinity").
-  static const std::string raw_window =
-      "$7::boolean AND " + due_where + due_order + " LIMIT ($3::bigint + 1) * greatest($8::int, 1)";
+  // This replica's due pending rows in claim order, read only when $7 (the previous claim did not
+  // need the fallback).
+  static const std::string window = "$7::boolean AND " + due_where + " AND " +
+                                    mine("coalesce(nullif(w.{key}, ''), w.{id}::text)") + due_order;
   // A key's lowest pending/processing row, tagged with the pass of the walk (below), for keys
   // after `after`; followed by the condition that bounds the pass.
   static const auto key_head = [](const std::string& pass, const std::string& after) {
@@ -299,17 +300,13 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   static const std::string window_keys = "(SELECT count(*) FROM qb_first WHERE qb_keyed)";
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
-      "qb_raw AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
+      // The window's rows plus one: the one past $3 tells the gate that more lie beyond, without
+      // a second scan of the window.
+      "qb_win AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
       " w.{sequence} AS qb_seq, coalesce(nullif(w.{key}, ''), w.{id}::text) AS qb_k,"
       " coalesce(w.{key}, '') <> '' AS qb_keyed FROM {T} AS w WHERE " +
-      raw_window +
-      "), "
-      // This replica's window rows plus one: the one past $3 tells the gate that more lie beyond,
-      // without a second scan of the window; so does a full qb_raw (rows of this share may lie
-      // past it).
-      "qb_win AS MATERIALIZED (SELECT qb_ctid, qb_at, qb_seq, qb_k, qb_keyed FROM qb_raw WHERE " +
-      mine("qb_k") +
-      " ORDER BY qb_at, qb_seq LIMIT $3::bigint + 1), "
+      window +
+      " LIMIT $3::bigint + 1), "
       // Among the first $3 window rows, each key's lowest sequence: the only one of them that can
       // be the key's head, so the only one worth a head check. The other rows of a key in flight
       // or behind a hot key cost no probe (with 4 replicas over 1,000 keys a claim probed 1,000
@@ -330,8 +327,7 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       // many keys, every key of the share is in it, so qb_fast already judged every head the
       // walk could find.
       "qb_gate AS MATERIALIZED (SELECT $10::boolean AND (SELECT count(*) FROM qb_fast) < $1::int"
-      " AND (NOT $7::boolean OR (SELECT count(*) FROM qb_win) > $3::bigint OR (SELECT count(*)"
-      " FROM qb_raw) >= ($3::bigint + 1) * greatest($8::int, 1)) AND (NOT $7::boolean OR"
+      " AND (NOT $7::boolean OR (SELECT count(*) FROM qb_win) > $3::bigint) AND (NOT $7::boolean OR"
       " $11::bigint < 0 OR " +
       window_keys + " < $11::bigint) AS qb_on), " +
       "qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS ("
@@ -370,8 +366,13 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       "{claimed_at} = (SELECT t FROM qb_now), {updated_at} = (SELECT t FROM qb_now), "
       "{lease_expires_at} = (SELECT t FROM qb_now) + $2::bigint" +
       std::string(kMs) + " FROM qb_pick WHERE o.{id} = qb_pick.qb_id RETURNING " +
-      RowColumns("o.") + ", (SELECT " + Ts("w.{scheduled_at}") +
-      " || ' ' || w.{sequence} FROM {T}" + " AS w WHERE " + due_where + due_order + " LIMIT 1)" +
+      RowColumns("o.") +
+      // Where the next window starts: this share's first due pending row in the window (no
+      // pending row of the share lies before it); NULL when the window was not read, and the
+      // start stays. Not the first due pending row of any share: under key affinity replicas
+      // drain at their own pace, and from the slowest replica's rows a fast one's window read
+      // past many rows of other shares.
+      ", (SELECT " + Ts("qb_at") + " || ' ' || qb_seq FROM qb_win ORDER BY qb_at, qb_seq LIMIT 1)" +
       ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)"
       // The keys of this share the walk saw, when it went round every key (it stopped short of
       // $1 candidates) and no due unkeyed row of the share waits: then a window holding that
