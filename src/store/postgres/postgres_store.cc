@@ -231,8 +231,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   // - qb_now: one database instant per claim (claimed_at, the lease, the re-checks).
   // - qb_win: the first $3 (= 2 x limit) + 1 due pending rows of this replica's share in claim
   //   order, read from idx_outbox_pending_due (the due check, on statement_timestamp(), is an
-  //   index condition); qb_first: each key's lowest sequence among the first $3; qb_fast: the
-  //   heads among those, locked SKIP LOCKED, at most $1.
+  //   index condition); qb_fast: the heads among the first $3 of them, locked SKIP LOCKED, at
+  //   most $1.
   // - qb_gate: true when qb_fast found fewer than $1 heads and more due rows lie beyond the
   //   window (qb_win holds row $3 + 1: the window was full of rows blocked behind their key's
   //   head), the walk is not resting ($10, ClaimWindowStart::Position::allow_walk), and the
@@ -296,8 +296,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
     return "CASE WHEN " + r + ".qb_state = 'pending' AND " + r +
            ".qb_at <= (SELECT t FROM qb_now) AND " + mine(r + ".qb_key") + " THEN 1 ELSE 0 END";
   };
-  // The keys with a row among the first $3 window rows (qb_first has one row per key).
-  static const std::string window_keys = "(SELECT count(*) FROM qb_first WHERE qb_keyed)";
+  // The keys with a row among the first $3 window rows (the rows qb_fast judged).
+  static const std::string window_keys =
+      "(SELECT count(DISTINCT w2.qb_k) FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
+      " LIMIT $3::bigint) AS w2 WHERE w2.qb_keyed)";
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
       // The window's rows plus one: the one past $3 tells the gate that more lie beyond, without
@@ -307,18 +309,8 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       " coalesce(w.{key}, '') <> '' AS qb_keyed FROM {T} AS w WHERE " +
       window +
       " LIMIT $3::bigint + 1), "
-      // Among the first $3 window rows, each key's lowest sequence: the only one of them that can
-      // be the key's head, so the only one worth a head check. The other rows of a key in flight
-      // or behind a hot key cost no probe (with 4 replicas over 1,000 keys a claim probed 1,000
-      // window rows for ~60 heads: 5,700 buffers, now 2,700). By hashing, not sorting the keys.
-      // An unkeyed row is its own key (qb_k is its id).
-      "qb_first AS MATERIALIZED (SELECT w.* FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
-      " LIMIT $3::bigint) AS w JOIN (SELECT x.qb_k AS fk, min(x.qb_seq) AS fs FROM (SELECT * FROM"
-      " qb_win ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS x GROUP BY x.qb_k) AS f ON"
-      " w.qb_k = f.fk AND w.qb_seq = f.fs), "
-      // Sorted before the join, so the nested loop stops at $1 heads in claim order.
-      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_first"
-      " ORDER BY qb_at, qb_seq) AS win JOIN {T} AS head"
+      "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_win"
+      " ORDER BY qb_at, qb_seq LIMIT $3::bigint) AS win JOIN {T} AS head"
       " ON head.ctid = win.qb_ctid WHERE " +
       head_check +
       " ORDER BY win.qb_at, win.qb_seq LIMIT $1::int FOR UPDATE OF head SKIP LOCKED), "
