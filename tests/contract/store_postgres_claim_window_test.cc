@@ -201,6 +201,45 @@ TEST_F(PostgresClaimWindowTest, AKeysHeadIsItsLowestSequenceEvenWhenALaterRowIsD
   EXPECT_EQ(second->front().payload, R"({"n": 2})");
 }
 
+// A key's head can sort after the key's own later rows (a retry's backoff, a producer's
+// scheduled_at): the window then holds rows of the key but not its head, so the count of keys a
+// walk saw must not let a claim skip the walk that finds the head once it is due.
+TEST_F(PostgresClaimWindowTest, ARetriedHeadIsClaimedByTheFirstClaimAfterItIsDue) {
+  InsertRowsOfKey("x", 3);
+  InsertRowsOfKey("y", 300);
+  auto first = store_->Claim(5, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 2u);  // the heads of x and y; the walk went round both keys
+  std::vector<Fence> sent;
+  std::vector<RetryOrder> retry;
+  for (const OutboxRow& r : *first) {
+    if (*r.key == "x") {
+      retry.push_back({{r.id, r.claim_token}, 100, "receiver answered 503"});
+    } else {
+      sent.push_back({r.id, r.claim_token});
+    }
+  }
+  ASSERT_TRUE(store_->ScheduleRetry(retry).ok());
+  ASSERT_TRUE(store_->MarkSent(sent).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // x's head is due again
+  auto next = store_->Claim(5, kLease);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  std::vector<std::string> ids;
+  for (const OutboxRow& r : *next) ids.push_back(r.id);
+  EXPECT_THAT(ids, ::testing::Contains(retry.front().fence.id));
+}
+
+TEST_F(PostgresClaimWindowTest, AHeadScheduledAfterItsKeysLaterRowsIsClaimedOnceDue) {
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload, scheduled_at) VALUES "
+      "('t', 'x', '{}', clock_timestamp() + interval '200 milliseconds')");
+  InsertRowsOfKey("x", 2);
+  InsertRowsOfKey("y", 300);
+  EXPECT_THAT(ClaimKeys(5), ::testing::ElementsAre("y"));  // x's head is not due yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_THAT(ClaimKeys(5), ::testing::Contains("x"));
+}
+
 // A key walk that went round every key tells the next claims how many keys the share holds
 // (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
 // walk could find no head the window missed, so it is skipped; a new key behind that window waits

@@ -369,7 +369,10 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       // The keys of this share the walk saw, when it went round every key (it stopped short of
       // $1 candidates) and no due unkeyed row of the share waits: then a window holding that
       // many keys makes the walk useless ($11). Else -1.
-      ", (SELECT CASE WHEN count(*) > 0 AND max(qb_n) < $1::int AND NOT EXISTS (SELECT 1 FROM"
+      ", (SELECT CASE WHEN count(*) > 0 AND max(qb_n) < $1::int AND NOT coalesce(bool_or("
+      "qb_state = 'pending' AND qb_at > (SELECT t FROM qb_now) AND " +
+      mine("qb_key") +
+      "), false) AND NOT EXISTS (SELECT 1 FROM"
       " {T} AS u WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR u.{key} = '') AND"
       " u.{scheduled_at} <= (SELECT t FROM qb_now) AND " +
       mine("u.{id}::text") + ") THEN count(*) FILTER (WHERE " + mine("qb_key") +
@@ -485,6 +488,9 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
   }
   if (!affinity_.joined || !(share == affinity_.share)) {
     window_start_.MayHaveNewHeads();
+    // The old share's start and key count say nothing about the new share.
+    window_start_.Reset();
+    window_start_.SawShareKeys(-1);
     log::Info("This replica's share of the keys changed (key affinity)",
               {{"replicas", std::to_string(share.count)},
                {"index", std::to_string(share.index)},
@@ -575,7 +581,12 @@ Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
           ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
           "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
       "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
-  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
+  Result<std::vector<std::string>> retried =
+      OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
+  // A retried head is due after its key's later rows: a window holding rows of every key no
+  // longer means it judged every head.
+  if (retried.ok() && !retried->empty()) window_start_.SawShareKeys(-1);
+  return retried;
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {

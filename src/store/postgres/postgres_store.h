@@ -53,7 +53,10 @@ class ClaimWindowStart {
     // that went round every key saw, for kFromBeginningEvery after it; -1 when unknown. A claim
     // whose window holds rows of that many keys skips the walk: it could find no head the window
     // missed. A key that appears meanwhile behind a window of blocked rows waits at most that
-    // second (as with allow_walk).
+    // second (as with allow_walk). A head can sort after its key's own later rows (a retry's
+    // backoff, a producer's scheduled_at), and a window holding those rows does not hold it, so
+    // the count is -1 after a walk that saw a head of the share pending but not yet due, after
+    // this store schedules a retry, and after a share change.
     int64_t share_keys = -1;
   };
   static constexpr std::chrono::milliseconds kFromBeginningEvery{1000};
