@@ -298,15 +298,14 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   };
   // The keys with a row among the first $3 window rows (the rows qb_fast judged).
   static const std::string window_keys =
-      "(SELECT count(DISTINCT w2.qb_k) FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
-      " LIMIT $3::bigint) AS w2 WHERE w2.qb_keyed)";
+      "(SELECT count(DISTINCT w2.qb_key) FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq"
+      " LIMIT $3::bigint) AS w2 WHERE w2.qb_key <> '')";
   static const std::string tmpl =
       "WITH RECURSIVE qb_now AS (SELECT clock_timestamp() AS t), "
       // The window's rows plus one: the one past $3 tells the gate that more lie beyond, without
       // a second scan of the window.
       "qb_win AS MATERIALIZED (SELECT w.ctid AS qb_ctid, w.{scheduled_at} AS qb_at,"
-      " w.{sequence} AS qb_seq, coalesce(nullif(w.{key}, ''), w.{id}::text) AS qb_k,"
-      " coalesce(w.{key}, '') <> '' AS qb_keyed FROM {T} AS w WHERE " +
+      " w.{sequence} AS qb_seq, w.{key} AS qb_key FROM {T} AS w WHERE " +
       window +
       " LIMIT $3::bigint + 1), "
       "qb_fast AS MATERIALIZED (SELECT head.{id} AS qb_id FROM (SELECT * FROM qb_win"
@@ -364,7 +363,9 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
       // start stays. Not the first due pending row of any share: under key affinity replicas
       // drain at their own pace, and from the slowest replica's rows a fast one's window read
       // past many rows of other shares.
-      ", (SELECT " + Ts("qb_at") + " || ' ' || qb_seq FROM qb_win ORDER BY qb_at, qb_seq LIMIT 1)" +
+      // (One index probe: it reads what qb_win's first row is, without sorting qb_win.)
+      ", CASE WHEN $7::boolean THEN (SELECT " + Ts("w.{scheduled_at}") +
+      " || ' ' || w.{sequence} FROM {T} AS w WHERE " + window + " LIMIT 1) END" +
       ", (SELECT qb_key FROM qb_keys ORDER BY qb_pass DESC, qb_key DESC LIMIT 1)"
       // The keys of this share the walk saw, when it went round every key (it stopped short of
       // $1 candidates) and no due unkeyed row of the share waits: then a window holding that
