@@ -240,6 +240,24 @@ TEST_F(PostgresClaimWindowTest, AHeadScheduledAfterItsKeysLaterRowsIsClaimedOnce
   EXPECT_THAT(ClaimKeys(5), ::testing::Contains("x"));
 }
 
+// Behind a window full of its key's later rows, only the key walk finds a retried head; after an
+// empty claim the walk rests, and the retry falling due ends that rest.
+TEST_F(PostgresClaimWindowTest, ARetriedHeadBehindAFullWindowIsClaimedOnceDueAfterAnEmptyClaim) {
+  InsertRowsOfKey("x", 10);
+  auto first = store_->Claim(2, kLease);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 1u);
+  const std::vector<RetryOrder> retry = {
+      {{first->front().id, first->front().claim_token}, 200, "receiver answered 503"}};
+  ASSERT_TRUE(store_->ScheduleRetry(retry).ok());
+  EXPECT_THAT(ClaimKeys(2), ::testing::IsEmpty());  // nothing due: the walk rests
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto next = store_->Claim(2, kLease);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ(next->front().id, first->front().id);
+}
+
 // A key walk that went round every key tells the next claims how many keys the share holds
 // (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
 // walk could find no head the window missed, so it is skipped; a new key behind that window waits

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "babelqueue/envelope.h"
@@ -174,6 +176,10 @@ ClaimWindowStart::Position ClaimWindowStart::Next() {
   }
   next.key_after = key_after_;
   next.use_window = now - fell_back_at_ >= kFromBeginningEvery;
+  if (now >= retry_due_) {  // a retried head may be due behind a window of its key's rows
+    quiet_ = false;
+    retry_due_ = std::chrono::steady_clock::time_point::max();
+  }
   next.allow_walk = !quiet_ || now - quiet_since_ >= kFromBeginningEvery;
   if (next.allow_walk) quiet_ = false;
   if (!next.allow_walk) next.use_window = true;  // never neither: the window still sees new rows
@@ -206,6 +212,13 @@ void ClaimWindowStart::SawShareKeys(int64_t keys) {
   std::lock_guard<std::mutex> lock(mu_);
   share_keys_ = keys;
   share_keys_at_ = std::chrono::steady_clock::now();
+}
+
+void ClaimWindowStart::RetryDueIn(int64_t delay_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto due =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, delay_ms));
+  retry_due_ = std::min(retry_due_, due);
 }
 
 void ClaimWindowStart::ClaimedNothing() {
@@ -586,7 +599,12 @@ Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
       OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
   // A retried head is due after its key's later rows: a window holding rows of every key no
   // longer means it judged every head.
-  if (retried.ok() && !retried->empty()) window_start_.SawShareKeys(-1);
+  if (retried.ok() && !retried->empty()) {
+    window_start_.SawShareKeys(-1);
+    int64_t first_due = std::numeric_limits<int64_t>::max();
+    for (const RetryOrder& o : orders) first_due = std::min(first_due, o.delay_ms);
+    window_start_.RetryDueIn(first_due);
+  }
   return retried;
 }
 

@@ -44,7 +44,8 @@ class ClaimWindowStart {
     // window is full of its blocked rows, so reading it again would only cost time.
     bool use_window = true;
     // False after a claim that returned nothing, until this store writes an outcome (a key head
-    // may be free again), the key share changes, or kFromBeginningEvery passes: the key walk
+    // may be free again), a retry it scheduled falls due, the key share changes, or
+    // kFromBeginningEvery passes: the key walk
     // would only visit the same busy keys again. The window is still read (rows that became due
     // or arrived at its front are claimed at once); a new key whose rows lie beyond a window of
     // blocked rows waits at most that second.
@@ -74,6 +75,10 @@ class ClaimWindowStart {
   // A key walk went round every key and saw this many keys of the share (-1: it did not, or
   // a due unkeyed row waits) (Position::share_keys).
   void SawShareKeys(int64_t keys);
+  // A retry was scheduled: its row falls due in about `delay_ms`. A retried head sorts after its
+  // key's later rows, so behind a window full of those only the key walk finds it; the walk's
+  // rest after an empty claim ends when it falls due (Position::allow_walk).
+  void RetryDueIn(int64_t delay_ms);
   // A claim came back empty (Position::allow_walk).
   void ClaimedNothing();
   // An outcome was written or the key share changed: the key walk may find heads again.
@@ -89,6 +94,8 @@ class ClaimWindowStart {
   std::chrono::steady_clock::time_point last_from_beginning_{};
   int64_t share_keys_ = -1;
   std::chrono::steady_clock::time_point share_keys_at_{};
+  // The earliest time a scheduled retry falls due (time_point::max(): none).
+  std::chrono::steady_clock::time_point retry_due_ = std::chrono::steady_clock::time_point::max();
 };
 
 class PostgresOutboxStore final : public OutboxStore {
