@@ -258,6 +258,32 @@ TEST_F(PostgresClaimWindowTest, ARetriedHeadBehindAFullWindowIsClaimedOnceDueAft
   EXPECT_EQ(next->front().id, first->front().id);
 }
 
+// A lease renewal and an acknowledgement of the same rows run at once on two connections (the
+// lease keeper and a finished batch): given their rows in opposite orders, both still succeed,
+// because every fenced batch write locks in id order (no deadlock for PostgreSQL to break).
+TEST_F(PostgresClaimWindowTest, RenewalAndAcknowledgementOfTheSameRowsDoNotDeadlock) {
+  std::unique_ptr<OutboxStore> other = db_->Open();
+  ASSERT_NE(other, nullptr);
+  for (int round = 0; round < 5; ++round) {
+    db_->Exec(
+        "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || n, '{}' "
+        "FROM generate_series(1, 400) AS n");
+    auto rows = store_->Claim(400, kLease);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_EQ(rows->size(), 400u);
+    std::vector<Fence> fences;
+    for (const OutboxRow& r : *rows) fences.push_back({r.id, r.claim_token});
+    std::vector<Fence> reversed(fences.rbegin(), fences.rend());
+    Result<std::vector<std::string>> renewed = std::vector<std::string>{};
+    std::thread renew([&] { renewed = other->Renew(reversed, kLease); });
+    auto sent = store_->MarkSent(fences);
+    renew.join();
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+    EXPECT_EQ(sent->size(), 400u);
+  }
+}
+
 // A key walk that went round every key tells the next claims how many keys the share holds
 // (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
 // walk could find no head the window missed, so it is skipped; a new key behind that window waits
