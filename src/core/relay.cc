@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/backoff.h"
 #include "core/log.h"
@@ -475,11 +476,21 @@ class RelayImpl final : public Relay {
                      {{"reason", SanitizeError(renewed.status().message(), kMaxLastErrorChars)},
                       {"suppressed", std::to_string(suppressed)}});
         }
-      } else if (renewed->size() < fences.size()) {
-        log::Warn("Some in-flight claims were lost before their publish finished",
-                  {{"lost", std::to_string(fences.size() - renewed->size())}});
       }
       lock.lock();
+      if (renewed.ok() && renewed->size() < fences.size()) {
+        // Not renewed and still in flight: lost. A row whose outcome was written while the
+        // renewal ran is no longer in flight (nor renewable), and is not counted.
+        std::unordered_set<std::string_view> kept(renewed->begin(), renewed->end());
+        int64_t lost = 0;
+        for (const Fence& f : fences) {
+          if (kept.count(f.id) == 0 && claims_.count(f.id) > 0) ++lost;
+        }
+        if (lost > 0) {
+          log::Warn("Some in-flight claims were lost before their publish finished",
+                    {{"lost", std::to_string(lost)}});
+        }
+      }
     }
   }
 
