@@ -45,10 +45,9 @@ class ClaimWindowStart {
     bool use_window = true;
     // False after a claim that returned nothing, until this store writes an outcome (a key head
     // may be free again), a retry it scheduled falls due, the key share changes, or
-    // kFromBeginningEvery passes: the key walk
-    // would only visit the same busy keys again. The window is still read (rows that became due
-    // or arrived at its front are claimed at once); a new key whose rows lie beyond a window of
-    // blocked rows waits at most that second.
+    // kFromBeginningEvery passes: the key walk would only visit the same busy keys again. The
+    // window is still read (rows that became due or arrived at its front are claimed at once); a
+    // new key whose rows lie beyond a window of blocked rows waits at most that second.
     bool allow_walk = true;
     // How many keys of this replica's share (with a pending or processing row) the last key walk
     // that went round every key saw, for kFromBeginningEvery after it; -1 when unknown. A claim
