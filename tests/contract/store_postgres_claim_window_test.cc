@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -282,6 +283,33 @@ TEST_F(PostgresClaimWindowTest, RenewalAndAcknowledgementOfTheSameRowsDoNotDeadl
     ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
     EXPECT_EQ(sent->size(), 400u);
   }
+}
+
+// A reclaim never waits for a row another transaction holds (an outcome write or a renewal in
+// progress, which could lock in another order and deadlock): it skips the row, and the next
+// reclaim takes it once the lock is gone and the lease is still expired.
+TEST_F(PostgresClaimWindowTest, ReclaimSkipsAnExpiredRowThatIsLockedAndTakesItLater) {
+  InsertRowsOfKey("k", 1);
+  InsertRowsOfKey("j", 1);
+  auto rows = store_->Claim(10, kLease);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  for (const OutboxRow& r : *rows) db_->ExpireLease(r.id);
+  const std::string locked = rows->front().id;
+  db_->Exec("BEGIN");
+  db_->Exec("SELECT 1 FROM outbox WHERE id = '" + locked + "' FOR UPDATE");
+  auto reclaim = std::async(std::launch::async, [&] { return store_->ReclaimExpired(); });
+  const bool returned = reclaim.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  db_->Exec("COMMIT");
+  ASSERT_TRUE(returned) << "the reclaim waited for the locked row";
+  auto first = reclaim.get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, 1);
+  EXPECT_TRUE(db_->Holds(locked, "state = 'processing'"));
+  auto second = store_->ReclaimExpired();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, 1);
+  EXPECT_TRUE(db_->Holds(locked, "state = 'pending'"));
 }
 
 // A key walk that went round every key tells the next claims how many keys the share holds

@@ -658,11 +658,16 @@ Result<std::vector<std::string>> PostgresOutboxStore::Renew(std::span<const Fenc
 
 Result<int64_t> PostgresOutboxStore::ReclaimExpired() {
   int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Run("UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL, "
-                         "{updated_at} = clock_timestamp() WHERE {state} = 'processing' AND "
-                         "({lease_expires_at} IS NULL OR {lease_expires_at} <= clock_timestamp())",
-                         {}, &changes)
-                         .status());
+  // SKIP LOCKED: a row whose lease expired while a replica writes its outcome or renews it is
+  // locked by that write; waiting for it could deadlock with the write's other rows (locked in
+  // id order, InIdOrder). The write's fence rejects an expired lease, so the row is still
+  // expired afterwards and the next reclaim (every claimTimeoutMs / 5) returns it.
+  static const std::string sql =
+      "UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL, {updated_at} = clock_timestamp() "
+      "WHERE {id} IN (SELECT r.{id} FROM {T} AS r WHERE r.{state} = 'processing' AND "
+      "(r.{lease_expires_at} IS NULL OR r.{lease_expires_at} <= clock_timestamp()) "
+      "FOR UPDATE OF r SKIP LOCKED)";
+  QB_RETURN_IF_ERROR(Run(sql, {}, &changes).status());
   // Reclaimed rows keep their due time, which may lie before the window start.
   if (changes > 0) window_start_.Reset();
   return changes;
