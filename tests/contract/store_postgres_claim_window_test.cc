@@ -25,6 +25,12 @@ class PostgresClaimWindowTest : public testing::MigratedPgStoreTest {
               "', '{}' FROM generate_series(1, " + std::to_string(n) + ")");
   }
 
+  static std::vector<Fence> FencesOf(const std::vector<OutboxRow>& rows) {
+    std::vector<Fence> fences;
+    for (const OutboxRow& r : rows) fences.push_back({r.id, r.claim_token});
+    return fences;
+  }
+
   std::vector<std::string> ClaimKeys(int limit) {
     auto rows = store_->Claim(limit, kLease);
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
@@ -86,8 +92,7 @@ TEST_F(PostgresClaimWindowTest, AfterAFallbackTheWindowComesBackWhileClaimsConti
   auto first = store_->Claim(2, kLease);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->size(), 2u);
-  std::vector<Fence> fences;
-  for (const OutboxRow& r : *first) fences.push_back({r.id, r.claim_token});
+  const std::vector<Fence> fences = FencesOf(*first);
   ASSERT_TRUE(store_->MarkSent(fences).ok());
   db_->Exec(
       "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || lpad(n::text, 2, '0'), '{}' "
@@ -194,8 +199,7 @@ TEST_F(PostgresClaimWindowTest, AKeysHeadIsItsLowestSequenceEvenWhenALaterRowIsD
   ASSERT_EQ(first->size(), 1u);
   EXPECT_EQ(first->front().payload, R"({"n": 1})");
   EXPECT_THAT(ClaimKeys(10), ::testing::IsEmpty());
-  const std::vector<Fence> fence = {{first->front().id, first->front().claim_token}};
-  ASSERT_TRUE(store_->MarkSent(fence).ok());
+  ASSERT_TRUE(store_->MarkSent(FencesOf(*first)).ok());
   auto second = store_->Claim(10, kLease);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   ASSERT_EQ(second->size(), 1u);
@@ -272,8 +276,7 @@ TEST_F(PostgresClaimWindowTest, RenewalAndAcknowledgementOfTheSameRowsDoNotDeadl
     auto rows = store_->Claim(400, kLease);
     ASSERT_TRUE(rows.ok()) << rows.status().ToString();
     ASSERT_EQ(rows->size(), 400u);
-    std::vector<Fence> fences;
-    for (const OutboxRow& r : *rows) fences.push_back({r.id, r.claim_token});
+    const std::vector<Fence> fences = FencesOf(*rows);
     std::vector<Fence> reversed(fences.rbegin(), fences.rend());
     Result<std::vector<std::string>> renewed = std::vector<std::string>{};
     std::thread renew([&] { renewed = other->Renew(reversed, kLease); });
@@ -327,8 +330,7 @@ TEST_F(PostgresClaimWindowTest, WhileTheWindowHoldsEveryKeyTheWalkWaitsUpToASeco
   auto first = store_->Claim(3, kLease);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->size(), 2u);
-  std::vector<Fence> fences;
-  for (const OutboxRow& r : *first) fences.push_back({r.id, r.claim_token});
+  const std::vector<Fence> fences = FencesOf(*first);
   ASSERT_TRUE(store_->MarkSent(fences).ok());
   // A new key, behind 18 rows of a and b.
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'late', '{}')");

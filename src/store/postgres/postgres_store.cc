@@ -232,11 +232,19 @@ void ClaimWindowStart::SawShareKeys(int64_t keys) {
   share_keys_at_ = std::chrono::steady_clock::now();
 }
 
-void ClaimWindowStart::RetryDueIn(int64_t delay_ms) {
+void ClaimWindowStart::Retried(int64_t delay_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto due =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, delay_ms));
   retry_due_ = std::min(retry_due_, due);
+  share_keys_ = -1;
+}
+
+void ClaimWindowStart::ShareChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  position_ = Position{};
+  share_keys_ = -1;
+  quiet_ = false;
 }
 
 void ClaimWindowStart::ClaimedNothing() {
@@ -519,10 +527,7 @@ Result<KeyShare> PostgresOutboxStore::Heartbeat() {
     affinity_.failing = false;
   }
   if (!affinity_.joined || !(share == affinity_.share)) {
-    window_start_.MayHaveNewHeads();
-    // The old share's start and key count say nothing about the new share.
-    window_start_.Reset();
-    window_start_.SawShareKeys(-1);
+    window_start_.ShareChanged();
     log::Info("This replica's share of the keys changed (key affinity)",
               {{"replicas", std::to_string(share.count)},
                {"index", std::to_string(share.index)},
@@ -617,10 +622,9 @@ Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
   // A retried head is due after its key's later rows: a window holding rows of every key no
   // longer means it judged every head.
   if (retried.ok() && !retried->empty()) {
-    window_start_.SawShareKeys(-1);
     int64_t first_due = std::numeric_limits<int64_t>::max();
     for (const RetryOrder& o : orders) first_due = std::min(first_due, o.delay_ms);
-    window_start_.RetryDueIn(first_due);
+    window_start_.Retried(first_due);
   }
   return retried;
 }

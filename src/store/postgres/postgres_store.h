@@ -75,9 +75,13 @@ class ClaimWindowStart {
   // a due unkeyed row waits) (Position::share_keys).
   void SawShareKeys(int64_t keys);
   // A retry was scheduled: its row falls due in about `delay_ms`. A retried head sorts after its
-  // key's later rows, so behind a window full of those only the key walk finds it; the walk's
-  // rest after an empty claim ends when it falls due (Position::allow_walk).
-  void RetryDueIn(int64_t delay_ms);
+  // key's later rows, so behind a window full of those only the key walk finds it: the share's
+  // key count is dropped (Position::share_keys), and the walk's rest after an empty claim ends
+  // when the row falls due (Position::allow_walk).
+  void Retried(int64_t delay_ms);
+  // This replica's key share changed: the window starts from the beginning, the key count is
+  // dropped and the walk may run (the old share's state says nothing about the new one).
+  void ShareChanged();
   // A claim came back empty (Position::allow_walk).
   void ClaimedNothing();
   // An outcome was written or the key share changed: the key walk may find heads again.
