@@ -109,6 +109,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
+  // The ports first: a port another process holds stops the start before this one claims a row.
+  if (Status s = (*admin)->Start(); !s.ok()) return StartFailed(s);
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
   std::unique_ptr<store::PgNotifyListener> listener;
@@ -124,10 +126,6 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   }
   metrics.StartPendingRefresher(
       store->get(), std::chrono::milliseconds(config->outbox.pending_gauge_interval_ms));
-  if (Status s = (*admin)->Start(); !s.ok()) {
-    (*relay)->Stop();
-    return StartFailed(s);
-  }
   log::Info("QueueBox C++ is delivering",
             {{"batch_size", std::to_string(config->outbox.batch_size)},
              {"concurrency", std::to_string(config->outbox.concurrency)},

@@ -1,8 +1,12 @@
 #include "admin/admin_server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -45,6 +49,51 @@ struct Check {
   std::string name;
   std::function<bool()> run;
 };
+
+// cpp-httplib's default socket options set SO_REUSEPORT, which lets a second process bind a port
+// that one already listens on: two relays would both report that they listen and the kernel
+// would split probes and scrapes between them. SO_REUSEADDR alone still lets a restarted relay
+// bind while its old connections sit in TIME_WAIT, and refuses a port with a live listener.
+void ExclusiveSocketOptions(socket_t sock) {
+  int yes = 1;
+  (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+// Why `address`:`port` cannot be bound: cpp-httplib reports only failure, so bind a probe socket
+// with the same options and read errno.
+std::string ListenFailureReason(const std::string& address, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
+      rc != 0) {
+    return std::string("the address does not resolve (") + gai_strerror(rc) + ")";
+  }
+  int err = 0;
+  for (addrinfo* ai = found; ai != nullptr && err != EADDRINUSE; ai = ai->ai_next) {
+    int sock = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (sock < 0) continue;
+    ExclusiveSocketOptions(sock);
+    if (bind(sock, ai->ai_addr, ai->ai_addrlen) != 0 || listen(sock, 1) != 0) err = errno;
+    close(sock);
+  }
+  freeaddrinfo(found);
+  switch (err) {
+    case EADDRINUSE:
+      return "the port is already in use (another process, perhaps another QueueBox relay, "
+             "listens on it)";
+    case EACCES:
+      return "permission denied (ports below 1024 need privileges)";
+    case EADDRNOTAVAIL:
+      return "the address is not one of this host's";
+    case 0:
+      return "the bind failed (the port may have been freed since)";
+    default:
+      return std::string("the bind failed (errno ") + std::to_string(err) + ")";
+  }
+}
 
 }  // namespace
 
@@ -104,6 +153,7 @@ struct AdminServer::Impl {
   }
 
   void Configure(httplib::Server& s) {
+    s.set_socket_options(ExclusiveSocketOptions);
     s.set_keep_alive_timeout(1);
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (draining.load()) {
@@ -272,7 +322,8 @@ struct AdminServer::Impl {
     res.set_content(body.dump(), kJson);
   }
 
-  Status Bind(httplib::Server& s, int port, int* bound) {
+  // `key` names the setting the port comes from ("server.httpPort"), for the message.
+  Status Bind(httplib::Server& s, const char* key, int port, int* bound) {
     const std::string& address = config.server.address;
     if (port == 0) {
       *bound = s.bind_to_any_port(address);
@@ -280,8 +331,9 @@ struct AdminServer::Impl {
       *bound = s.bind_to_port(address, port) ? port : -1;
     }
     if (*bound <= 0) {
-      return Unavailable("Cannot listen on " + address + ":" + std::to_string(port) +
-                         ". Set 'server.httpPort' / 'server.managementPort' to a free port.");
+      return Unavailable("Cannot listen on " + address + ":" + std::to_string(port) + " (" + key +
+                         "): " + ListenFailureReason(address, port) + ". Set '" + key +
+                         "' to a free port, or stop the process that holds it.");
     }
     return Status::Ok();
   }
@@ -320,10 +372,11 @@ Status AdminServer::Start() {
   }
   m.RegisterManagement(*management_server);
 
-  QB_RETURN_IF_ERROR(m.Bind(m.data, m.config.server.http_port, &m.data_port));
+  QB_RETURN_IF_ERROR(m.Bind(m.data, "server.httpPort", m.config.server.http_port, &m.data_port));
   if (m.management) {
     int bound = -1;
-    Status s = m.Bind(*m.management, *m.config.server.management_port, &bound);
+    Status s =
+        m.Bind(*m.management, "server.managementPort", *m.config.server.management_port, &bound);
     if (!s.ok()) {
       m.data.stop();
       return s;

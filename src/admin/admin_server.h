@@ -72,8 +72,10 @@ class AdminServer {
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 
-  // Binds the port(s) and serves on background threads. kUnavailable "Cannot listen on
-  // <address>:<port>" when a port cannot be bound.
+  // Binds the port(s) and serves on background threads. A port is exclusive (no SO_REUSEPORT):
+  // one that another process listens on is kUnavailable "Cannot listen on <address>:<port>
+  // (server.httpPort): the port is already in use ..." naming the key (server.managementPort for
+  // the management port), as is any other bind failure, with its reason.
   Status Start();
   // Bound ports (valid after Start).
   int data_port() const;
