@@ -72,6 +72,13 @@ std::unique_ptr<OutboxStore> OpenAndWait(const Config& config) {
 }
 
 void LogMigrations(const MigrateReport& report) {
+  if (report.adopted_flyway) {
+    log::Info(
+        "Adopted the migration history QueueBox recorded in flyway_schema_history: " +
+            *report.adopted_flyway + "; recorded as baseline V" +
+            std::to_string(report.adopted_version) + " in queuebox_schema_history.",
+        {{"flyway", *report.adopted_flyway}, {"baseline", std::to_string(report.adopted_version)}});
+  }
   std::string versions;
   for (int v : report.applied) versions += (versions.empty() ? "V" : ", V") + std::to_string(v);
   log::Info("Applied " + std::to_string(report.applied.size()) +

@@ -93,6 +93,11 @@ struct KeyShare {
 // Result of a migration run.
 struct MigrateReport {
   std::vector<int> applied;  // versions applied by this run, ascending
+  // Set when this run adopted the history QueueBox keeps in flyway_schema_history: what it
+  // showed ("QueueBox V1-V11 (V1-V11 applied by Flyway; installed_rank 1-11)"), recorded as
+  // the baseline `adopted_version` (docs/schema.md).
+  std::optional<std::string> adopted_flyway;
+  int adopted_version = 0;
 };
 
 class OutboxStore {
@@ -102,8 +107,11 @@ class OutboxStore {
   virtual std::string_view dialect() const = 0;  // "postgresql" | "sqlite"
 
   // Applies the bundled migrations with a history table (queuebox migrate). With a baseline,
-  // records versions <= baseline as applied by hand first. Refuses (kFailedPrecondition):
-  // a renamed table or column; outbox tables without a history; a baseline over a history.
+  // records versions <= baseline as applied by hand first. Without one, on a database that
+  // QueueBox migrated (flyway_schema_history, no history of ours), adopts QueueBox's versions as
+  // the baseline. Refuses (kFailedPrecondition): a renamed table or column; outbox tables
+  // without a history; a baseline over a history; a Flyway history with a failed or unknown
+  // migration.
   virtual Result<MigrateReport> Migrate(std::optional<int> baseline) = 0;
 
   // A bounded liveness query (health checks). kUnavailable when down.

@@ -1,6 +1,7 @@
 #include "store/migrate.h"
 
 #include "store/common.h"
+#include "store/flyway.h"
 
 namespace queuebox::store {
 namespace {
@@ -20,6 +21,26 @@ Result<std::map<int, std::optional<int32_t>>> ReadHistory(MigrationBackend& db) 
     std::optional<int32_t> sum;
     if (r[1]) sum = static_cast<int32_t>(ParseInt(*r[1]).value_or(0));
     out[static_cast<int>(*v)] = sum;
+  }
+  return out;
+}
+
+Result<std::vector<FlywayRow>> ReadFlywayHistory(MigrationBackend& db) {
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      db.Query(std::string("SELECT installed_rank, version, description, type, "
+                                           "script, success FROM ") +
+                                   kFlywayHistoryTable,
+                               {}));
+  std::vector<FlywayRow> out;
+  for (const SqlRow& r : rows) {
+    FlywayRow row;
+    row.installed_rank = ParseInt(r[0].value_or("")).value_or(0);
+    row.version = r[1];
+    row.description = r[2].value_or("");
+    row.type = r[3].value_or("");
+    row.script = r[4].value_or("");
+    row.success = ParseFlywaySuccess(r[5].value_or(""));
+    out.push_back(std::move(row));
   }
   return out;
 }
@@ -50,21 +71,37 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
                                 std::to_string(*baseline) +
                                 " cannot be recorded. Run `queuebox migrate` without it.");
     }
-  } else if (history.empty()) {
-    QB_ASSIGN_OR_RETURN(bool has_outbox, db.TableExists(config.outbox_table));
-    if (has_outbox) return FailedPrecondition(kNoHistory);
+  }
+  MigrateReport report;
+  if (!baseline.has_value() && history.empty()) {
+    // A database that QueueBox migrated: its Flyway history stands for the baseline.
+    QB_ASSIGN_OR_RETURN(bool has_flyway, db.TableExists(kFlywayHistoryTable));
+    std::optional<FlywayAdoption> adopted;
+    if (has_flyway) {
+      QB_ASSIGN_OR_RETURN(std::vector<FlywayRow> rows, ReadFlywayHistory(db));
+      QB_ASSIGN_OR_RETURN(adopted, RecogniseQueueBoxHistory(std::move(rows)));
+    }
+    if (!adopted.has_value() || adopted->version == 0) {
+      QB_ASSIGN_OR_RETURN(bool has_outbox, db.TableExists(config.outbox_table));
+      if (has_outbox) return FailedPrecondition(kNoHistory);
+    }
+    if (adopted.has_value() && adopted->version > 0) {
+      baseline = adopted->version;
+      report.adopted_flyway = adopted->Summary();
+      report.adopted_version = adopted->version;
+    }
   }
   if (!has_history) QB_RETURN_IF_ERROR(db.CreateHistory());
 
   if (baseline.has_value()) {
+    const std::string suffix = report.adopted_flyway ? " (adopted from Flyway)" : "";
     for (const Migration& m : files) {
       if (m.version > *baseline) break;
-      QB_RETURN_IF_ERROR(Record(db, m.version, m.description, std::nullopt));
+      QB_RETURN_IF_ERROR(Record(db, m.version, m.description + suffix, std::nullopt));
       history[m.version] = std::nullopt;
     }
   }
 
-  MigrateReport report;
   for (const Migration& m : files) {
     int32_t checksum = MigrationChecksum(m.sql);
     auto it = history.find(m.version);

@@ -5,7 +5,11 @@
 // each applied version in `queuebox_schema_history` (version, description, checksum,
 // applied_at), like Flyway does for QueueBox (reference §3, §13.5):
 //   - empty database (no history, no outbox table): apply every version;
-//   - outbox table without history: kFailedPrecondition asking for `--baseline <version>`;
+//   - no history of ours but QueueBox's Flyway history (flyway_schema_history, store/flyway.h):
+//     adopt it, i.e. record QueueBox's applied versions V1..VN as a baseline (description
+//     "... (adopted from Flyway)", checksum NULL), then apply the later files; a failed or
+//     unknown Flyway migration is kFailedPrecondition, nothing changes;
+//   - outbox table without either history: kFailedPrecondition asking for `--baseline <version>`;
 //   - baseline: record versions <= baseline as applied by hand (checksum NULL), then apply the
 //     later ones; a baseline over an existing history is kFailedPrecondition, nothing changes;
 //   - an applied version whose file changed since (checksum differs): kFailedPrecondition.
