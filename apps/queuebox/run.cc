@@ -16,6 +16,7 @@
 #include "admin/retention.h"
 #include "apps/queuebox/commands.h"
 #include "apps/queuebox/common.h"
+#include "apps/queuebox/sd_notify.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
@@ -131,6 +132,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
              {"concurrency", std::to_string(config->outbox.concurrency)},
              {"routes", std::to_string(config->routes.size())},
              {"http_port", std::to_string((*admin)->data_port())}});
+  // systemd Type=notify (packaging/queuebox.service): ready once it serves and claims.
+  NotifyServiceManager("READY=1\nSTATUS=Delivering; HTTP port " +
+                       std::to_string((*admin)->data_port()));
 
   // Wait for a stop signal, or (--until-idle) for the relay to run dry.
   auto started = std::chrono::steady_clock::now();
@@ -158,6 +162,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
 
   // Shutdown (QueueBox reference §13.7): HTTP drains first (503), then background work, then
   // resources.
+  NotifyServiceManager("STOPPING=1");
   (*admin)->StartDraining();
   if (listener) listener->Stop();
   int64_t abandoned = (*relay)->Stop();
