@@ -23,11 +23,12 @@ constexpr const char* kBaselineHint =
 // Flyway's version text as a whole number: "6", "06", "6.0" -> 6; "6.1", "", "x" -> nullopt.
 std::optional<int64_t> WholeVersion(const std::string& text) {
   size_t dot = text.find('.');
-  std::optional<int64_t> major = ParseInt(text.substr(0, dot));
-  if (!major || *major < 0 ||
-      text.substr(0, dot).find_first_not_of("0123456789") != std::string::npos) {
+  const std::string first = text.substr(0, dot);
+  if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
+  std::optional<int64_t> major = ParseInt(first);
+  if (!major) return std::nullopt;
   while (dot != std::string::npos) {
     size_t next = text.find('.', dot + 1);
     std::string part = text.substr(dot + 1, next == std::string::npos ? next : next - dot - 1);
