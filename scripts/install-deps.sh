@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(
   g++ cmake ninja-build pkg-config ccache git ca-certificates curl procps
+  dpkg-dev systemd
   libpq-dev libsqlite3-dev sqlite3 uuid-dev libssl-dev
   librdkafka-dev librabbitmq-dev libnats-dev libcurl4-openssl-dev
   libcpp-httplib-dev prometheus-cpp-dev nlohmann-json3-dev libyaml-cpp-dev

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"QueueBox C++: a transactional outbox relay"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", std::string("queuebox ") + QUEUEBOX_VERSION);
   queuebox::app::GlobalOptions global;
   app.add_option("-c,--config", global.config_file,
                  "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE)");
