@@ -74,6 +74,9 @@ class PgConnection {
   // command's row count (UPDATE/DELETE).
   Result<SqlRows> Query(const std::string& sql, const std::vector<SqlParam>& params = {},
                         int64_t* changes = nullptr, Plan plan = Plan::kCached);
+  // Query, with the result's column names (read by name: SqlTable::Column).
+  Result<SqlTable> QueryTable(const std::string& sql, const std::vector<SqlParam>& params = {},
+                              int64_t* changes = nullptr, Plan plan = Plan::kCached);
   // SQL text that may hold several statements (simple protocol, no parameters).
   Status Exec(const std::string& sql);
   // True when the connection is gone or left inside a transaction; the pool drops it.
