@@ -11,11 +11,13 @@
 #include <thread>
 
 #include "store_test_support.h"
+#include "testing/status_matchers.h"
 
 namespace queuebox {
 namespace {
 
 using ::testing::IsEmpty;
+using testing::StatusIs;
 
 constexpr int64_t kLease = 60000;
 
@@ -201,7 +203,9 @@ TEST_F(PostgresKeyAffinityTest, AReplicaWhoseClaimsFailDoesNotJoin) {
   Replicas(*broken_store).EnableKeyAffinity(kLease, "broken");
   Replicas(*store_).EnableKeyAffinity(kLease, "a");
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'k', '{}')");
-  EXPECT_FALSE(broken_store->Claim(10, kLease).ok());
+  EXPECT_THAT(broken_store->Claim(10, kLease),
+              StatusIs(StatusCode::kInternal,
+                       "PostgreSQL: column o.no_such_column does not exist (SQLSTATE 42703)"));
   EXPECT_EQ(Claim(*store_, 10).size(), 1u);
   EXPECT_EQ(db_->Scalar("SELECT string_agg(name, ',') FROM queuebox_relay_replicas"), "a");
   EXPECT_EQ(Share(*store_), (KeyShare{1, 0}));
@@ -211,7 +215,9 @@ TEST_F(PostgresKeyAffinityTest, WithoutTheReplicaTableClaimsTakeEveryKey) {
   db_->Exec("DROP TABLE queuebox_relay_replicas");
   Replicas(*store_).EnableKeyAffinity(kLease, "a");
   auto share = Replicas(*store_).Heartbeat();
-  EXPECT_FALSE(share.ok());
+  EXPECT_THAT(share, StatusIs(StatusCode::kInternal,
+                              "PostgreSQL: relation \"queuebox_relay_replicas\" does not exist "
+                              "(SQLSTATE 42P01)"));
   db_->Exec(
       "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || n, '{}' "
       "FROM generate_series(1, 30) AS n");
