@@ -66,8 +66,7 @@ std::string FencedUpdate(const std::string& set, const std::string& unnest,
 // its arrays (the plan probes with them: docs/claim-plans.md, "Acknowledgement plan"), so one
 // order for every batch write keeps two of them that share rows (a lease renewal and an
 // acknowledgement of the same replica, on two pooled connections) from locking in opposite
-// orders and deadlocking; PostgreSQL breaks a deadlock after deadlock_timeout (1 s) by failing
-// one of them (a real-process scenario logged both kinds).
+// orders and deadlocking, which PostgreSQL would break by failing one of them.
 template <typename T, typename FenceOf>
 std::vector<const T*> InIdOrder(std::span<const T> items, FenceOf fence_of) {
   std::vector<const T*> out;
