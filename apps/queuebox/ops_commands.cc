@@ -23,7 +23,7 @@ int WithStore(const GlobalOptions& global, Fn&& fn) {
 
 int ShowStatus(const GlobalOptions& global, bool json) {
   return WithStore(global, [&](OutboxStore& store, const Config& config) {
-    return RunStatusCommand(store, config, json, std::cout, std::cerr);
+    return RunStatusCommand(store, store.replica_membership(), config, json, std::cout, std::cerr);
   });
 }
 

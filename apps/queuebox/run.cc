@@ -69,11 +69,12 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
   // others take its keys; the ttl covers three poll intervals, at least 5 s. Off for
   // --until-idle: its "nothing left to claim" must mean the whole outbox, not this share.
-  if (config->outbox.key_affinity && config->database.type == "postgresql" && !options.until_idle) {
+  ReplicaMembership* replicas = (*store)->replica_membership();  // nullptr on SQLite
+  if (config->outbox.key_affinity && replicas != nullptr && !options.until_idle) {
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
     const int64_t poll = std::min<int64_t>(config->outbox.poll_interval_ms, INT64_MAX / 3);
-    (*store)->EnableKeyAffinity(std::max<int64_t>(5000, 3 * poll),
+    replicas->EnableKeyAffinity(std::max<int64_t>(5000, 3 * poll),
                                 std::string(host) + ":" + std::to_string(getpid()));
   }
 
@@ -84,7 +85,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   relay_options.outbox = config->outbox;
   relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
   relay_options.routes = config->routes;
-  auto relay = Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics);
+  auto relay =
+      Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
 
   std::unique_ptr<RetentionService> retention;
@@ -166,7 +168,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->StartDraining();
   if (listener) listener->Stop();
   int64_t abandoned = (*relay)->Stop();
-  (*store)->LeaveReplicaSet();
+  if (replicas != nullptr) replicas->LeaveReplicaSet();
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
   (*admin)->Stop(std::chrono::milliseconds(2000));

@@ -44,10 +44,13 @@ struct RelayOptions {
 class Relay {
  public:
   // `destinations` by name; every route's destination must be present (kInvalidArgument).
+  // `claims` and `replicas` are not owned and must outlive the relay. `replicas` (optional): the
+  // replica set this relay leaves when it stops claiming, so the other replicas take its keys
+  // at once (key affinity).
   static Result<std::unique_ptr<Relay>> Create(
-      RelayOptions options, OutboxStore* store,
+      RelayOptions options, OutboxClaims* claims,
       std::map<std::string, std::unique_ptr<Destination>> destinations,
-      RelayObserver* observer = nullptr);
+      RelayObserver* observer = nullptr, ReplicaMembership* replicas = nullptr);
   virtual ~Relay() = default;
 
   // Starts the poller and lease keeper threads.

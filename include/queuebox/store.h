@@ -82,7 +82,7 @@ struct ReplayFilter {
   std::optional<std::string> created_before;       // ISO-8601 instant, strict <
 };
 
-// This replica's share of the keys under key affinity (OutboxStore::Heartbeat): it claims the
+// This replica's share of the keys under key affinity (ReplicaMembership::Heartbeat): it claims the
 // keys k with hash(k) mod count == index (unkeyed rows: hash of the id). count 1 = every key.
 struct KeyShare {
   int count = 1;  // live replicas, this one included; >= 1
@@ -100,32 +100,23 @@ struct MigrateReport {
   int adopted_version = 0;
 };
 
-class OutboxStore {
+// The store's interfaces, one per kind of caller; a caller takes the narrowest one.
+//   OutboxClaims      the relay's path: claim, fenced outcomes, lease renewal and reclaim
+//   OutboxOperations  operators and the admin API: health, counts, dead rows, replay, retention
+//   ReplicaMembership key affinity: this replica in the set of relays of one outbox table
+//   OutboxStore       one dialect's outbox table: claims and operations, plus its schema, inserts
+//                     and (where the dialect has it) its ReplicaMembership
+// A second table with the same life cycle (the inbox) follows the same split.
+
+// The relay's path through the outbox (QueueBox reference §4): claim due rows under a lease,
+// then write each row's outcome through its fence.
+class OutboxClaims {
  public:
-  virtual ~OutboxStore() = default;
-
-  virtual std::string_view dialect() const = 0;  // "postgresql" | "sqlite"
-
-  // Applies the bundled migrations with a history table (queuebox migrate). With a baseline,
-  // records versions <= baseline as applied by hand first. Without one, on a database that
-  // QueueBox migrated (flyway_schema_history, no history of ours), adopts QueueBox's versions as
-  // the baseline. Refuses (kFailedPrecondition): a renamed table or column; outbox tables
-  // without a history; a baseline over a history; a Flyway history with a failed or unknown
-  // migration.
-  virtual Result<MigrateReport> Migrate(std::optional<int> baseline) = 0;
-
-  // A bounded liveness query (health checks). kUnavailable when down.
-  virtual Status Ping() = 0;
-
-  // Schema guard (QueueBox reference §3.6, SchemaGuard.requireOutboxSequenceColumn); the app
-  // calls it at start, after Migrate. kFailedPrecondition when the (mapped) outbox table or its
-  // sequence column is missing: the message names the column and ends with the statement that
-  // adds it ("... start QueueBox again: ALTER TABLE ..."). The default accepts every schema
-  // (in-memory twins have none).
-  virtual Status CheckSchema() { return Status::Ok(); }
+  virtual ~OutboxClaims() = default;
 
   // Claims up to `limit` due pending rows, heads of their key only (QueueBox reference §4.1,
   // §4.3), ordered by scheduled_at, sequence; lease = database now + lease_ms.
+  // kInvalidArgument unless limit > 0 and lease_ms > 0.
   virtual Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) = 0;
 
   virtual Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) = 0;
@@ -137,44 +128,23 @@ class OutboxStore {
   // Every `processing` row whose lease is null or passed goes back to `pending`, attempt kept,
   // claimed_at null. Returns the number of rows moved.
   virtual Result<int64_t> ReclaimExpired() = 0;
+};
 
-  // --- key affinity across replicas (QueueBox C++ only; docs/operations.md "Replicas") ---
-  // Per-key order allows one row of a key in flight across every replica, so replicas that all
-  // claim from all keys meet at the same key heads: their claims lock and skip each other's rows
-  // and the throughput falls as replicas are added (bench/README.md "Scale-out"). Under key
-  // affinity each replica registers in a replica table with a heartbeat on the database clock and
-  // claims only its share of the keys. Views of the set may disagree for up to a heartbeat:
-  // overlapping shares cost contention, never order (the head check decides what is claimable);
-  // a share nobody holds waits at most until a dead replica's heartbeat expires.
-  //
-  // Turns key affinity on for this store's claims. `ttl_ms` (> 0): how long this replica counts
-  // as live after its last heartbeat; `name`: shown to operators (host:pid). The default (SQLite,
-  // in-memory twins) ignores it: one writer, every key. Call before the first Claim.
-  virtual void EnableKeyAffinity(int64_t ttl_ms, const std::string& name) {
-    (void)ttl_ms;
-    (void)name;
-  }
-  // Registers or refreshes this replica (database clock) and returns its share; Claim calls it
-  // after each successful claim, at most once a second, so a replica whose claims fail stops
-  // counting after its ttl. Errors as the other statements (kUnavailable, kInternal, e.g.
-  // a missing replica table); Claim then takes every key. Default and affinity off: {1, 0}.
-  virtual Result<KeyShare> Heartbeat() { return KeyShare{}; }
-  // The live replicas of this outbox table in rank order (`queuebox status`); empty on SQLite and
-  // without the replica table (never an error: key affinity is optional).
-  virtual std::vector<ReplicaInfo> Replicas() { return {}; }
-  // Removes this replica from the set at a graceful stop, so the others take its keys at their
-  // next heartbeat instead of after the ttl. Best effort; no-op by default.
-  virtual void LeaveReplicaSet() {}
+// What operators do with the outbox (`queuebox status/replay/dead list`, the admin API,
+// retention): read it and move finished rows, never rows in flight.
+class OutboxOperations {
+ public:
+  virtual ~OutboxOperations() = default;
 
-  // Application-side insert (examples, tests, benchmarks). Returns the row id.
-  virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
-
-  // --- operations ---
+  // A bounded liveness query (health checks). kUnavailable when down.
+  virtual Status Ping() = 0;
   virtual Result<OutboxStats> Stats() = 0;
+  // Every topic in the table, sorted.
   virtual Result<std::vector<std::string>> DistinctTopics() = 0;
   // Moves matching `sent`/`dead` rows back to `pending` (attempt 0, due now, error and claim
   // cleared; id and sequence kept). Never touches `pending` or `processing`.
   virtual Result<int64_t> Replay(const ReplayFilter& filter) = 0;
+  // Dead rows, newest first; kInvalidArgument unless limit > 0.
   virtual Result<std::vector<DeadRow>> ListDead(int limit) = 0;
   // Retention: deletes up to batch rows of `state` (only "sent" or "dead"; anything else is
   // kInvalidArgument "Cannot delete active work") whose updated_at is older than max_age_ms
@@ -184,6 +154,64 @@ class OutboxStore {
   // Retention COUNT: deletes up to batch rows of `state` beyond the newest max_count.
   virtual Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                             int batch) = 0;
+};
+
+// Key affinity across replicas (QueueBox C++ only; docs/operations.md "Replicas").
+// Per-key order allows one row of a key in flight across every replica, so replicas that all
+// claim from all keys meet at the same key heads: their claims lock and skip each other's rows
+// and the throughput falls as replicas are added (bench/README.md "Scale-out"). Under key
+// affinity each replica registers in a replica table with a heartbeat on the database clock and
+// claims only its share of the keys. Views of the set may disagree for up to a heartbeat:
+// overlapping shares cost contention, never order (the head check decides what is claimable);
+// a share nobody holds waits at most until a dead replica's heartbeat expires.
+class ReplicaMembership {
+ public:
+  virtual ~ReplicaMembership() = default;
+
+  // Turns key affinity on for this store's claims. `ttl_ms` (> 0): how long this replica counts
+  // as live after its last heartbeat; `name`: shown to operators (host:pid). Call before the
+  // first Claim.
+  virtual void EnableKeyAffinity(int64_t ttl_ms, const std::string& name) = 0;
+  // Registers or refreshes this replica (database clock) and returns its share; the store's
+  // Claim calls it after each successful claim, at most once a second, so a replica whose claims
+  // fail stops counting after its ttl. Errors as the other statements (kUnavailable, kInternal,
+  // e.g. a missing replica table); Claim then takes every key. Affinity off: {1, 0}.
+  virtual Result<KeyShare> Heartbeat() = 0;
+  // The live replicas of this outbox table in rank order (`queuebox status`); empty without the
+  // replica table (never an error: key affinity is optional).
+  virtual std::vector<ReplicaInfo> Replicas() = 0;
+  // Removes this replica from the set at a graceful stop, so the others take its keys at their
+  // next heartbeat instead of after the ttl. Best effort.
+  virtual void LeaveReplicaSet() = 0;
+};
+
+class OutboxStore : public OutboxClaims, public OutboxOperations {
+ public:
+  ~OutboxStore() override = default;
+
+  virtual std::string_view dialect() const = 0;  // "postgresql" | "sqlite"
+
+  // Applies the bundled migrations with a history table (queuebox migrate). With a baseline,
+  // records versions <= baseline as applied by hand first. Without one, on a database that
+  // QueueBox migrated (flyway_schema_history, no history of ours), adopts QueueBox's versions as
+  // the baseline. Refuses (kFailedPrecondition): a renamed table or column; outbox tables
+  // without a history; a baseline over a history; a Flyway history with a failed or unknown
+  // migration.
+  virtual Result<MigrateReport> Migrate(std::optional<int> baseline) = 0;
+
+  // Schema guard (QueueBox reference §3.6, SchemaGuard.requireOutboxSequenceColumn); the app
+  // calls it at start, after Migrate. kFailedPrecondition when the (mapped) outbox table or its
+  // sequence column is missing: the message names the column and ends with the statement that
+  // adds it ("... start QueueBox again: ALTER TABLE ..."). The default accepts every schema.
+  virtual Status CheckSchema() { return Status::Ok(); }
+
+  // Application-side insert (examples, tests, benchmarks). Returns the row id.
+  // kInvalidArgument for a payload that is not JSON.
+  virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
+
+  // This store's replica set under key affinity, owned by the store; nullptr when the dialect
+  // has one writer and no replica table (SQLite): every claim then takes every key.
+  virtual ReplicaMembership* replica_membership() { return nullptr; }
 };
 
 // Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the

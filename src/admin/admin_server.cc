@@ -254,7 +254,7 @@ struct AdminServer::Impl {
 
   std::vector<Check> Checks() {
     std::vector<Check> checks_list;
-    OutboxStore* store = deps.store;
+    OutboxOperations* store = deps.store;
     checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
     auto poller = deps.poller_healthy;
     checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});

@@ -44,7 +44,7 @@ class Metrics;
 
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
-  OutboxStore* store = nullptr;  // database check (Ping) and replay; required
+  OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
   Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.

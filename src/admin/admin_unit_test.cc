@@ -13,10 +13,12 @@
 #include "admin/retention.h"
 #include "core/log.h"
 #include "testing/fake_destination.h"
+#include "testing/status_matchers.h"
 
 namespace queuebox {
 namespace {
 
+using ::queuebox::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -60,7 +62,9 @@ TEST(AuthTest, HmacBodyAndTimestampDotBody) {
   auto mac = HmacHex("HmacSHA256", "key", "The quick brown fox jumps over the lazy dog");
   ASSERT_TRUE(mac.ok());
   EXPECT_EQ(*mac, "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
-  EXPECT_FALSE(HmacHex("HmacMD5", "k", "p").ok());
+  EXPECT_THAT(HmacHex("HmacMD5", "k", "p"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "admin.auth.algorithm must be HmacSHA256, HmacSHA1 or HmacSHA512"));
 
   auto body_auth = MakeAuth("hmac", {{"secret", "whsec"}});
   std::string body = R"({"topic":"a"})";
@@ -147,8 +151,14 @@ TEST(ReplayParseTest, RejectsBadInput) {
   EXPECT_THAT(ParseReplayRequest(R"({"topic":1})").status().message(), HasSubstr("'topic'"));
   EXPECT_THAT(ParseReplayRequest(R"({"createdAfter":"yesterday"})").status().message(),
               HasSubstr("createdAfter"));
-  EXPECT_FALSE(ParseReplayRequest(R"({"createdBefore":"2024-02-30T00:00:00Z"})").ok());
-  EXPECT_FALSE(ParseReplayRequest(R"({"createdBefore":"2024-02-01T00:00:00"})").ok());
+  EXPECT_THAT(ParseReplayRequest(R"({"createdBefore":"2024-02-30T00:00:00Z"})"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "'createdBefore': '2024-02-30T00:00:00Z' is not an "
+                       "ISO-8601 instant such as 2024-05-01T10:00:00Z"));
+  EXPECT_THAT(ParseReplayRequest(R"({"createdBefore":"2024-02-01T00:00:00"})"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "'createdBefore': '2024-02-01T00:00:00' is not an "
+                       "ISO-8601 instant such as 2024-05-01T10:00:00Z"));
   // Null and unknown fields are no filter.
   auto empty = ParseReplayRequest(R"({"topic":null,"other":1})");
   ASSERT_TRUE(empty.ok());

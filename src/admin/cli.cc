@@ -55,14 +55,16 @@ std::string Seconds(double s) {
 
 }  // namespace
 
-int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, std::ostream& out,
-                     std::ostream& err) {
+int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
+                     const Config& /*config*/, bool json, std::ostream& out, std::ostream& err) {
   auto stats = store.Stats();
   if (!stats.ok()) {
     err << "The status query failed: " << stats.status().ToString() << "\n";
     return 1;
   }
-  const std::vector<ReplicaInfo> live = store.Replicas();  // key affinity; empty if none
+  // Key affinity; empty without a replica set.
+  const std::vector<ReplicaInfo> live =
+      replica_set != nullptr ? replica_set->Replicas() : std::vector<ReplicaInfo>{};
   std::vector<std::string> states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
   for (const auto& [state, n] : stats->rows_by_state) {
     if (std::find(states.begin(), states.end(), state) == states.end()) states.push_back(state);
@@ -114,7 +116,7 @@ int RunStatusCommand(OutboxStore& store, const Config& /*config*/, bool json, st
   return 0;
 }
 
-int RunReplayCommand(OutboxStore& store, const Config& config, ReplayRequest request,
+int RunReplayCommand(OutboxOperations& store, const Config& config, ReplayRequest request,
                      std::ostream& out, std::ostream& err) {
   if (!request.HasFilter()) {
     err << kReplayNeedsFilter
@@ -139,7 +141,7 @@ int RunReplayCommand(OutboxStore& store, const Config& config, ReplayRequest req
   return 0;
 }
 
-int RunDeadListCommand(OutboxStore& store, const Config& /*config*/, int limit, bool json,
+int RunDeadListCommand(OutboxOperations& store, const Config& /*config*/, int limit, bool json,
                        std::ostream& out, std::ostream& err) {
   if (limit <= 0) {
     err << "--limit must be > 0\n";

@@ -20,16 +20,17 @@
 
 namespace queuebox {
 
-int RunStatusCommand(OutboxStore& store, const Config& config, bool json, std::ostream& out,
-                     std::ostream& err);
+// `replica_set` (nullable): the replica set whose live members are listed (key affinity).
+int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
+                     bool json, std::ostream& out, std::ostream& err);
 
 // `request` as parsed from the command line (--id (repeatable), --topic, --topics a,b,
 // --destination, --created-after, --created-before); validated here (ids, instants, at least
 // one filter).
-int RunReplayCommand(OutboxStore& store, const Config& config, ReplayRequest request,
+int RunReplayCommand(OutboxOperations& store, const Config& config, ReplayRequest request,
                      std::ostream& out, std::ostream& err);
 
-int RunDeadListCommand(OutboxStore& store, const Config& config, int limit, bool json,
+int RunDeadListCommand(OutboxOperations& store, const Config& config, int limit, bool json,
                        std::ostream& out, std::ostream& err);
 
 }  // namespace queuebox

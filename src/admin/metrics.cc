@@ -226,7 +226,7 @@ struct Metrics::Impl {
 
   // Pending refresher state.
   std::mutex pending_mu;  // serialises Stats() calls
-  OutboxStore* store = nullptr;
+  OutboxOperations* store = nullptr;
   std::chrono::milliseconds interval{5000};
   Clock::time_point last_refresh{};
   bool refreshed_once = false;
@@ -325,7 +325,7 @@ void Metrics::RefreshPending(bool only_if_stale) {
   SetPending(it == stats->rows_by_state.end() ? 0 : it->second, stats->oldest_pending_age_seconds);
 }
 
-void Metrics::StartPendingRefresher(OutboxStore* store, std::chrono::milliseconds interval) {
+void Metrics::StartPendingRefresher(OutboxOperations* store, std::chrono::milliseconds interval) {
   StopPendingRefresher();
   {
     std::lock_guard<std::mutex> lock(impl_->pending_mu);

@@ -4,7 +4,7 @@
 //
 // Metrics implements RelayObserver, so the relay feeds it directly. The pending gauges
 // (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds) come from
-// OutboxStore::Stats (database clock), refreshed by a background thread at most every
+// OutboxOperations::Stats (database clock), refreshed by a background thread at most every
 // outbox.pendingGaugeIntervalMs and on scrape when older than that.
 //
 // Timers are summaries with quantiles 0.5/0.95/0.99 (60 s window) plus a `<name>_max` gauge: the
@@ -63,7 +63,7 @@ class Metrics final : public RelayObserver {
   // Starts the background refresher of the pending gauges: Stats() every `interval`, and on
   // a scrape when the last refresh is older than `interval`. `store` must outlive Stop().
   // A failed Stats() keeps the previous values (logged, rate-limited).
-  void StartPendingRefresher(OutboxStore* store, std::chrono::milliseconds interval);
+  void StartPendingRefresher(OutboxOperations* store, std::chrono::milliseconds interval);
   // Stops and joins the refresher (also done by the destructor). Idempotent.
   void StopPendingRefresher();
 

@@ -178,7 +178,7 @@ Result<ReplayRequest> ParseReplayRequest(std::string_view body) {
 }
 
 Result<ReplayFilter> ResolveReplayFilter(const ReplayRequest& request, const Router& router,
-                                         OutboxStore& store) {
+                                         OutboxOperations& store) {
   if (!request.HasFilter()) return FailedPrecondition(std::string(kReplayNeedsFilter));
   ReplayFilter filter;
   filter.ids = request.ids;
@@ -200,7 +200,8 @@ Result<ReplayFilter> ResolveReplayFilter(const ReplayRequest& request, const Rou
   return filter;
 }
 
-Result<int64_t> RunReplay(const ReplayRequest& request, const Router& router, OutboxStore& store) {
+Result<int64_t> RunReplay(const ReplayRequest& request, const Router& router,
+                          OutboxOperations& store) {
   QB_ASSIGN_OR_RETURN(ReplayFilter filter, ResolveReplayFilter(request, router, store));
   int64_t moved = 0;
   // An empty resolved set (ids or topics) matches nothing: skip the statement.

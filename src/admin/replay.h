@@ -60,11 +60,12 @@ Status NormaliseReplayRequest(ReplayRequest& request);
 // Resolves the request into the store's filter. `router` is the live router (routes of the
 // running configuration). kFailedPrecondition when the request has no filter.
 Result<ReplayFilter> ResolveReplayFilter(const ReplayRequest& request, const Router& router,
-                                         OutboxStore& store);
+                                         OutboxOperations& store);
 
 // Resolves and runs the replay; returns the number of rows moved and logs
 // "Replay moved n row(s). Filter: ...".
-Result<int64_t> RunReplay(const ReplayRequest& request, const Router& router, OutboxStore& store);
+Result<int64_t> RunReplay(const ReplayRequest& request, const Router& router,
+                          OutboxOperations& store);
 
 // "Z"-normalised ISO-8601 instant, or kInvalidArgument. Accepts `YYYY-MM-DDTHH:MM:SS` with an
 // optional fraction (1-9 digits) and a `Z` or `±HH:MM` offset (`t`/`z` and a space separator too).

@@ -5,7 +5,8 @@
 
 namespace queuebox {
 
-RetentionService::RetentionService(OutboxStore* store, RetentionConfig config, Metrics* metrics)
+RetentionService::RetentionService(OutboxOperations* store, RetentionConfig config,
+                                   Metrics* metrics)
     : store_(store), config_(std::move(config)), metrics_(metrics) {}
 
 RetentionService::~RetentionService() { Stop(); }

@@ -1,7 +1,7 @@
 // retention.h: the outbox retention service (QueueBox reference §5.5). When retention.enabled
 // and retention.outbox.policy is not DISABLED, a thread runs one cleanup, then sleeps
 // cleanupInterval (in 100 ms slices, so Stop returns quickly), and repeats.
-//   AGE:   per state (sent, then dead) OutboxStore::DeleteOlderThan(state, maxAge, batchSize)
+//   AGE:   per state (sent, then dead) OutboxOperations::DeleteOlderThan(state, maxAge, batchSize)
 //          while a batch came back full (10 ms pause between batches); updated_at on the
 //          database clock.
 //   COUNT: per state DeleteBeyondCount(state, maxCount, batchSize) while a batch was full.
@@ -29,7 +29,7 @@ class Metrics;
 class RetentionService {
  public:
   // `store` and `metrics` (nullable) must outlive the service.
-  RetentionService(OutboxStore* store, RetentionConfig config, Metrics* metrics);
+  RetentionService(OutboxOperations* store, RetentionConfig config, Metrics* metrics);
   ~RetentionService();
   RetentionService(const RetentionService&) = delete;
   RetentionService& operator=(const RetentionService&) = delete;
@@ -56,7 +56,7 @@ class RetentionService {
   // Sleeps up to `d` in slices; false when stopping.
   bool SleepFor(std::chrono::milliseconds d);
 
-  OutboxStore* store_;
+  OutboxOperations* store_;
   RetentionConfig config_;
   Metrics* metrics_;
   std::mutex mu_;

@@ -72,11 +72,12 @@ std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
 class RelayImpl final : public Relay {
  public:
-  RelayImpl(RelayOptions options, OutboxStore* store, Router router,
+  RelayImpl(RelayOptions options, OutboxClaims* claims, ReplicaMembership* replicas, Router router,
             std::map<std::string, std::unique_ptr<Destination>> destinations,
             RelayObserver* observer)
       : options_(std::move(options)),
-        store_(store),
+        outbox_(claims),
+        replicas_(replicas),
         router_(std::move(router)),
         destinations_(std::move(destinations)),
         observer_(observer != nullptr ? observer : &noop_) {
@@ -140,7 +141,7 @@ class RelayImpl final : public Relay {
     if (poller_.joinable()) poller_.join();
     // No more claims from this replica: hand its keys to the others now (key affinity), not after
     // the in-flight publishes below or the heartbeat's ttl.
-    store_->LeaveReplicaSet();
+    if (replicas_ != nullptr) replicas_->LeaveReplicaSet();
     // Let in-flight publishes finish and write their outcomes, within shutdownTimeoutMs.
     std::unique_lock<std::mutex> lock(mu_);
     auto deadline = Clock::now() + milliseconds(options_.outbox.shutdown_timeout_ms);
@@ -199,7 +200,7 @@ class RelayImpl final : public Relay {
       Status cycle_status = Status::Ok();
       bool full = false;
       if (Clock::now() - last_reclaim >= reclaim_every) {
-        auto n = store_->ReclaimExpired();
+        auto n = outbox_->ReclaimExpired();
         if (n.ok()) {
           last_reclaim = Clock::now();
           if (*n > 0) {
@@ -214,7 +215,7 @@ class RelayImpl final : public Relay {
       size_t claimed = 0;
       if (cycle_status.ok() && free_slots > 0) {
         int limit = static_cast<int>(std::min<int64_t>(options_.outbox.batch_size, free_slots));
-        auto rows = store_->Claim(limit, options_.outbox.claim_timeout_ms);
+        auto rows = outbox_->Claim(limit, options_.outbox.claim_timeout_ms);
         if (rows.ok()) {
           claimed = rows->size();
           full = claimed == static_cast<size_t>(limit);
@@ -365,11 +366,11 @@ class RelayImpl final : public Relay {
       }
     }
     if (!sent.empty()) {
-      auto changed = WriteWithRetry([&] { return store_->MarkSent(sent); });
+      auto changed = WriteWithRetry([&] { return outbox_->MarkSent(sent); });
       Finish(sent_rows, changed, "sent", task.claimed_at);
     }
     if (!retries.empty()) {
-      auto changed = WriteWithRetry([&] { return store_->ScheduleRetry(retries); });
+      auto changed = WriteWithRetry([&] { return outbox_->ScheduleRetry(retries); });
       Finish(retry_rows, changed, "failed", task.claimed_at);
     }
     if (!deads.empty()) WriteDead(deads, dead_rows, task.claimed_at);
@@ -395,7 +396,7 @@ class RelayImpl final : public Relay {
 
   void WriteDead(const std::vector<DeadOrder>& orders, const std::vector<const OutboxRow*>& rows,
                  Clock::time_point claimed_at) {
-    auto changed = WriteWithRetry([&] { return store_->MarkDead(orders); });
+    auto changed = WriteWithRetry([&] { return outbox_->MarkDead(orders); });
     Finish(rows, changed, "dead", claimed_at);
   }
 
@@ -468,7 +469,7 @@ class RelayImpl final : public Relay {
       for (const auto& [id, token] : claims_) fences.push_back({id, token});
       if (fences.empty()) continue;
       lock.unlock();
-      auto renewed = store_->Renew(fences, options_.outbox.claim_timeout_ms);
+      auto renewed = outbox_->Renew(fences, options_.outbox.claim_timeout_ms);
       if (!renewed.ok()) {
         int64_t suppressed = 0;
         if (db_limiter_.Allow(&suppressed)) {
@@ -495,7 +496,8 @@ class RelayImpl final : public Relay {
   }
 
   RelayOptions options_;
-  OutboxStore* store_;
+  OutboxClaims* outbox_;         // claims and outcomes
+  ReplicaMembership* replicas_;  // nullptr: no replica set to leave
   Router router_;
   std::vector<std::optional<Template>> route_keys_;
   std::map<std::string, std::unique_ptr<Destination>> destinations_;
@@ -523,9 +525,10 @@ class RelayImpl final : public Relay {
 }  // namespace
 
 Result<std::unique_ptr<Relay>> Relay::Create(
-    RelayOptions options, OutboxStore* store,
-    std::map<std::string, std::unique_ptr<Destination>> destinations, RelayObserver* observer) {
-  if (store == nullptr) return InvalidArgument("the relay needs a store");
+    RelayOptions options, OutboxClaims* claims,
+    std::map<std::string, std::unique_ptr<Destination>> destinations, RelayObserver* observer,
+    ReplicaMembership* replicas) {
+  if (claims == nullptr) return InvalidArgument("the relay needs a store");
   if (options.outbox.batch_size <= 0) return InvalidArgument("outbox.batchSize must be > 0");
   if (options.outbox.concurrency <= 0) return InvalidArgument("outbox.concurrency must be > 0");
   if (options.outbox.claim_timeout_ms <= 0) {
@@ -539,8 +542,8 @@ Result<std::unique_ptr<Relay>> Relay::Create(
     }
   }
   QB_ASSIGN_OR_RETURN(Router router, Router::Create(options.routes));
-  return std::unique_ptr<Relay>(new RelayImpl(std::move(options), store, std::move(router),
-                                              std::move(destinations), observer));
+  return std::unique_ptr<Relay>(new RelayImpl(
+      std::move(options), claims, replicas, std::move(router), std::move(destinations), observer));
 }
 
 }  // namespace queuebox

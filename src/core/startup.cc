@@ -10,7 +10,7 @@
 
 namespace queuebox {
 
-Status WaitForDatabase(OutboxStore& store, int64_t startup_timeout_ms,
+Status WaitForDatabase(OutboxOperations& store, int64_t startup_timeout_ms,
                        const std::atomic<bool>* cancel) {
   using Clock = std::chrono::steady_clock;
   auto deadline = Clock::now() + std::chrono::milliseconds(startup_timeout_ms);

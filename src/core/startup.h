@@ -14,7 +14,7 @@ namespace queuebox {
 // Pings the store with capped, jittered backoff until it answers or `startup_timeout_ms` passes.
 // Returns kUnavailable with a message that names `database.startupTimeoutMs` and carries the last
 // (redacted) reason. `cancel` (optional) stops the wait early (a signal during start-up).
-Status WaitForDatabase(OutboxStore& store, int64_t startup_timeout_ms,
+Status WaitForDatabase(OutboxOperations& store, int64_t startup_timeout_ms,
                        const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace queuebox

@@ -176,6 +176,13 @@ int32_t MigrationChecksum(std::string_view sql) {
   return static_cast<int32_t>(h);
 }
 
+Result<size_t> SqlTable::Column(std::string_view name) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] == name) return i;
+  }
+  return Internal("The statement returned no column '" + std::string(name) + "'.");
+}
+
 std::optional<int64_t> ParseInt(std::string_view text) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

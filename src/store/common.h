@@ -63,6 +63,14 @@ using SqlParam = std::variant<std::monostate, int64_t, std::string>;
 using SqlRow = std::vector<std::optional<std::string>>;
 using SqlRows = std::vector<SqlRow>;
 
+// Result rows with their column names, for statements whose results are read by name.
+struct SqlTable {
+  std::vector<std::string> columns;
+  SqlRows rows;
+  // The position of the column `name`; kInternal naming it when the result has no such column.
+  Result<size_t> Column(std::string_view name) const;
+};
+
 // A claimed row from the columns id, topic, key, payload, headers, aggregate_type, attempt,
 // max_attempts, sequence, claim_token, created_at, scheduled_at (every dialect selects them in
 // this order, timestamps as ISO-8601 UTC text).

@@ -5,10 +5,12 @@
 
 #include "store/postgres/pg_connection.h"
 #include "store/sqlite/sqlite_store.h"
+#include "testing/status_matchers.h"
 
 namespace queuebox::store {
 namespace {
 
+using ::queuebox::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(StoreCommonTest, IdentifiersFollowTheSqlIdentifierRule) {
@@ -45,9 +47,18 @@ TEST(StoreCommonTest, InstantsNeedAZone) {
   EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00Z", "x").ok());
   EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00.123456+02:00", "x").ok());
   EXPECT_TRUE(ValidateInstant("2024-01-31T10:00Z", "x").ok());
-  EXPECT_FALSE(ValidateInstant("2024-01-31T10:00:00", "x").ok());
-  EXPECT_FALSE(ValidateInstant("2024-01-31", "x").ok());
-  EXPECT_FALSE(ValidateInstant("now", "x").ok());
+  EXPECT_THAT(ValidateInstant("2024-01-31T10:00:00", "x"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "x must be an ISO-8601 instant such as 2024-01-31T10:00:00Z, "
+                       "got '2024-01-31T10:00:00'."));
+  EXPECT_THAT(ValidateInstant("2024-01-31", "x"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "x must be an ISO-8601 instant such as 2024-01-31T10:00:00Z, "
+                       "got '2024-01-31'."));
+  EXPECT_THAT(ValidateInstant("now", "x"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "x must be an ISO-8601 instant such as 2024-01-31T10:00:00Z, "
+                       "got 'now'."));
 }
 
 TEST(PgUrlTest, JdbcUrlsBecomeLibpqUris) {
@@ -68,7 +79,9 @@ TEST(PgUrlTest, UnknownJdbcParametersAndOtherSchemesAreRejectedWithoutEchoingThe
   auto mysql = ToLibpqUrl("mysql://u:secret@h/db");
   EXPECT_EQ(mysql.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(mysql.status().message(), ::testing::Not(HasSubstr("secret")));
-  EXPECT_FALSE(ToLibpqUrl("").ok());
+  EXPECT_THAT(ToLibpqUrl(""),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "database.url is empty: give a postgresql:// or jdbc:postgresql:// URL."));
 }
 
 TEST(SqliteUrlTest, PrefixesAreStripped) {

@@ -1,6 +1,8 @@
-// The PostgreSQL claim's window start (ClaimWindowStart, docs/claim-plans.md "Window start"):
-// claims read idx_outbox_pending_due from the first due row the previous claim saw, and a row that
-// becomes due behind that position is still claimed, by the periodic read from the beginning.
+// The PostgreSQL claim's state between claims (ClaimWindowState, docs/claim.md section 5), through
+// PostgreSQL and real time: claims read idx_outbox_pending_due from the first due row the previous
+// claim saw, and a row that becomes due behind that position is still claimed, by the periodic
+// read from the beginning. src/store/postgres/claim_window_state_test.cc proves the same rules on
+// a fake clock.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -316,7 +318,7 @@ TEST_F(PostgresClaimWindowTest, ReclaimSkipsAnExpiredRowThatIsLockedAndTakesItLa
 }
 
 // A key walk that went round every key tells the next claims how many keys the share holds
-// (ClaimWindowStart::Position::share_keys). While a window holds a row of that many keys, the
+// (ClaimWindowState::NextClaim::share_key_count). While a window holds a row of that many keys, the
 // walk could find no head the window missed, so it is skipped; a new key behind that window waits
 // until the count is over a second old and a walk runs again.
 TEST_F(PostgresClaimWindowTest, WhileTheWindowHoldsEveryKeyTheWalkWaitsUpToASecond) {

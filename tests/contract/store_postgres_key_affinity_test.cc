@@ -1,4 +1,4 @@
-// Key affinity on PostgreSQL (OutboxStore::EnableKeyAffinity / Heartbeat / LeaveReplicaSet,
+// Key affinity on PostgreSQL (ReplicaMembership::EnableKeyAffinity / Heartbeat / LeaveReplicaSet,
 // docs/operations.md "Replicas"): replicas register in queuebox_relay_replicas and each claims
 // only its share of the keys, so two replicas never claim rows of the same key while both are
 // live; a replica that leaves or stops heartbeating hands its keys over, and per-key order still
@@ -11,11 +11,13 @@
 #include <thread>
 
 #include "store_test_support.h"
+#include "testing/status_matchers.h"
 
 namespace queuebox {
 namespace {
 
 using ::testing::IsEmpty;
+using testing::StatusIs;
 
 constexpr int64_t kLease = 60000;
 
@@ -30,16 +32,23 @@ class PostgresKeyAffinityTest : public testing::MigratedPgStoreTest {
 
   // Both stores join; after the second round each sees two live replicas.
   void JoinBoth(int64_t ttl_a = kLease, int64_t ttl_b = kLease) {
-    store_->EnableKeyAffinity(ttl_a, "a");
-    other_->EnableKeyAffinity(ttl_b, "b");
+    Replicas(*store_).EnableKeyAffinity(ttl_a, "a");
+    Replicas(*other_).EnableKeyAffinity(ttl_b, "b");
     for (int round = 0; round < 2; ++round) {
-      ASSERT_TRUE(store_->Heartbeat().ok());
-      ASSERT_TRUE(other_->Heartbeat().ok());
+      ASSERT_TRUE(Replicas(*store_).Heartbeat().ok());
+      ASSERT_TRUE(Replicas(*other_).Heartbeat().ok());
     }
   }
 
+  // The store's replica set (never null on PostgreSQL).
+  static ReplicaMembership& Replicas(OutboxStore& s) {
+    ReplicaMembership* replicas = s.replica_membership();
+    EXPECT_NE(replicas, nullptr);
+    return *replicas;
+  }
+
   static KeyShare Share(OutboxStore& s) {
-    auto share = s.Heartbeat();
+    auto share = Replicas(s).Heartbeat();
     EXPECT_TRUE(share.ok()) << share.status().ToString();
     return share.ok() ? *share : KeyShare{-1, -1};
   }
@@ -131,7 +140,7 @@ TEST_F(PostgresKeyAffinityTest, ALeavingReplicaHandsOverItsKeysInKeyOrder) {
   std::set<std::string> held_keys;
   for (const OutboxRow& r : held) held_keys.insert(*r.key);
 
-  store_->LeaveReplicaSet();
+  Replicas(*store_).LeaveReplicaSet();
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_relay_replicas"), "1");
   EXPECT_EQ(Share(*other_), (KeyShare{1, 0}));
   // B now claims every key, but none of the keys A still has in flight.
@@ -171,9 +180,9 @@ TEST_F(PostgresKeyAffinityTest, RelaysOfAnotherOutboxTableAreNotCounted) {
   auto opened = OpenStore(billing);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<OutboxStore> billing_store = std::move(opened).value();
-  billing_store->EnableKeyAffinity(kLease, "billing");
+  Replicas(*billing_store).EnableKeyAffinity(kLease, "billing");
   JoinBoth();
-  ASSERT_TRUE(billing_store->Heartbeat().ok());
+  ASSERT_TRUE(Replicas(*billing_store).Heartbeat().ok());
   EXPECT_EQ(Share(*store_).count, 2);
   EXPECT_EQ(Share(*other_).count, 2);
   EXPECT_EQ(Share(*billing_store), (KeyShare{1, 0}));
@@ -191,10 +200,12 @@ TEST_F(PostgresKeyAffinityTest, AReplicaWhoseClaimsFailDoesNotJoin) {
   auto opened = OpenStore(broken);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<OutboxStore> broken_store = std::move(opened).value();
-  broken_store->EnableKeyAffinity(kLease, "broken");
-  store_->EnableKeyAffinity(kLease, "a");
+  Replicas(*broken_store).EnableKeyAffinity(kLease, "broken");
+  Replicas(*store_).EnableKeyAffinity(kLease, "a");
   db_->Exec("INSERT INTO outbox (topic, key, payload) VALUES ('t', 'k', '{}')");
-  EXPECT_FALSE(broken_store->Claim(10, kLease).ok());
+  EXPECT_THAT(broken_store->Claim(10, kLease),
+              StatusIs(StatusCode::kInternal,
+                       "PostgreSQL: column o.no_such_column does not exist (SQLSTATE 42703)"));
   EXPECT_EQ(Claim(*store_, 10).size(), 1u);
   EXPECT_EQ(db_->Scalar("SELECT string_agg(name, ',') FROM queuebox_relay_replicas"), "a");
   EXPECT_EQ(Share(*store_), (KeyShare{1, 0}));
@@ -202,14 +213,16 @@ TEST_F(PostgresKeyAffinityTest, AReplicaWhoseClaimsFailDoesNotJoin) {
 
 TEST_F(PostgresKeyAffinityTest, WithoutTheReplicaTableClaimsTakeEveryKey) {
   db_->Exec("DROP TABLE queuebox_relay_replicas");
-  store_->EnableKeyAffinity(kLease, "a");
-  auto share = store_->Heartbeat();
-  EXPECT_FALSE(share.ok());
+  Replicas(*store_).EnableKeyAffinity(kLease, "a");
+  auto share = Replicas(*store_).Heartbeat();
+  EXPECT_THAT(share, StatusIs(StatusCode::kInternal,
+                              "PostgreSQL: relation \"queuebox_relay_replicas\" does not exist "
+                              "(SQLSTATE 42P01)"));
   db_->Exec(
       "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || n, '{}' "
       "FROM generate_series(1, 30) AS n");
   EXPECT_EQ(Claim(*store_, 100).size(), 30u);
-  store_->LeaveReplicaSet();  // nothing joined: no statement, no crash
+  Replicas(*store_).LeaveReplicaSet();  // nothing joined: no statement, no crash
   EXPECT_THAT(Claim(*store_, 100), IsEmpty());
 }
 

@@ -22,7 +22,9 @@ TEST_P(CliTest, StatusAsTableAndJson) {
   Row("order.created", "dead");
   Row("user.created", "dead");
   std::ostringstream out, err;
-  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out, err), 0)
+      << err.str();
   json j = json::parse(out.str());
   EXPECT_EQ(j["rowsByState"]["pending"], 1);
   EXPECT_EQ(j["rowsByState"]["processing"], 0);
@@ -33,7 +35,9 @@ TEST_P(CliTest, StatusAsTableAndJson) {
   EXPECT_GT(j["oldestPendingAgeSeconds"].get<double>(), 86400.0);
 
   std::ostringstream table;
-  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/false, table, err), 0);
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/false, table, err),
+      0);
   EXPECT_THAT(table.str(), HasSubstr("STATE       ROWS\n"));
   EXPECT_THAT(table.str(), HasSubstr("dead        3\n"));
   EXPECT_THAT(table.str(), HasSubstr("Oldest pending age: "));
@@ -44,7 +48,10 @@ TEST_P(CliTest, StatusAsTableAndJson) {
 TEST_P(CliTest, StatusListsTheLiveReplicasOfThisOutbox) {
   if (GetParam() != "postgresql") {
     std::ostringstream out, err;
-    ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+    ASSERT_EQ(
+        RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out, err),
+        0)
+        << err.str();
     EXPECT_TRUE(json::parse(out.str())["replicas"].empty());
     return;
   }
@@ -60,14 +67,18 @@ TEST_P(CliTest, StatusListsTheLiveReplicasOfThisOutbox) {
       "('00000000-0000-4000-8000-000000000004', 'billing_outbox', 'other:4', clock_timestamp(), "
       "clock_timestamp(), clock_timestamp() + interval '1 hour')");
   std::ostringstream out, err;
-  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/true, out, err), 0) << err.str();
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out, err), 0)
+      << err.str();
   json replicas = json::parse(out.str())["replicas"];
   ASSERT_EQ(replicas.size(), 2u) << out.str();
   EXPECT_EQ(replicas[0]["name"], "a:1");
   EXPECT_EQ(replicas[1]["name"], "b:2");
   EXPECT_GE(replicas[0]["heartbeatAgeSeconds"].get<double>(), 2.0);
   std::ostringstream table;
-  ASSERT_EQ(RunStatusCommand(*store_, config_, /*json=*/false, table, err), 0);
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/false, table, err),
+      0);
   EXPECT_THAT(table.str(), HasSubstr("SHARE  REPLICA"));
   EXPECT_THAT(table.str(), HasSubstr("1      b:2"));
 }

@@ -22,10 +22,12 @@
 #include "babelqueue/sqlite.h"
 #include "testing/env.h"
 #include "testing/pg.h"
+#include "testing/status_matchers.h"
 
 namespace babelqueue {
 namespace {
 
+using ::queuebox::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -382,8 +384,10 @@ TEST(PostgresSchemaTest, BodyIsBytesAndBadTableNamesAreRefused) {
             "bytea");
   Status bad = CreatePostgresOutboxSchema(conn.raw(), "x; DROP TABLE y");
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
-  auto store = PostgresOutboxStore::Create(conn.raw(), {.table = "1bad", .lease_ms = 1});
-  EXPECT_FALSE(store.ok());
+  EXPECT_THAT(PostgresOutboxStore::Create(conn.raw(), {.table = "1bad", .lease_ms = 1}),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "table name \"1bad\" must match [A-Za-z_][A-Za-z0-9_]* "
+                       "(at most 63 characters)"));
 }
 
 TEST(PostgresSeenStoreTest, ClaimRememberForgetAndTtl) {

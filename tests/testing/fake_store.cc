@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 namespace queuebox::testing {
@@ -19,6 +20,20 @@ std::string NewUuid() {
                 static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
                 static_cast<unsigned long long>(b & 0xffffffffffffULL));
   return buf;
+}
+
+bool Unfinished(const FakeStore::Row& r) { return r.state == "pending" || r.state == "processing"; }
+
+// The SQL stores' checks and messages (store/common.h ValidateClaim).
+Status ValidateClaim(int limit, int64_t lease_ms) {
+  if (limit <= 0) {
+    return InvalidArgument("The claim limit must be above 0, got " + std::to_string(limit) + ".");
+  }
+  if (lease_ms <= 0 || lease_ms > 2147483647) {
+    return InvalidArgument("The lease must be 1.." + std::to_string(2147483647) + " ms, got " +
+                           std::to_string(lease_ms) + ".");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -39,36 +54,29 @@ FakeStore::Row* FakeStore::Find(const std::string& id) {
 
 bool FakeStore::Owned(const Row& r, const Fence& f) const {
   return r.state == "processing" && !f.claim_token.empty() && r.row.claim_token == f.claim_token &&
-         r.lease_expires_at_ms > NowMs();
+         r.lease_expires_at_ms.has_value() && *r.lease_expires_at_ms > NowMs();
 }
 
 #define QB_FAKE_DOWN_CHECK()                              \
   if (down_) return Unavailable("fake database is down"); \
   ++statements_
 
-Status FakeStore::Ping() {
-  if (down_) return Unavailable("fake database is down");
-  return Status::Ok();
-}
-
 Result<std::vector<OutboxRow>> FakeStore::Claim(int limit, int64_t lease_ms) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t now = NowMs();
+  const int64_t now = NowMs();
+  // A key's head is its lowest sequence among pending and processing rows.
+  std::map<std::string, int64_t> head_of;
+  for (const Row& r : rows_) {
+    if (!r.row.ordered() || !Unfinished(r)) continue;
+    auto [it, fresh] = head_of.emplace(*r.row.key, r.row.sequence);
+    if (!fresh) it->second = std::min(it->second, r.row.sequence);
+  }
   std::vector<Row*> candidates;
-  for (auto& r : rows_) {
+  for (Row& r : rows_) {
     if (r.state != "pending" || r.scheduled_at_ms > now) continue;
-    if (r.row.ordered()) {
-      bool blocked = false;
-      for (auto& p : rows_) {
-        if (p.row.key == r.row.key && p.row.sequence < r.row.sequence &&
-            (p.state == "pending" || p.state == "processing")) {
-          blocked = true;
-          break;
-        }
-      }
-      if (blocked) continue;
-    }
+    if (r.row.ordered() && head_of[*r.row.key] != r.row.sequence) continue;
     candidates.push_back(&r);
   }
   std::sort(candidates.begin(), candidates.end(), [](Row* a, Row* b) {
@@ -80,6 +88,7 @@ Result<std::vector<OutboxRow>> FakeStore::Claim(int limit, int64_t lease_ms) {
     if (static_cast<int>(out.size()) >= limit) break;
     r->state = "processing";
     r->row.claim_token = NewUuid();
+    r->claimed_at_ms = now;
     r->lease_expires_at_ms = now + lease_ms;
     r->updated_at_ms = now;
     out.push_back(r->row);
@@ -112,6 +121,8 @@ Result<std::vector<std::string>> FakeStore::MarkSent(std::span<const Fence> fenc
       [this](Row& r, const Fence&) {
         r.state = "sent";
         r.updated_at_ms = NowMs();
+        r.row.claim_token.clear();
+        r.lease_expires_at_ms.reset();
       });
 }
 
@@ -121,7 +132,10 @@ Result<std::vector<std::string>> FakeStore::ScheduleRetry(std::span<const RetryO
       [this](Row& r, const RetryOrder& o) {
         r.state = "pending";
         r.row.attempt += 1;
-        r.scheduled_at_ms = NowMs() + o.delay_ms;
+        r.scheduled_at_ms = NowMs() + std::max<int64_t>(0, o.delay_ms);
+        r.claimed_at_ms.reset();
+        r.row.claim_token.clear();
+        r.lease_expires_at_ms.reset();
         r.last_error = o.error;
         r.updated_at_ms = NowMs();
       });
@@ -132,12 +146,16 @@ Result<std::vector<std::string>> FakeStore::MarkDead(std::span<const DeadOrder> 
       orders, [](const DeadOrder& o) -> const Fence& { return o.fence; },
       [this](Row& r, const DeadOrder& o) {
         r.state = "dead";
+        r.claimed_at_ms.reset();
+        r.row.claim_token.clear();
+        r.lease_expires_at_ms.reset();
         r.last_error = o.error;
         r.updated_at_ms = NowMs();
       });
 }
 
 Result<std::vector<std::string>> FakeStore::Renew(std::span<const Fence> fences, int64_t lease_ms) {
+  if (!fences.empty()) QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
   return ApplyFenced(
       fences, [](const Fence& f) -> const Fence& { return f; },
       [this, lease_ms](Row& r, const Fence&) { r.lease_expires_at_ms = NowMs() + lease_ms; });
@@ -147,10 +165,13 @@ Result<int64_t> FakeStore::ReclaimExpired() {
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
   int64_t n = 0;
+  const int64_t now = NowMs();
   for (auto& r : rows_) {
-    if (r.state == "processing" && r.lease_expires_at_ms <= NowMs()) {
+    if (r.state == "processing" &&
+        (!r.lease_expires_at_ms.has_value() || *r.lease_expires_at_ms <= now)) {
       r.state = "pending";
-      r.updated_at_ms = NowMs();
+      r.claimed_at_ms.reset();
+      r.updated_at_ms = now;
       ++n;
     }
   }
@@ -160,6 +181,7 @@ Result<int64_t> FakeStore::ReclaimExpired() {
 Result<std::string> FakeStore::Insert(const NewOutboxRow& in) {
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = NowMs();
   Row r;
   r.row.id = in.id.value_or(NewUuid());
   r.row.topic = in.topic;
@@ -169,85 +191,11 @@ Result<std::string> FakeStore::Insert(const NewOutboxRow& in) {
   r.row.aggregate_type = in.aggregate_type;
   r.row.max_attempts = in.max_attempts.value_or(5);
   r.row.sequence = next_sequence_++;
-  r.scheduled_at_ms = NowMs() + in.delay_ms.value_or(0);
-  r.updated_at_ms = NowMs();
+  r.created_at_ms = now;
+  r.scheduled_at_ms = now + in.delay_ms.value_or(0);
+  r.updated_at_ms = now;
   rows_.push_back(r);
   return r.row.id;
-}
-
-Result<OutboxStats> FakeStore::Stats() {
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  OutboxStats s;
-  for (auto& r : rows_) {
-    s.rows_by_state[r.state]++;
-    if (r.state == "dead") s.dead_by_topic[r.row.topic]++;
-  }
-  return s;
-}
-
-Result<std::vector<std::string>> FakeStore::DistinctTopics() {
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> t;
-  for (auto& r : rows_) {
-    if (std::find(t.begin(), t.end(), r.row.topic) == t.end()) t.push_back(r.row.topic);
-  }
-  return t;
-}
-
-Result<int64_t> FakeStore::Replay(const ReplayFilter& filter) {
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t n = 0;
-  for (auto& r : rows_) {
-    if (r.state != "sent" && r.state != "dead") continue;
-    if (filter.ids &&
-        std::find(filter.ids->begin(), filter.ids->end(), r.row.id) == filter.ids->end()) {
-      continue;
-    }
-    if (filter.topics && std::find(filter.topics->begin(), filter.topics->end(), r.row.topic) ==
-                             filter.topics->end()) {
-      continue;
-    }
-    r.state = "pending";
-    r.row.attempt = 0;
-    r.scheduled_at_ms = NowMs();
-    r.last_error.clear();
-    ++n;
-  }
-  return n;
-}
-
-Result<std::vector<DeadRow>> FakeStore::ListDead(int limit) {
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<DeadRow> out;
-  for (auto& r : rows_) {
-    if (r.state == "dead" && static_cast<int>(out.size()) < limit) {
-      out.push_back({r.row.id, r.row.topic, r.row.key, r.row.attempt, r.last_error, ""});
-    }
-  }
-  return out;
-}
-
-Result<int64_t> FakeStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
-                                           int batch) {
-  if (state != "sent" && state != "dead") return InvalidArgument("Cannot delete active work");
-  QB_FAKE_DOWN_CHECK();
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t n = 0;
-  std::erase_if(rows_, [&](const Row& r) {
-    bool del = n < batch && r.state == state && r.updated_at_ms < NowMs() - max_age_ms;
-    if (del) ++n;
-    return del;
-  });
-  return n;
-}
-
-Result<int64_t> FakeStore::DeleteBeyondCount(const std::string& state, int64_t, int) {
-  if (state != "sent" && state != "dead") return InvalidArgument("Cannot delete active work");
-  return Internal("FakeStore does not implement COUNT retention");
 }
 
 FakeStore::Row FakeStore::Get(const std::string& id) {
@@ -259,6 +207,14 @@ FakeStore::Row FakeStore::Get(const std::string& id) {
 std::vector<FakeStore::Row> FakeStore::All() {
   std::lock_guard<std::mutex> lock(mu_);
   return rows_;
+}
+
+bool FakeStore::Update(const std::string& id, const std::function<void(Row&)>& change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Row* r = Find(id);
+  if (r == nullptr) return false;
+  change(*r);
+  return true;
 }
 
 }  // namespace queuebox::testing

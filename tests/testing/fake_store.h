@@ -1,12 +1,19 @@
-// fake_store.h: an in-memory OutboxStore with the real claim, key-order and fence rules, for
-// fast unit tests of the relay. The clock is the process's system clock plus `skew_ms`, which a
-// test may move forward to expire leases or make retries due.
+// fake_store.h: an in-memory twin of the relay's side of the outbox (OutboxClaims), plus
+// inserts, for fast unit tests of the relay. Its claim, key-order, fence, lease and reclaim rules
+// are the stores' own: the claims contract suite (tests/contract/store_contract_test.cc,
+// OutboxClaimsContractTest) runs it next to SQLite and PostgreSQL. It has no operations side
+// (stats, replay, retention): those are proved on the real stores only.
+//
+// The clock is the process's system clock plus `skew_ms`, which a test may move forward to expire
+// leases or make retries due.
 //
 // Thread-safety: every method locks one mutex.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,42 +21,40 @@
 
 namespace queuebox::testing {
 
-class FakeStore : public OutboxStore {
+class FakeStore final : public OutboxClaims {
  public:
+  // A row as the table would hold it; times in ms on the fake clock (NowMs), nullopt for NULL.
   struct Row {
-    OutboxRow row;
+    OutboxRow row;  // row.claim_token empty: NULL
     std::string state = "pending";
-    int64_t scheduled_at_ms = 0, updated_at_ms = 0, lease_expires_at_ms = 0;
-    std::string last_error;
+    int64_t created_at_ms = 0, scheduled_at_ms = 0, updated_at_ms = 0;
+    std::optional<int64_t> claimed_at_ms, lease_expires_at_ms;
+    std::string last_error;  // empty: NULL
   };
 
-  std::string_view dialect() const override { return "fake"; }
-  Result<MigrateReport> Migrate(std::optional<int>) override { return MigrateReport{}; }
-  Status Ping() override;
+  // OutboxClaims. Claim: kInvalidArgument unless limit > 0 and lease_ms > 0.
   Result<std::vector<OutboxRow>> Claim(int limit, int64_t lease_ms) override;
   Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override;
   Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
-  Result<std::string> Insert(const NewOutboxRow& row) override;
-  Result<OutboxStats> Stats() override;
-  Result<std::vector<std::string>> DistinctTopics() override;
-  Result<int64_t> Replay(const ReplayFilter& filter) override;
-  Result<std::vector<DeadRow>> ListDead(int limit) override;
-  Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
-  Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
-                                    int batch) override;
+
+  // The application's insert (OutboxStore::Insert's defaults; the payload is not checked).
+  Result<std::string> Insert(const NewOutboxRow& row);
 
   // Test controls.
   void set_down(bool down) { down_ = down; }  // every call answers kUnavailable
   void AdvanceClock(int64_t ms) { skew_ms_ += ms; }
-  Row Get(const std::string& id);
+  int64_t NowMs() const;
+  Row Get(const std::string& id);  // a default Row when there is none
   std::vector<Row> All();
+  // Changes row `id` behind the store's back (as another process's UPDATE would); false when
+  // there is no such row.
+  bool Update(const std::string& id, const std::function<void(Row&)>& change);
   int64_t statements() const { return statements_; }  // calls that reached the "database"
 
  private:
-  int64_t NowMs() const;
   Row* Find(const std::string& id);
   bool Owned(const Row& r, const Fence& f) const;
   template <typename Order, typename FenceOf, typename Change>

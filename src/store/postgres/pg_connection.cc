@@ -158,6 +158,13 @@ Status PgConnection::FromResult(PGresult* res, const char* what) const {
 
 Result<SqlRows> PgConnection::Query(const std::string& sql, const std::vector<SqlParam>& params,
                                     int64_t* changes, Plan plan) {
+  QB_ASSIGN_OR_RETURN(SqlTable table, QueryTable(sql, params, changes, plan));
+  return std::move(table.rows);
+}
+
+Result<SqlTable> PgConnection::QueryTable(const std::string& sql,
+                                          const std::vector<SqlParam>& params, int64_t* changes,
+                                          Plan plan) {
   std::string name;
   if (plan == Plan::kPerCall) {
     // The unnamed statement: planned with these parameter values (see Plan).
@@ -191,8 +198,10 @@ Result<SqlRows> PgConnection::Query(const std::string& sql, const std::vector<Sq
     PQclear(res);
     return s;
   }
-  SqlRows rows;
+  SqlTable table;
+  SqlRows& rows = table.rows;
   int n = PQntuples(res), f = PQnfields(res);
+  for (int j = 0; j < f; ++j) table.columns.emplace_back(PQfname(res, j));
   rows.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     SqlRow row;
@@ -209,7 +218,7 @@ Result<SqlRows> PgConnection::Query(const std::string& sql, const std::vector<Sq
   }
   if (changes != nullptr) *changes = ParseInt(PQcmdTuples(res)).value_or(0);
   PQclear(res);
-  return rows;
+  return table;
 }
 
 Status PgConnection::Exec(const std::string& sql) {

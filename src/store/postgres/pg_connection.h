@@ -64,16 +64,19 @@ class PgConnection {
   //  - kCached: prepared once per connection (by its text); after five executions PostgreSQL may
   //    keep one generic plan for every parameter value.
   //  - kPerCall: sent as libpq's unnamed statement, so PostgreSQL plans it with the actual
-  //    parameter values every time (a custom plan, ~0.1-1 ms of planning). For the batch
-  //    statements driven by arrays (`unnest($1::uuid[], ...)`): the generic plan cannot see the
-  //    array's length and was measured joining a 500-row acknowledgement by a nested loop with
-  //    a join filter (250,000 comparisons, 94 ms instead of 15 ms; bench/README.md).
+  //    parameter values every time (a custom plan, well under a millisecond of planning). For
+  //    the batch statements driven by arrays (`unnest($1::uuid[], ...)`): a generic plan cannot
+  //    see the array's length and may join a large batch by a nested loop
+  //    (docs/claim-plans.md, "Acknowledgement plan").
   enum class Plan { kCached, kPerCall };
 
   // One statement with $n parameters, executed with the extended protocol. `changes` gets the
   // command's row count (UPDATE/DELETE).
   Result<SqlRows> Query(const std::string& sql, const std::vector<SqlParam>& params = {},
                         int64_t* changes = nullptr, Plan plan = Plan::kCached);
+  // Query, with the result's column names (read by name: SqlTable::Column).
+  Result<SqlTable> QueryTable(const std::string& sql, const std::vector<SqlParam>& params = {},
+                              int64_t* changes = nullptr, Plan plan = Plan::kCached);
   // SQL text that may hold several statements (simple protocol, no parameters).
   Status Exec(const std::string& sql);
   // True when the connection is gone or left inside a transaction; the pool drops it.
