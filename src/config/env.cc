@@ -152,8 +152,8 @@ std::vector<OptionSpec> UnionTable(const std::vector<Variant>& variants,
 }
 
 const std::vector<OptionSpec>& DestinationUnion() {
-  static const std::vector<OptionSpec>* const t =
-      new std::vector<OptionSpec>(UnionTable(DestinationVariants(), DestinationCommonOptions()));
+  static const std::vector<OptionSpec>* const t = new std::vector<OptionSpec>(
+      UnionTable(DestinationVariants(), DestinationCommonOptions().specs()));
   return *t;
 }
 
@@ -175,8 +175,10 @@ std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& t
   const std::string n0 = NormalizeKey(segs[0]);
   if (n0 == "routes") {
     if (segs.size() < 3 || !Index(segs[1])) return std::nullopt;
-    return Scope{
-        &RouteOptions(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
+    return Scope{&RouteOptions().specs(),
+                 2,
+                 {"routes", *Index(segs[1])},
+                 "QUEUEBOX_ROUTES_" + segs[1] + "_"};
   }
   if (n0 == "destinations") {
     if (segs.size() < 3) return std::nullopt;

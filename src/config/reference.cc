@@ -118,14 +118,16 @@ std::string DefaultText(const OptionSpec& o) {
   return Code(o.default_value.dump());
 }
 
-std::string AllowedText(const std::string& full_key, const OptionSpec& o) {
-  if (cfg::IsIdentifierKey(full_key)) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
+std::string AllowedText(const OptionSpec& o) {
+  if (o.identifier) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
   if (o.type == OptionType::kEnum) {
     std::string out;
     for (const std::string& v : o.enum_values) out += (out.empty() ? "" : ", ") + Code(v);
     return out;
   }
-  bool has_min = o.min != INT64_MIN, has_max = o.max != INT64_MAX && o.max != INT32_MAX;
+  // The whole range of the member's type is no range.
+  bool has_min = o.min != INT64_MIN && o.min != INT32_MIN;
+  bool has_max = o.max != INT64_MAX && o.max != INT32_MAX;
   if (has_min && has_max) return std::to_string(o.min) + "..." + std::to_string(o.max);
   if (has_min) return ">= " + std::to_string(o.min);
   if (has_max) return "<= " + std::to_string(o.max);
@@ -143,7 +145,7 @@ std::string Table(const std::string& prefix, const std::vector<OptionSpec>& opti
   std::string out = "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n";
   for (const OptionSpec& o : options) {
     out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + Cell(DefaultText(o)) + " | " +
-           Cell(AllowedText(prefix + o.key, o)) + " | " + Cell(o.description) + " |\n";
+           Cell(AllowedText(o)) + " | " + Cell(o.description) + " |\n";
   }
   return out;
 }
@@ -162,7 +164,7 @@ std::string RenderConfigurationReference() {
   std::string out = kIntro;
   out += "\n## Keys\n";
   for (const Section& s : cfg::RootSections()) {
-    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", s.options);
+    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", s.options.specs());
     if (s.name == "database") {
       out +=
           "\nThe PostgreSQL URL takes `postgresql://`, `postgres://` (libpq URIs) or "
@@ -185,10 +187,10 @@ std::string RenderConfigurationReference() {
   out +=
       "\n### routes\n\nAn ordered list; the first route whose `topicPattern` matches the "
       "whole topic wins. A row no route matches goes `dead`.\n\n" +
-      Table("routes[].", cfg::RouteOptions());
+      Table("routes[].", cfg::RouteOptions().specs());
   out += "\n### destinations\n\nA map of names to blocks. `type` is required: one of " +
          KnownDestinationTypes() + ". Every type also takes:\n\n" +
-         Table("destinations.<name>.", cfg::DestinationCommonOptions());
+         Table("destinations.<name>.", cfg::DestinationCommonOptions().specs());
   out += Variants("####", cfg::DestinationVariants());
   return out;
 }

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -340,6 +341,12 @@ std::optional<json> ValidateValue(const json& value, const OptionSpec& spec,
       if (!s) {
         d.Add(path,
               "must be a text value, not a " + std::string(value.is_array() ? "list" : "block"));
+        return std::nullopt;
+      }
+      static const std::regex kIdentifier("^[a-zA-Z_][a-zA-Z0-9_]*$");
+      if (spec.identifier && !std::regex_match(*s, kIdentifier)) {
+        d.Add(path, "must be a SQL identifier (a letter or _, then letters, digits or _), got '" +
+                        *s + "'");
         return std::nullopt;
       }
       return json(*s);
