@@ -141,22 +141,44 @@ class OptionTable {
 
   // Stores every value of `block` that a row declares into `out`; keys absent from `block` leave
   // `out` as it is. `block` is a validated block (src/config ValidateTable: nested by the dotted
-  // keys, values in their bracketed form). kInvalidArgument naming `path`.key for a value of
+  // keys, values in their bracketed form, defaults filled). Binds every row it can, then returns
+  // kInvalidArgument naming `path`.key of the first required key that is missing or value of
   // another form.
   Status Bind(const nlohmann::json& block, S& out, const std::string& path = "") const {
-    for (const Option<S>& r : rows_) {
-      const nlohmann::json* v = Find(block, r.spec.key);
-      if (v == nullptr || v->is_null()) continue;
-      try {
-        r.set(out, *v);
-      } catch (const nlohmann::json::exception& e) {
-        return InvalidArgument((path.empty() ? "" : path + ".") + r.spec.key + ": " + e.what());
-      }
-    }
-    return Status::Ok();
+    return BindRows(block, out, path, /*require=*/true);
+  }
+
+  // Bind without the required-key check: for a block whose validation already reported its
+  // missing keys (the loader binds what is valid, then checks rules across keys).
+  Status BindPresent(const nlohmann::json& block, S& out, const std::string& path = "") const {
+    return BindRows(block, out, path, /*require=*/false);
   }
 
  private:
+  Status BindRows(const nlohmann::json& block, S& out, const std::string& path,
+                  bool require) const {
+    Status first = Status::Ok();
+    for (const Option<S>& r : rows_) {
+      const std::string name = (path.empty() ? "" : path + ".") + r.spec.key;
+      const nlohmann::json* v = Find(block, r.spec.key);
+      if (v == nullptr || v->is_null()) {
+        if (require && r.spec.required && first.ok()) {
+          first = InvalidArgument(name + ": required key is missing");
+        }
+        continue;
+      }
+      try {
+        r.set(out, *v);
+      } catch (const nlohmann::json::exception& e) {
+        if (first.ok()) {
+          first = InvalidArgument(name + ": a value of another form than the option's (" +
+                                  e.what() + ")");
+        }
+      }
+    }
+    return first;
+  }
+
   static const nlohmann::json* Find(const nlohmann::json& block, const std::string& dotted) {
     const nlohmann::json* node = &block;
     size_t start = 0;

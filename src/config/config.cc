@@ -89,7 +89,7 @@ void FillDestinations(const json& tree, Config& c, Diagnostics& d) {
     DestinationConfig dc;
     dc.name = it.key();
     dc.type = v->type;
-    Bound(cfg::DestinationCommonOptions().Bind(v->block, dc), d);
+    Bound(cfg::DestinationCommonOptions().BindPresent(v->block, dc), d);
     for (const OptionSpec& common : cfg::DestinationCommonOptions().specs()) {
       v->block.erase(common.key);
     }
@@ -119,7 +119,7 @@ void FillRoutes(const json& tree, Config& c, Diagnostics& d) {
     }
     json r = cfg::ValidateTable(list[i], cfg::RouteOptions().specs(), {}, path, d);
     RouteConfig rc;
-    Bound(cfg::RouteOptions().Bind(r, rc, path), d);
+    Bound(cfg::RouteOptions().BindPresent(r, rc, path), d);
     if (r.contains("topicPattern")) {
       Result<TopicPattern> p = TopicPattern::Compile(rc.topic_pattern);
       if (!p.ok()) d.Add(path + ".topicPattern", p.status().message());
@@ -146,14 +146,10 @@ bool FillAdminAuth(const json& tree, Config& c, Diagnostics& d) {
       admin["auth"], cfg::AdminAuthVariants(), {}, cfg::KnownAuthTypes(), "admin.auth", d);
   if (!v) return true;
   if (v->type == "hmac") {
-    // One spelling for consumers: BODY or TIMESTAMP_DOT_BODY (QueueBox accepts both cases).
-    std::string format = v->block.value("signaturePayloadFormat", std::string());
-    if (format.empty()) {
-      format = v->block.contains("timestampHeader") ? "TIMESTAMP_DOT_BODY" : "BODY";
-    }
-    v->block["signaturePayloadFormat"] = format == "body"                 ? "BODY"
-                                         : format == "timestamp-dot-body" ? "TIMESTAMP_DOT_BODY"
-                                                                          : format;
+    // One spelling for consumers and the printout: BODY or TIMESTAMP_DOT_BODY.
+    HmacAuthSettings hmac;
+    Bound(cfg::HmacAuthOptions().BindPresent(v->block, hmac, "admin.auth"), d);
+    v->block["signaturePayloadFormat"] = cfg::PayloadFormatOf(hmac);
   }
   c.admin.auth = AdminAuthConfig{v->type, std::move(v->block)};
   return true;
@@ -186,7 +182,7 @@ Result<Config> Load(const ConfigSource& source) {
   rules.reserved = cfg::ReservedRootKeys();
   json root = cfg::ValidateTable(tree, cfg::RootTable(), rules, "", d);
   Config c;
-  Bound(cfg::RootOptions().Bind(root, c), d);
+  Bound(cfg::RootOptions().BindPresent(root, c), d);
   FillDestinations(tree, c, d);
   FillRoutes(tree, c, d);
   bool auth_given = FillAdminAuth(tree, c, d);

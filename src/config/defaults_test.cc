@@ -86,12 +86,13 @@ TEST(OptionDefaults, ADriftIsReported) {
 // Binding stores exactly the validated values, through nested blocks, and leaves the rest.
 TEST(OptionBinding, BindsNestedKeysAndKeepsTheRest) {
   Config c;
-  ASSERT_TRUE(cfg::RootOptions()
-                  .Bind(json::parse(R"({"outbox": {"batchSize": 7, "notify": {"enabled": true}},
+  ASSERT_TRUE(
+      cfg::RootOptions()
+          .BindPresent(json::parse(R"({"outbox": {"batchSize": 7, "notify": {"enabled": true}},
                        "database": {"columnMapping": {"outbox": {"aggregateType": "kind"}}},
                        "retention": {"outbox": {"maxAge": 60000}}})"),
-                        c)
-                  .ok());
+                       c)
+          .ok());
   EXPECT_EQ(c.outbox.batch_size, 7);
   EXPECT_TRUE(c.outbox.notify);
   EXPECT_EQ(c.database.columns.aggregate_type, "kind");
@@ -99,9 +100,13 @@ TEST(OptionBinding, BindsNestedKeysAndKeepsTheRest) {
   EXPECT_EQ(c.outbox.concurrency, 8);
   EXPECT_FALSE(c.retention.outbox.max_count.has_value());
 
-  Status wrong = cfg::RootOptions().Bind(json::parse(R"({"outbox": {"batchSize": "x"}})"), c);
+  Status wrong =
+      cfg::RootOptions().BindPresent(json::parse(R"({"outbox": {"batchSize": "x"}})"), c);
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong.message(), ::testing::HasSubstr("outbox.batchSize: "));
+  // Bind also wants every required key (database.url).
+  Status missing = cfg::RootOptions().Bind(json::object(), c, "root");
+  EXPECT_EQ(missing.message(), "root.database.url: required key is missing");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "config/schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <utility>
 
@@ -256,7 +257,7 @@ const std::vector<Variant>& DestinationVariants() {
 
 const std::vector<std::string>& HmacAlgorithms() {
   static const std::vector<std::string>* const names =
-      new std::vector<std::string>{"HmacSHA256", "HmacSHA512"};
+      new std::vector<std::string>{"HmacSHA256", "HmacSHA1", "HmacSHA512"};
   return *names;
 }
 
@@ -297,6 +298,14 @@ const OptionTable<HmacAuthSettings>& HmacAuthOptions() {
                   "when timestampHeader is set, else BODY"),
   };
   return *table;
+}
+
+std::string PayloadFormatOf(const HmacAuthSettings& hmac) {
+  std::string format =
+      hmac.signature_payload_format.value_or(hmac.timestamp_header ? "TIMESTAMP_DOT_BODY" : "BODY");
+  for (char& c : format)
+    c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return format == "BODY" || format == "TIMESTAMP_DOT_BODY" ? format : "";
 }
 
 const std::vector<Variant>& AdminAuthVariants() {

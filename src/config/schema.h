@@ -60,6 +60,10 @@ const std::vector<Variant>& AdminAuthVariants();
 std::string KnownAuthTypes();
 // The values of hmac `algorithm`: HmacSHA256 (default), HmacSHA1, HmacSHA512.
 const std::vector<std::string>& HmacAlgorithms();
+// What an hmac block signs: "BODY" or "TIMESTAMP_DOT_BODY" (signaturePayloadFormat in any case,
+// with - or _; unset: TIMESTAMP_DOT_BODY when timestampHeader is set, else BODY). "" for another
+// value.
+std::string PayloadFormatOf(const HmacAuthSettings& hmac);
 
 // The admin guard message (QueueBox reference §13.2).
 extern const char kAdminGuardMessage[];
