@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,7 +44,11 @@ enum class OptionType {
   kStringMap,   // map of string -> string, e.g. headers [object of strings]
   kStringList,  // list of strings, or a comma-separated string [array of strings]
   kAny,         // a JSON/YAML value kept as is, validated by a component hook [any]
+  kBlock,       // a nested block whose keys OptionSpec::block declares [object; a typed block
+                // keeps its "type"]
 };
+
+struct BlockSchema;
 
 struct OptionSpec {
   std::string key;  // camelCase key as in QueueBox; dotted for nested blocks ("notify.enabled")
@@ -54,11 +59,29 @@ struct OptionSpec {
   std::vector<std::string> enum_values;      // kEnum
   std::string description;                   // one line for docs/configuration.md
   bool identifier = false;                   // kString: a SQL identifier, ^[a-zA-Z_][a-zA-Z0-9_]*$
+  std::shared_ptr<const BlockSchema> block = nullptr;  // kBlock: the keys of the block
 };
 
 // Extra checks across keys of one block (e.g. SASL needs three keys). Receives the block with
 // defaults filled; returns problems as "key: reason" (key relative to the block).
 using BlockValidator = std::function<std::vector<std::string>(const nlohmann::json& block)>;
+
+// One `type` of a typed block (a destination type, an auth kind) and the keys it takes.
+struct BlockVariant {
+  std::string type;
+  std::vector<OptionSpec> options;  // keys besides `type` (and the schema's common keys)
+  BlockValidator validate;          // may be empty
+  // Fills values that depend on other keys, after validation passed; may be empty.
+  std::function<void(nlohmann::json& block)> complete;
+};
+
+// The keys of a kBlock option: a fixed block (`options`), or a typed block whose required
+// `type` selects one of `variants` (then `options` are the keys every type takes).
+struct BlockSchema {
+  std::vector<OptionSpec> options;
+  std::vector<BlockVariant> variants;
+  BlockValidator validate;  // fixed block: checks across its keys; may be empty
+};
 
 // One declared option of struct S: its spec and how a validated value reaches S and back.
 template <typename S>
@@ -129,6 +152,33 @@ class OptionTable {
 
   const std::vector<Option<S>>& rows() const { return rows_; }
   const std::vector<OptionSpec>& specs() const { return specs_; }
+
+  // BindPresent for a nested block's setter: a value of another form throws
+  // nlohmann::json::exception, which the outer Bind reports under the block's key.
+  void Assign(const nlohmann::json& block, S& out) const {
+    for (const Option<S>& r : rows_) {
+      const nlohmann::json* v = Find(block, r.spec.key);
+      if (v != nullptr && !v->is_null()) r.set(out, *v);
+    }
+  }
+
+  // The values of `s` in their bracketed form, nested by the dotted keys; unset ones left out.
+  nlohmann::json Read(const S& s) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const Option<S>& r : rows_) {
+      nlohmann::json v = r.get(s);
+      if (v.is_null()) continue;
+      nlohmann::json* node = &out;
+      size_t start = 0;
+      for (size_t dot = r.spec.key.find('.'); dot != std::string::npos;
+           dot = r.spec.key.find('.', start)) {
+        node = &(*node)[r.spec.key.substr(start, dot - start)];
+        start = dot + 1;
+      }
+      (*node)[r.spec.key.substr(start)] = std::move(v);
+    }
+    return out;
+  }
 
   // Every row's value in a default-constructed S (null when unset), by key: what the defaults
   // test compares with the declared defaults.
@@ -332,6 +382,59 @@ template <typename S>
 Option<S> Custom(OptionSpec spec, std::function<void(S&, const nlohmann::json&)> set,
                  std::function<nlohmann::json(const S&)> get) {
   return Option<S>{std::move(spec), std::move(set), std::move(get)};
+}
+
+// An optional nested block with its own keys (a transform block, say): validated against
+// `inner`'s rows when given, bound into `member`, empty when the key is unset. Its required keys
+// are required only when the block is given.
+template <typename S, typename Inner>
+Option<S> Block(std::string key, std::optional<Inner> S::*member, const OptionTable<Inner>& inner,
+                std::string description, BlockValidator validate = nullptr) {
+  Option<S> o;
+  o.spec.key = std::move(key);
+  o.spec.type = OptionType::kBlock;
+  o.spec.description = std::move(description);
+  o.spec.block =
+      std::make_shared<const BlockSchema>(BlockSchema{inner.specs(), {}, std::move(validate)});
+  o.set = [member, inner](S& s, const nlohmann::json& v) {
+    Inner x;
+    inner.Assign(v, x);
+    s.*member = std::move(x);
+  };
+  o.get = [member, inner](const S& s) {
+    return s.*member ? inner.Read(*(s.*member)) : nlohmann::json();
+  };
+  return o;
+}
+
+// A block whose required `type` selects its keys among `variants` (an auth block: bearer,
+// api-key, hmac). `B` keeps `type` and the validated keys as `options` (a JSON object); the
+// component that uses the block binds them with the table of that type (see
+// MakeDestinationType in src/destinations/registry.h, RequestAuth::Create in src/admin).
+template <typename S, typename B>
+Option<S> TypedBlock(std::string key, std::optional<B> S::*member,
+                     std::vector<BlockVariant> variants, std::string description,
+                     std::vector<OptionSpec> common = {}) {
+  Option<S> o;
+  o.spec.key = std::move(key);
+  o.spec.type = OptionType::kBlock;
+  o.spec.description = std::move(description);
+  o.spec.block =
+      std::make_shared<const BlockSchema>(BlockSchema{std::move(common), std::move(variants), {}});
+  o.set = [member](S& s, const nlohmann::json& v) {
+    B b;
+    b.type = v.at("type").get<std::string>();
+    b.options = v;
+    b.options.erase("type");
+    s.*member = std::move(b);
+  };
+  o.get = [member](const S& s) {
+    if (!(s.*member)) return nlohmann::json();
+    nlohmann::json v = (s.*member)->options;
+    v["type"] = (s.*member)->type;
+    return v;
+  };
+  return o;
 }
 
 }  // namespace opt

@@ -104,6 +104,8 @@ std::string TypeName(const OptionSpec& o) {
     case OptionType::kStringList:
       return "list";
     case OptionType::kAny:
+      return "value";
+    case OptionType::kBlock:
       return "block";
   }
   return "value";
@@ -120,6 +122,9 @@ std::string DefaultText(const OptionSpec& o) {
 
 std::string AllowedText(const OptionSpec& o) {
   if (o.identifier) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
+  if (o.type == OptionType::kBlock && !o.block->variants.empty()) {
+    return "`type`: " + cfg::KnownTypes(o.block->variants);
+  }
   if (o.type == OptionType::kEnum) {
     std::string out;
     for (const std::string& v : o.enum_values) out += (out.empty() ? "" : ", ") + Code(v);
@@ -150,10 +155,41 @@ std::string Table(const std::string& prefix, const std::vector<OptionSpec>& opti
   return out;
 }
 
-std::string Variants(const std::string& heading, const std::vector<Variant>& variants) {
+std::string Blocks(const std::string& heading, const std::string& prefix,
+                   const std::vector<OptionSpec>& options);
+
+// One sub-section per type: "<heading> `type: <name>`" and its keys.
+std::string Variants(const std::string& heading, const std::string& prefix,
+                     const std::vector<Variant>& variants) {
   std::string out;
   for (const Variant& v : variants) {
-    out += "\n" + heading + " `type: " + v.type + "`\n\n" + Table("", v.options);
+    out += "\n" + heading + " `type: " + v.type + "`\n\n" + Table("", v.options) +
+           Blocks(heading + "#", prefix, v.options);
+  }
+  return out;
+}
+
+// The sub-sections of the block-valued keys among `options` (full keys `prefix` + key).
+std::string Blocks(const std::string& heading, const std::string& prefix,
+                   const std::vector<OptionSpec>& options) {
+  std::string out;
+  for (const OptionSpec& o : options) {
+    if (o.type != OptionType::kBlock) continue;
+    const BlockSchema& block = *o.block;
+    const std::string name = prefix + o.key;
+    out += "\n" + heading + " " + name + "\n\n";
+    if (block.variants.empty()) {
+      out += "Optional; when given, it takes:\n\n" + Table(name + ".", block.options) +
+             Blocks(heading + "#", name + ".", block.options);
+      continue;
+    }
+    out += "`type` is required: one of " + cfg::KnownTypes(block.variants) + ".";
+    if (!block.options.empty()) {
+      out += " Every type also takes:\n\n" + Table(name + ".", block.options);
+    } else {
+      out += "\n";
+    }
+    out += Variants(heading + "#", name + ".", block.variants);
   }
   return out;
 }
@@ -164,7 +200,8 @@ std::string RenderConfigurationReference() {
   std::string out = kIntro;
   out += "\n## Keys\n";
   for (const Section& s : cfg::RootSections()) {
-    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", s.options.specs());
+    const std::vector<OptionSpec>& keys = s.options.specs();
+    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", keys);
     if (s.name == "database") {
       out +=
           "\nThe PostgreSQL URL takes `postgresql://`, `postgres://` (libpq URIs) or "
@@ -175,23 +212,24 @@ std::string RenderConfigurationReference() {
           "\nWith `admin.enabled: true`, either `admin.auth` or `admin.insecure: true` is "
           "required; otherwise the start fails with: \"" +
           std::string(cfg::kAdminGuardMessage) + "\"\n";
-      out += "\n#### admin.auth\n\n`type` is required: one of " + cfg::KnownAuthTypes() + ".\n" +
-             Variants("#####", cfg::AdminAuthVariants());
     }
     if (s.name == "retention") {
       out +=
           "\n`policy: AGE` requires `maxAge`; `policy: COUNT` requires `maxCount`. Only `sent` "
           "and `dead` rows are deleted.\n";
     }
+    out += Blocks("####", s.name + ".", keys);
   }
   out +=
       "\n### routes\n\nAn ordered list; the first route whose `topicPattern` matches the "
       "whole topic wins. A row no route matches goes `dead`.\n\n" +
-      Table("routes[].", cfg::RouteOptions().specs());
+      Table("routes[].", cfg::RouteOptions().specs()) +
+      Blocks("####", "routes[].", cfg::RouteOptions().specs());
   out += "\n### destinations\n\nA map of names to blocks. `type` is required: one of " +
          KnownDestinationTypes() + ". Every type also takes:\n\n" +
-         Table("destinations.<name>.", cfg::DestinationCommonOptions().specs());
-  out += Variants("####", cfg::DestinationVariants());
+         Table("destinations.<name>.", cfg::DestinationCommonOptions().specs()) +
+         Blocks("####", "destinations.<name>.", cfg::DestinationCommonOptions().specs());
+  out += Variants("####", "destinations.<name>.", cfg::DestinationVariants());
   return out;
 }
 

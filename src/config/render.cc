@@ -117,12 +117,21 @@ ordered_json MaskHeaders(const std::map<std::string, std::string>& headers) {
   return out;
 }
 
-const std::vector<OptionSpec>& AuthTable(const std::string& type) {
-  static const std::vector<OptionSpec> kNone;
-  for (const Variant& v : AdminAuthVariants()) {
-    if (v.type == type) return v.options;
+// A block-valued option's value with its secrets masked; a typed block shows `type` first.
+ordered_json MaskBlock(const BlockSchema& schema, const nlohmann::json& value) {
+  if (schema.variants.empty()) return MaskOptions(value, "", schema.options);
+  const std::string type = value.value("type", std::string());
+  std::vector<OptionSpec> keys = schema.options;
+  for (const BlockVariant& v : schema.variants) {
+    if (v.type == type) keys.insert(keys.end(), v.options.begin(), v.options.end());
   }
-  return kNone;
+  nlohmann::json rest = value;
+  rest.erase("type");
+  ordered_json out;
+  out["type"] = type;
+  ordered_json masked = MaskOptions(rest, "", keys);
+  for (auto it = masked.begin(); it != masked.end(); ++it) out[it.key()] = it.value();
+  return out;
 }
 
 void SetDotted(ordered_json& out, const std::string& dotted, ordered_json value) {
@@ -144,6 +153,8 @@ ordered_json Shown(const OptionSpec& spec, const nlohmann::json& v) {
       return DurationText(v.get<int64_t>());
     case OptionType::kString:
       return MaskUrlCredentials(v.get<std::string>());
+    case OptionType::kBlock:
+      return MaskBlock(*spec.block, v);
     default:
       return ordered_json::parse(v.dump());
   }
@@ -211,14 +222,6 @@ std::string RenderMasked(const Config& config) {
   }
   root["destinations"] = std::move(destinations);
 
-  if (config.admin.auth) {
-    ordered_json auth;
-    auth["type"] = config.admin.auth->type;
-    ordered_json opts =
-        cfg::MaskOptions(config.admin.auth->options, "", cfg::AuthTable(config.admin.auth->type));
-    for (auto it = opts.begin(); it != opts.end(); ++it) auth[it.key()] = it.value();
-    root["admin"]["auth"] = std::move(auth);
-  }
   return cfg::EmitYaml(root);
 }
 

@@ -104,6 +104,8 @@ OptionTable<AdminConfig> AdminOptions() {
   using S = AdminConfig;
   return {
       opt::Flag("enabled", &S::enabled, false, "Register the /admin/* routes"),
+      opt::TypedBlock("auth", &S::auth, AdminAuthVariants(),
+                      "Authentication of the admin routes (described below)"),
       opt::Flag("insecure", &S::insecure, false,
                 "Allow admin routes without auth (a local test only)"),
       opt::Int("maxPayloadBytes", &S::max_payload_bytes, 65536,
@@ -176,18 +178,25 @@ std::vector<Section> BuildSections() {
 }
 
 std::vector<Variant> BuildAuthVariants() {
-  Variant bearer{"bearer", BearerAuthOptions().specs(), nullptr};
-  Variant api_key{"api-key", ApiKeyAuthOptions().specs(), nullptr};
-  Variant hmac{"hmac", HmacAuthOptions().specs(), [](const nlohmann::json& block) {
-                 std::vector<std::string> problems;
-                 std::string format = block.value("signaturePayloadFormat", std::string());
-                 if ((format == "TIMESTAMP_DOT_BODY" || format == "timestamp-dot-body") &&
-                     !block.contains("timestampHeader")) {
-                   problems.push_back("signaturePayloadFormat: " + format +
-                                      " needs timestampHeader; set timestampHeader or use BODY");
-                 }
-                 return problems;
-               }};
+  Variant bearer{"bearer", BearerAuthOptions().specs(), nullptr, nullptr};
+  Variant api_key{"api-key", ApiKeyAuthOptions().specs(), nullptr, nullptr};
+  Variant hmac{"hmac", HmacAuthOptions().specs(), nullptr, nullptr};
+  hmac.validate = [](const nlohmann::json& block) {
+    std::vector<std::string> problems;
+    std::string format = block.value("signaturePayloadFormat", std::string());
+    if ((format == "TIMESTAMP_DOT_BODY" || format == "timestamp-dot-body") &&
+        !block.contains("timestampHeader")) {
+      problems.push_back("signaturePayloadFormat: " + format +
+                         " needs timestampHeader; set timestampHeader or use BODY");
+    }
+    return problems;
+  };
+  // One spelling for consumers and the printout: BODY or TIMESTAMP_DOT_BODY.
+  hmac.complete = [](nlohmann::json& block) {
+    HmacAuthSettings settings;
+    HmacAuthOptions().Assign(block, settings);
+    block["signaturePayloadFormat"] = PayloadFormatOf(settings);
+  };
   return {api_key, bearer, hmac};
 }
 
@@ -216,7 +225,7 @@ const std::vector<OptionSpec>& RootTable() { return RootOptions().specs(); }
 
 const std::vector<std::string>& ReservedRootKeys() {
   static const std::vector<std::string>* const keys =
-      new std::vector<std::string>{"routes", "destinations", "admin.auth"};
+      new std::vector<std::string>{"routes", "destinations"};
   return *keys;
 }
 
@@ -248,7 +257,7 @@ const std::vector<Variant>& DestinationVariants() {
   static const std::vector<Variant>* const variants = [] {
     auto* v = new std::vector<Variant>();
     for (const DestinationType& t : BuiltinDestinationTypes()) {
-      v->push_back(Variant{t.type, t.options, t.validate});
+      v->push_back(Variant{t.type, t.options, t.validate, nullptr});
     }
     return v;
   }();
@@ -313,13 +322,15 @@ const std::vector<Variant>& AdminAuthVariants() {
   return *variants;
 }
 
-std::string KnownAuthTypes() {
+std::string KnownTypes(const std::vector<Variant>& variants) {
   std::vector<std::string> names;
-  for (const Variant& v : AdminAuthVariants()) names.push_back(v.type);
+  for (const Variant& v : variants) names.push_back(v.type);
   std::sort(names.begin(), names.end());
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
+
+std::string KnownAuthTypes() { return KnownTypes(AdminAuthVariants()); }
 
 }  // namespace queuebox::cfg

@@ -25,12 +25,11 @@ struct Section {
   OptionTable<Config> options;  // keys relative to the section
 };
 
-// A block whose keys depend on its `type` (destinations.<name>, admin.auth).
-struct Variant {
-  std::string type;
-  std::vector<OptionSpec> options;  // keys besides `type` (and the common keys)
-  BlockValidator validate;          // may be empty
-};
+// One type of a block whose keys depend on its `type` (destinations.<name>, admin.auth).
+using Variant = BlockVariant;
+
+// "a, b, c": the sorted type names of `variants`, for messages.
+std::string KnownTypes(const std::vector<Variant>& variants);
 
 // The root sections, in document order.
 const std::vector<Section>& RootSections();
@@ -39,7 +38,7 @@ const std::vector<Section>& RootSections();
 const OptionTable<Config>& RootOptions();
 // RootOptions().specs().
 const std::vector<OptionSpec>& RootTable();
-// Root keys validated by their own code (not in RootTable): routes, destinations, admin.auth.
+// Root keys validated by their own code (not in RootTable): routes, destinations.
 const std::vector<std::string>& ReservedRootKeys();
 
 // One item of `routes`.
