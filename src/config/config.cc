@@ -61,9 +61,17 @@ void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Di
   }
 }
 
-// A binding failure is a broken invariant of the validation (a value of another form).
+// A validated value that does not bind means a row's type and member disagree (a bug in a
+// table); reported like any problem, at the key Bind names ("key: reason").
 void Bound(const Status& s, Diagnostics& d) {
-  if (!s.ok()) d.Add("(binding)", s.message());
+  if (s.ok()) return;
+  const std::string& m = s.message();
+  size_t colon = m.find(": ");
+  if (colon == std::string::npos) {
+    d.Add("configuration", m);
+  } else {
+    d.Add(m.substr(0, colon), m.substr(colon + 2));
+  }
 }
 
 // The root member `key` when it is a block (`want_list` false) or a list; nullptr when it is

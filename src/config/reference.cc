@@ -19,7 +19,9 @@ constexpr char kIntro[] = R"(# Configuration reference
 
 QueueBox C++ reads one YAML file and the `QUEUEBOX_*` environment variables, fills the defaults
 below and checks every key before it starts. `queuebox check-config` prints the effective
-configuration with every secret shown as `***`.
+configuration with every secret shown as `***`. Each key below is one row of an option table,
+which also holds its default and the struct member it fills: [adding-an-option.md](adding-an-option.md)
+says where each table lives and how to add a key or a block.
 
 ## Sources
 
