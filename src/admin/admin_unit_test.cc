@@ -11,6 +11,7 @@
 #include "admin/metrics.h"
 #include "admin/replay.h"
 #include "admin/retention.h"
+#include "config/schema.h"
 #include "core/log.h"
 #include "testing/fake_destination.h"
 #include "testing/status_matchers.h"
@@ -78,7 +79,7 @@ TEST(AuthTest, HmacBodyAndTimestampDotBody) {
                                    {"algorithm", "HmacSHA512"},
                                    {"signaturePrefix", ""},
                                    {"timestampHeader", "X-Timestamp"},
-                                   {"timestampTolerance", "5m"}});
+                                   {"timestampTolerance", 300000}});
   int64_t now = 1'700'000'000'000;
   std::string ts = std::to_string(now - 1000);
   std::string sig = *HmacHex("HmacSHA512", "whsec", ts + "." + body);
@@ -97,6 +98,35 @@ TEST(AuthTest, HmacBodyAndTimestampDotBody) {
   EXPECT_EQ(ts_auth->Check(Headers({{"X-Signature", body_only}, {"X-Timestamp", ts}}), body, now)
                 .message(),
             "Invalid signature");
+}
+
+// Every algorithm the option table accepts has a digest (HMAC-SHA1("key", "The quick brown fox
+// jumps over the lazy dog") is a published vector).
+TEST(AuthTest, EveryDeclaredAlgorithmSigns) {
+  for (const std::string& algorithm : cfg::HmacAlgorithms()) {
+    EXPECT_TRUE(HmacHex(algorithm, "k", "p").ok()) << algorithm;
+  }
+  auto sha1 = HmacHex("HmacSHA1", "key", "The quick brown fox jumps over the lazy dog");
+  ASSERT_TRUE(sha1.ok());
+  EXPECT_EQ(*sha1, "de7c9b85b8b78aa6bc8a7a36f70a90701c9db4d9");
+  auto auth = MakeAuth("hmac", {{"secret", "key"}, {"algorithm", "HmacSHA1"}});
+  EXPECT_TRUE(auth->Check(Headers({{"X-Signature", "sha256=" + *sha1}}),
+                          "The quick brown fox jumps over the lazy dog", 0)
+                  .ok());
+}
+
+// timestampTolerance is milliseconds, as declared (QueueBox reference §11.1).
+TEST(AuthTest, TimestampToleranceIsMilliseconds) {
+  auto auth = MakeAuth(
+      "hmac", {{"secret", "s"}, {"timestampHeader", "X-Ts"}, {"timestampTolerance", 1000}});
+  std::string sig = "sha256=" + *HmacHex("HmacSHA256", "s", "1000000.b");
+  EXPECT_TRUE(auth->Check(Headers({{"X-Signature", sig}, {"X-Ts", "1000000"}}), "b", 1001000).ok());
+  EXPECT_EQ(
+      auth->Check(Headers({{"X-Signature", sig}, {"X-Ts", "1000000"}}), "b", 1001001).message(),
+      "Request timestamp expired");
+  auto text = RequestAuth::Create({"hmac", {{"secret", "s"}, {"timestampTolerance", "5m"}}});
+  EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr("admin.auth.timestampTolerance"));
 }
 
 TEST(AuthTest, ConfigErrorsNameTheKey) {

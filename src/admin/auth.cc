@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "config/schema.h"
+
 namespace queuebox {
 namespace {
 
@@ -17,47 +19,6 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-// A string option, or `fallback` when absent. kInvalidArgument when present and not a string.
-Result<std::string> StringOption(const json& o, const char* key, std::string fallback) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return fallback;
-  if (!it->is_string())
-    return InvalidArgument(std::string("admin.auth.") + key + " must be a string");
-  return it->get<std::string>();
-}
-
-Result<std::string> RequiredString(const json& o, const char* key) {
-  QB_ASSIGN_OR_RETURN(std::string v, StringOption(o, key, ""));
-  if (v.empty()) return InvalidArgument(std::string("admin.auth.") + key + " is required");
-  return v;
-}
-
-// Milliseconds from a number (ms) or a duration text "<n>ms|s|m|h|d".
-Result<int64_t> DurationMs(const json& o, const char* key, int64_t fallback) {
-  if (!o.contains(key)) return fallback;
-  const json& v = o.at(key);
-  if (v.is_null()) return fallback;
-  auto bad = InvalidArgument(std::string("admin.auth.") + key +
-                             " must be milliseconds or a duration such as 5m");
-  int64_t n = 0;
-  if (v.is_number_integer()) {
-    v.get_to(n);
-    return n;
-  }
-  std::string s;
-  if (!v.is_string()) return bad;
-  v.get_to(s);
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || n < 0) return bad;
-  std::string_view unit(p, static_cast<size_t>(s.data() + s.size() - p));
-  if (unit.empty() || unit == "ms") return n;
-  if (unit == "s") return n * 1000;
-  if (unit == "m") return n * 60000;
-  if (unit == "h") return n * 3600000;
-  if (unit == "d") return n * 86400000;
-  return bad;
 }
 
 Status Denied(std::string reason) { return PermissionDenied(std::move(reason)); }
@@ -96,44 +57,56 @@ class ApiKeyAuth final : public RequestAuth {
 
 class HmacAuth final : public RequestAuth {
  public:
-  struct Options {
-    std::string secret, header, algorithm, prefix, timestamp_header;
-    int64_t tolerance_ms = 300000;
-    bool timestamp_dot_body = false;
-  };
-  explicit HmacAuth(Options o) : o_(std::move(o)) {}
+  // `timestamp_dot_body`: the payload is "<timestamp>.<body>" rather than the body.
+  HmacAuth(HmacAuthSettings s, bool timestamp_dot_body)
+      : s_(std::move(s)), timestamp_dot_body_(timestamp_dot_body) {}
 
   Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const override {
-    std::string signature = header(o_.header);
-    if (signature.empty()) return Denied("Missing " + o_.header + " header");
+    std::string signature = header(s_.header_name);
+    if (signature.empty()) return Denied("Missing " + s_.header_name + " header");
     std::string timestamp;
-    if (!o_.timestamp_header.empty()) {
-      timestamp = header(o_.timestamp_header);
+    if (s_.timestamp_header) {
+      timestamp = header(*s_.timestamp_header);
       if (timestamp.empty()) return Denied("Missing timestamp header");
       int64_t ts = 0;
       auto [p, ec] = std::from_chars(timestamp.data(), timestamp.data() + timestamp.size(), ts);
       if (ec != std::errc() || p != timestamp.data() + timestamp.size()) {
         return Denied("Invalid timestamp format");
       }
-      if (std::llabs(now_ms - ts) > o_.tolerance_ms) return Denied("Request timestamp expired");
+      if (std::llabs(now_ms - ts) > s_.timestamp_tolerance_ms) {
+        return Denied("Request timestamp expired");
+      }
     }
     std::string payload =
-        o_.timestamp_dot_body ? timestamp + "." + std::string(body) : std::string(body);
-    auto mac = HmacHex(o_.algorithm, o_.secret, payload);
+        timestamp_dot_body_ ? timestamp + "." + std::string(body) : std::string(body);
+    auto mac = HmacHex(s_.algorithm, s_.secret, payload);
     if (!mac.ok()) return Denied("Invalid signature");
-    if (!ConstantTimeEquals(signature, o_.prefix + *mac)) return Denied("Invalid signature");
+    if (!ConstantTimeEquals(signature, s_.signature_prefix + *mac)) {
+      return Denied("Invalid signature");
+    }
     return Status::Ok();
   }
 
  private:
-  Options o_;
+  HmacAuthSettings s_;
+  bool timestamp_dot_body_;
 };
 
+// The digest of each name in cfg::HmacAlgorithms(); nullptr for another name.
 const EVP_MD* Digest(std::string_view algorithm) {
   if (algorithm == "HmacSHA256") return EVP_sha256();
   if (algorithm == "HmacSHA1") return EVP_sha1();
   if (algorithm == "HmacSHA512") return EVP_sha512();
   return nullptr;
+}
+
+Status UnknownAlgorithm() {
+  std::string names;
+  const std::vector<std::string>& all = cfg::HmacAlgorithms();
+  for (size_t i = 0; i < all.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i];
+  }
+  return InvalidArgument("admin.auth.algorithm must be " + names);
 }
 
 }  // namespace
@@ -147,9 +120,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
                             std::string_view payload) {
   const EVP_MD* md = Digest(algorithm);
-  if (md == nullptr) {
-    return InvalidArgument("admin.auth.algorithm must be HmacSHA256, HmacSHA1 or HmacSHA512");
-  }
+  if (md == nullptr) return UnknownAlgorithm();
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (HMAC(md, secret.data(), static_cast<int>(secret.size()),
@@ -169,45 +140,40 @@ Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
 
 Result<std::unique_ptr<RequestAuth>> RequestAuth::Create(const AdminAuthConfig& config) {
   const json& o = config.options.is_object() ? config.options : json::object();
-  std::string type = Lower(config.type);
+  const std::string type = Lower(config.type);
+  // An empty credential would accept an empty header: refuse it.
+  auto required = [](const std::string& value, const char* key) {
+    return value.empty() ? InvalidArgument(std::string("admin.auth.") + key + " is required")
+                         : Status::Ok();
+  };
   if (type == "bearer") {
-    QB_ASSIGN_OR_RETURN(std::string token, RequiredString(o, "token"));
-    return std::unique_ptr<RequestAuth>(new BearerAuth(std::move(token)));
+    BearerAuthSettings s;
+    QB_RETURN_IF_ERROR(cfg::BearerAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(required(s.token, "token"));
+    return std::unique_ptr<RequestAuth>(new BearerAuth(std::move(s.token)));
   }
   if (type == "api-key") {
-    QB_ASSIGN_OR_RETURN(std::string key, RequiredString(o, "key"));
-    QB_ASSIGN_OR_RETURN(std::string header, StringOption(o, "headerName", "X-API-Key"));
-    return std::unique_ptr<RequestAuth>(new ApiKeyAuth(std::move(key), std::move(header)));
+    ApiKeyAuthSettings s;
+    QB_RETURN_IF_ERROR(cfg::ApiKeyAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(required(s.key, "key"));
+    return std::unique_ptr<RequestAuth>(new ApiKeyAuth(std::move(s.key), std::move(s.header_name)));
   }
   if (type == "hmac") {
-    HmacAuth::Options h;
-    QB_ASSIGN_OR_RETURN(h.secret, RequiredString(o, "secret"));
-    QB_ASSIGN_OR_RETURN(h.header, StringOption(o, "headerName", "X-Signature"));
-    QB_ASSIGN_OR_RETURN(h.algorithm, StringOption(o, "algorithm", "HmacSHA256"));
-    if (Digest(h.algorithm) == nullptr) {
-      return InvalidArgument("admin.auth.algorithm must be HmacSHA256, HmacSHA1 or HmacSHA512");
-    }
-    QB_ASSIGN_OR_RETURN(h.prefix, StringOption(o, "signaturePrefix", "sha256="));
-    QB_ASSIGN_OR_RETURN(h.timestamp_header, StringOption(o, "timestampHeader", ""));
-    QB_ASSIGN_OR_RETURN(h.tolerance_ms, DurationMs(o, "timestampTolerance", 300000));
-    QB_ASSIGN_OR_RETURN(std::string format,
-                        StringOption(o, "signaturePayloadFormat",
-                                     h.timestamp_header.empty() ? "BODY" : "TIMESTAMP_DOT_BODY"));
-    std::string f = Lower(format);
-    if (f == "body") {
-      h.timestamp_dot_body = false;
-    } else if (f == "timestamp_dot_body" || f == "timestamp-dot-body") {
-      if (h.timestamp_header.empty()) {
-        return InvalidArgument(
-            "admin.auth.signaturePayloadFormat TIMESTAMP_DOT_BODY needs "
-            "admin.auth.timestampHeader");
-      }
-      h.timestamp_dot_body = true;
-    } else {
+    HmacAuthSettings s;
+    QB_RETURN_IF_ERROR(cfg::HmacAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(required(s.secret, "secret"));
+    if (Digest(s.algorithm) == nullptr) return UnknownAlgorithm();
+    const std::string format = cfg::PayloadFormatOf(s);
+    if (format.empty()) {
       return InvalidArgument(
           "admin.auth.signaturePayloadFormat must be BODY or TIMESTAMP_DOT_BODY");
     }
-    return std::unique_ptr<RequestAuth>(new HmacAuth(std::move(h)));
+    if (format == "TIMESTAMP_DOT_BODY" && !s.timestamp_header) {
+      return InvalidArgument(
+          "admin.auth.signaturePayloadFormat TIMESTAMP_DOT_BODY needs "
+          "admin.auth.timestampHeader");
+    }
+    return std::unique_ptr<RequestAuth>(new HmacAuth(std::move(s), format == "TIMESTAMP_DOT_BODY"));
   }
   return InvalidArgument("admin.auth.type must be bearer, api-key or hmac (got '" + config.type +
                          "')");

@@ -1,13 +1,11 @@
 // auth.h: request authentication for the admin routes (admin.auth; QueueBox reference §11.1,
-// §13.2; the same block as HTTP source auth). Three kinds:
-//   bearer  {token}                          Authorization: Bearer <token> (scheme any case)
-//   api-key {key, headerName=X-API-Key}      <headerName>: <key>
-//   hmac    {secret, headerName=X-Signature, algorithm=HmacSHA256|HmacSHA1|HmacSHA512,
-//            signaturePrefix="sha256=", timestampHeader?, timestampTolerance=300000 (ms; a
-//            duration text such as "5m" also works), signaturePayloadFormat=BODY|
-//            TIMESTAMP_DOT_BODY (default TIMESTAMP_DOT_BODY when timestampHeader is set)}
-//     expected header = signaturePrefix + lowercase hex HMAC(secret, payload), payload = the raw
-//     body or "<timestamp>.<body>"; the timestamp is Unix milliseconds, |now - ts| <= tolerance.
+// §13.2; the same block as HTTP source auth). Three kinds, their keys and defaults declared in
+// src/config/schema.cc (BearerAuthOptions, ApiKeyAuthOptions, HmacAuthOptions):
+//   bearer  Authorization: Bearer <token> (scheme any case)
+//   api-key <headerName>: <key>
+//   hmac    <headerName>: signaturePrefix + lowercase hex HMAC(secret, payload), payload = the
+//           raw body or "<timestamp>.<body>"; the timestamp header holds Unix milliseconds and
+//           |now - ts| <= timestampTolerance (milliseconds).
 // Every comparison of a credential is constant-time (OpenSSL CRYPTO_memcmp). A failure reason
 // names the check and never a credential ("Missing Authorization header", "Invalid bearer
 // token", "Missing X-API-Key header", "Invalid API key", "Missing timestamp header", "Invalid
@@ -32,7 +30,8 @@ class RequestAuth {
   // Reads a header of the request (case-insensitive name); "" when absent.
   using HeaderLookup = std::function<std::string(std::string_view name)>;
 
-  // kInvalidArgument naming the admin.auth key that is missing or invalid.
+  // Binds `config.options` through the type's option table. kInvalidArgument naming the
+  // admin.auth key that is missing, empty (a credential) or invalid.
   static Result<std::unique_ptr<RequestAuth>> Create(const AdminAuthConfig& config);
   virtual ~RequestAuth() = default;
 
@@ -41,8 +40,8 @@ class RequestAuth {
   virtual Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const = 0;
 };
 
-// Lowercase hex HMAC of `payload`; algorithm "HmacSHA256" | "HmacSHA1" | "HmacSHA512".
-// kInvalidArgument for another algorithm.
+// Lowercase hex HMAC of `payload`; algorithm one of cfg::HmacAlgorithms() (HmacSHA256,
+// HmacSHA1, HmacSHA512). kInvalidArgument for another algorithm.
 Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
                             std::string_view payload);
 

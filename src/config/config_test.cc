@@ -545,6 +545,21 @@ TEST_F(ConfigTest, HmacAuthDefaultsAndChecks) {
                         "TIMESTAMP_DOT_BODY, body, timestamp-dot-body (exact case)"));
 }
 
+// The option table and the admin auth agree: HmacSHA1 is accepted, and timestampTolerance is
+// milliseconds (a duration text is refused, as for every *Ms-style value).
+TEST_F(ConfigTest, HmacAlgorithmAndToleranceAgreeWithTheAuth) {
+  Result<Config> c = Load(std::string(kMinimal) +
+                          "admin:\n  auth: {type: hmac, secret: s, algorithm: HmacSHA1, "
+                          "timestampHeader: X-Ts, timestampTolerance: 60000}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->admin.auth->options.at("algorithm"), "HmacSHA1");
+  EXPECT_EQ(c->admin.auth->options.at("timestampTolerance"), 60000);
+  EXPECT_THAT(Error(std::string(kMinimal) +
+                    "admin:\n  auth: {type: hmac, secret: s, timestampTolerance: 5m}\n"),
+              HasSubstr("  - admin.auth.timestampTolerance: must be a whole number "
+                        "(milliseconds), got '5m'"));
+}
+
 TEST_F(ConfigTest, DatabaseUrlMatchesTheType) {
   for (const char* url : {"postgresql://127.0.0.1/app", "postgres://u@127.0.0.1:5432/app",
                           "jdbc:postgresql://127.0.0.1/app"}) {

@@ -104,11 +104,44 @@ std::optional<size_t> Index(const std::string& seg) {
   return static_cast<size_t>(std::stoul(seg));
 }
 
-bool ResolveInTable(const std::vector<OptionSpec>& table, const std::vector<std::string>& segs,
-                    size_t i, const json& tree, Path& out) {
+std::vector<OptionSpec> UnionTable(const std::vector<Variant>& variants,
+                                   const std::vector<OptionSpec>& common) {
+  OptionSpec type;
+  type.key = "type";
+  std::vector<OptionSpec> out = {type};
+  out.insert(out.end(), common.begin(), common.end());
+  for (const Variant& v : variants) out.insert(out.end(), v.options.begin(), v.options.end());
+  return out;
+}
+
+// Every key a block of `schema` may hold (any type's keys for a typed block).
+std::vector<OptionSpec> BlockKeys(const BlockSchema& schema) {
+  if (schema.variants.empty()) return schema.options;
+  return UnionTable(schema.variants, schema.options);
+}
+
+// The block a name is resolved in: its keys, where they start in the name, the path so far.
+struct Scope {
+  std::vector<OptionSpec> table;
+  size_t first;
+  Path path;
+  std::string env_prefix;  // for suggestions: "QUEUEBOX_ROUTES_0_"
+};
+
+std::string EnvName(const std::string& prefix, const std::string& dotted_key) {
+  std::string out = prefix;
+  for (char c : dotted_key) out += c == '.' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
+}
+
+// Resolves segs[scope.first..] against scope.table, appending the key path to scope.path. A
+// block-valued key continues in its block: `scope` then describes the deepest block reached (its
+// keys are the suggestions when the rest does not resolve).
+bool Resolve(const std::vector<std::string>& segs, const json& tree, Scope& scope) {
   const OptionSpec* best = nullptr;
   size_t best_len = 0;
-  for (const OptionSpec& spec : table) {
+  const size_t i = scope.first;
+  for (const OptionSpec& spec : scope.table) {
     std::vector<std::string> comps = SplitDots(spec.key);
     if (comps.size() > segs.size() - i || comps.size() <= best_len) continue;
     bool match = true;
@@ -121,6 +154,7 @@ bool ResolveInTable(const std::vector<OptionSpec>& table, const std::vector<std:
     }
   }
   if (best == nullptr) return false;
+  Path& out = scope.path;
   for (const std::string& c : SplitDots(best->key)) out.push_back(c);
   size_t j = i + best_len;
   switch (best->type) {
@@ -136,64 +170,39 @@ bool ResolveInTable(const std::vector<OptionSpec>& table, const std::vector<std:
     case OptionType::kAny:
       for (; j < segs.size(); ++j) out.push_back(MapKey(segs[j], Lookup(tree, out)));
       return true;
+    case OptionType::kBlock: {
+      if (j == segs.size()) return false;  // a block is set key by key
+      scope.env_prefix = EnvName(scope.env_prefix, best->key) + "_";
+      std::vector<OptionSpec> keys = BlockKeys(*best->block);
+      scope.table = std::move(keys);
+      scope.first = j;
+      return Resolve(segs, tree, scope);
+    }
     default:
       return j == segs.size();
   }
 }
 
-std::vector<OptionSpec> UnionTable(const std::vector<Variant>& variants,
-                                   const std::vector<OptionSpec>& common) {
-  OptionSpec type;
-  type.key = "type";
-  std::vector<OptionSpec> out = {type};
-  out.insert(out.end(), common.begin(), common.end());
-  for (const Variant& v : variants) out.insert(out.end(), v.options.begin(), v.options.end());
-  return out;
-}
-
 const std::vector<OptionSpec>& DestinationUnion() {
-  static const std::vector<OptionSpec>* const t =
-      new std::vector<OptionSpec>(UnionTable(DestinationVariants(), DestinationCommonOptions()));
+  static const std::vector<OptionSpec>* const t = new std::vector<OptionSpec>(
+      UnionTable(DestinationVariants(), DestinationCommonOptions().specs()));
   return *t;
 }
-
-const std::vector<OptionSpec>& AuthUnion() {
-  static const std::vector<OptionSpec>* const t =
-      new std::vector<OptionSpec>(UnionTable(AdminAuthVariants(), {}));
-  return *t;
-}
-
-// The block a name is resolved in: its table, where its keys start, and the path so far.
-struct Scope {
-  const std::vector<OptionSpec>* table;
-  size_t first;
-  Path path;
-  std::string env_prefix;  // for suggestions: "QUEUEBOX_ROUTES_0_"
-};
 
 std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& tree) {
   const std::string n0 = NormalizeKey(segs[0]);
   if (n0 == "routes") {
     if (segs.size() < 3 || !Index(segs[1])) return std::nullopt;
     return Scope{
-        &RouteOptions(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
+        RouteOptions().specs(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
   }
   if (n0 == "destinations") {
     if (segs.size() < 3) return std::nullopt;
     Path p = {"destinations"};
     p.push_back(MapKey(segs[1], Lookup(tree, p)));
-    return Scope{&DestinationUnion(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
+    return Scope{DestinationUnion(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
   }
-  if (n0 == "admin" && segs.size() >= 3 && NormalizeKey(segs[1]) == "auth") {
-    return Scope{&AuthUnion(), 2, {"admin", "auth"}, "QUEUEBOX_ADMIN_AUTH_"};
-  }
-  return Scope{&RootTable(), 0, {}, kPrefix};
-}
-
-std::string EnvName(const std::string& prefix, const std::string& dotted_key) {
-  std::string out = prefix;
-  for (char c : dotted_key) out += c == '.' ? '_' : static_cast<char>(std::toupper(c));
-  return out;
+  return Scope{RootTable(), 0, {}, kPrefix};
 }
 
 void Set(json& root, const Path& path, std::string value) {
@@ -274,17 +283,12 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
     std::optional<std::vector<std::string>> segs = SplitName(name.substr(sizeof(kPrefix) - 1));
     std::optional<Scope> scope;
     if (segs) scope = ScopeOf(*segs, tree);
-    Path path;
-    bool ok = false;
-    if (scope) {
-      path = scope->path;
-      ok = ResolveInTable(*scope->table, *segs, scope->first, tree, path);
-    }
+    bool ok = scope && Resolve(*segs, tree, *scope);
     if (!ok) {
       if (IsServiceLinkVariable(name)) continue;
       std::vector<std::string> candidates;
       if (scope) {
-        for (const OptionSpec& o : *scope->table) {
+        for (const OptionSpec& o : scope->table) {
           candidates.push_back(EnvName(scope->env_prefix, o.key));
         }
       }
@@ -293,6 +297,7 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
                       (guess ? "; did you mean " + *guess + "?" : std::string()));
       continue;
     }
+    const Path& path = scope->path;
     const std::string text = PathText(path);
     if (const std::string* other = d.SourceOf(text)) {
       d.Add(name, "sets " + text + ", which " + *other + " sets too; keep one of them");

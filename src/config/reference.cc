@@ -19,7 +19,9 @@ constexpr char kIntro[] = R"(# Configuration reference
 
 QueueBox C++ reads one YAML file and the `QUEUEBOX_*` environment variables, fills the defaults
 below and checks every key before it starts. `queuebox check-config` prints the effective
-configuration with every secret shown as `***`.
+configuration with every secret shown as `***`. Each key below is one row of an option table,
+which also holds its default and the struct member it fills: [adding-an-option.md](adding-an-option.md)
+says where each table lives and how to add a key or a block.
 
 ## Sources
 
@@ -104,6 +106,8 @@ std::string TypeName(const OptionSpec& o) {
     case OptionType::kStringList:
       return "list";
     case OptionType::kAny:
+      return "value";
+    case OptionType::kBlock:
       return "block";
   }
   return "value";
@@ -118,14 +122,19 @@ std::string DefaultText(const OptionSpec& o) {
   return Code(o.default_value.dump());
 }
 
-std::string AllowedText(const std::string& full_key, const OptionSpec& o) {
-  if (cfg::IsIdentifierKey(full_key)) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
+std::string AllowedText(const OptionSpec& o) {
+  if (o.identifier) return "SQL identifier `^[a-zA-Z_][a-zA-Z0-9_]*$`";
+  if (o.type == OptionType::kBlock && !o.block->variants.empty()) {
+    return "`type`: " + cfg::KnownTypes(o.block->variants);
+  }
   if (o.type == OptionType::kEnum) {
     std::string out;
     for (const std::string& v : o.enum_values) out += (out.empty() ? "" : ", ") + Code(v);
     return out;
   }
-  bool has_min = o.min != INT64_MIN, has_max = o.max != INT64_MAX && o.max != INT32_MAX;
+  // The whole range of the member's type is no range.
+  bool has_min = o.min != INT64_MIN && o.min != INT32_MIN;
+  bool has_max = o.max != INT64_MAX && o.max != INT32_MAX;
   if (has_min && has_max) return std::to_string(o.min) + "..." + std::to_string(o.max);
   if (has_min) return ">= " + std::to_string(o.min);
   if (has_max) return "<= " + std::to_string(o.max);
@@ -143,15 +152,46 @@ std::string Table(const std::string& prefix, const std::vector<OptionSpec>& opti
   std::string out = "| Key | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n";
   for (const OptionSpec& o : options) {
     out += "| `" + prefix + o.key + "` | " + TypeName(o) + " | " + Cell(DefaultText(o)) + " | " +
-           Cell(AllowedText(prefix + o.key, o)) + " | " + Cell(o.description) + " |\n";
+           Cell(AllowedText(o)) + " | " + Cell(o.description) + " |\n";
   }
   return out;
 }
 
-std::string Variants(const std::string& heading, const std::vector<Variant>& variants) {
+std::string Blocks(const std::string& heading, const std::string& prefix,
+                   const std::vector<OptionSpec>& options);
+
+// One sub-section per type: "<heading> `type: <name>`" and its keys.
+std::string Variants(const std::string& heading, const std::string& prefix,
+                     const std::vector<Variant>& variants) {
   std::string out;
   for (const Variant& v : variants) {
-    out += "\n" + heading + " `type: " + v.type + "`\n\n" + Table("", v.options);
+    out += "\n" + heading + " `type: " + v.type + "`\n\n" + Table("", v.options) +
+           Blocks(heading + "#", prefix, v.options);
+  }
+  return out;
+}
+
+// The sub-sections of the block-valued keys among `options` (full keys `prefix` + key).
+std::string Blocks(const std::string& heading, const std::string& prefix,
+                   const std::vector<OptionSpec>& options) {
+  std::string out;
+  for (const OptionSpec& o : options) {
+    if (o.type != OptionType::kBlock) continue;
+    const BlockSchema& block = *o.block;
+    const std::string name = prefix + o.key;
+    out += "\n" + heading + " " + name + "\n\n";
+    if (block.variants.empty()) {
+      out += "Optional; when given, it takes:\n\n" + Table(name + ".", block.options) +
+             Blocks(heading + "#", name + ".", block.options);
+      continue;
+    }
+    out += "`type` is required: one of " + cfg::KnownTypes(block.variants) + ".";
+    if (!block.options.empty()) {
+      out += " Every type also takes:\n\n" + Table(name + ".", block.options);
+    } else {
+      out += "\n";
+    }
+    out += Variants(heading + "#", name + ".", block.variants);
   }
   return out;
 }
@@ -162,7 +202,8 @@ std::string RenderConfigurationReference() {
   std::string out = kIntro;
   out += "\n## Keys\n";
   for (const Section& s : cfg::RootSections()) {
-    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", s.options);
+    const std::vector<OptionSpec>& keys = s.options.specs();
+    out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", keys);
     if (s.name == "database") {
       out +=
           "\nThe PostgreSQL URL takes `postgresql://`, `postgres://` (libpq URIs) or "
@@ -173,23 +214,24 @@ std::string RenderConfigurationReference() {
           "\nWith `admin.enabled: true`, either `admin.auth` or `admin.insecure: true` is "
           "required; otherwise the start fails with: \"" +
           std::string(cfg::kAdminGuardMessage) + "\"\n";
-      out += "\n#### admin.auth\n\n`type` is required: one of " + cfg::KnownAuthTypes() + ".\n" +
-             Variants("#####", cfg::AdminAuthVariants());
     }
     if (s.name == "retention") {
       out +=
           "\n`policy: AGE` requires `maxAge`; `policy: COUNT` requires `maxCount`. Only `sent` "
           "and `dead` rows are deleted.\n";
     }
+    out += Blocks("####", s.name + ".", keys);
   }
   out +=
       "\n### routes\n\nAn ordered list; the first route whose `topicPattern` matches the "
       "whole topic wins. A row no route matches goes `dead`.\n\n" +
-      Table("routes[].", cfg::RouteOptions());
+      Table("routes[].", cfg::RouteOptions().specs()) +
+      Blocks("####", "routes[].", cfg::RouteOptions().specs());
   out += "\n### destinations\n\nA map of names to blocks. `type` is required: one of " +
          KnownDestinationTypes() + ". Every type also takes:\n\n" +
-         Table("destinations.<name>.", cfg::DestinationCommonOptions());
-  out += Variants("####", cfg::DestinationVariants());
+         Table("destinations.<name>.", cfg::DestinationCommonOptions().specs()) +
+         Blocks("####", "destinations.<name>.", cfg::DestinationCommonOptions().specs());
+  out += Variants("####", "destinations.<name>.", cfg::DestinationVariants());
   return out;
 }
 

@@ -117,46 +117,63 @@ ordered_json MaskHeaders(const std::map<std::string, std::string>& headers) {
   return out;
 }
 
-const std::vector<OptionSpec>& AuthTable(const std::string& type) {
-  static const std::vector<OptionSpec> kNone;
-  for (const Variant& v : AdminAuthVariants()) {
-    if (v.type == type) return v.options;
+// A block-valued option's value with its secrets masked; a typed block shows `type` first.
+ordered_json MaskBlock(const BlockSchema& schema, const nlohmann::json& value) {
+  if (schema.variants.empty()) return MaskOptions(value, "", schema.options);
+  const std::string type = value.value("type", std::string());
+  std::vector<OptionSpec> keys = schema.options;
+  for (const BlockVariant& v : schema.variants) {
+    if (v.type == type) keys.insert(keys.end(), v.options.begin(), v.options.end());
   }
-  return kNone;
+  nlohmann::json rest = value;
+  rest.erase("type");
+  ordered_json out;
+  out["type"] = type;
+  ordered_json masked = MaskOptions(rest, "", keys);
+  for (auto it = masked.begin(); it != masked.end(); ++it) out[it.key()] = it.value();
+  return out;
 }
 
-ordered_json Database(const DatabaseConfig& db) {
-  ordered_json o;
-  o["type"] = db.type;
-  o["url"] = MaskUrlCredentials(db.url);
-  if (!db.username.empty()) o["username"] = db.username;
-  if (!db.password.empty()) o["password"] = kMask;
-  o["poolSize"] = db.pool_size;
-  o["connectionTimeoutMs"] = db.connection_timeout_ms;
-  o["startupTimeoutMs"] = db.startup_timeout_ms;
-  o["migrate"] = db.migrate;
-  o["outboxTableName"] = db.outbox_table;
-  const OutboxColumns& c = db.columns;
-  o["columnMapping"]["outbox"] = {
-      {"id", c.id},
-      {"topic", c.topic},
-      {"key", c.key},
-      {"aggregateType", c.aggregate_type},
-      {"payload", c.payload},
-      {"headers", c.headers},
-      {"state", c.state},
-      {"attempt", c.attempt},
-      {"maxAttempts", c.max_attempts},
-      {"scheduledAt", c.scheduled_at},
-      {"createdAt", c.created_at},
-      {"updatedAt", c.updated_at},
-      {"claimedAt", c.claimed_at},
-      {"claimToken", c.claim_token},
-      {"leaseExpiresAt", c.lease_expires_at},
-      {"lastError", c.last_error},
-      {"sequence", c.sequence},
-  };
-  return o;
+void SetDotted(ordered_json& out, const std::string& dotted, ordered_json value) {
+  ordered_json* node = &out;
+  size_t start = 0;
+  for (size_t dot = dotted.find('.'); dot != std::string::npos; dot = dotted.find('.', start)) {
+    node = &(*node)[dotted.substr(start, dot - start)];
+    start = dot + 1;
+  }
+  (*node)[dotted.substr(start)] = std::move(value);
+}
+
+// A bound value as printed: secrets masked, durations as text, URL passwords masked.
+ordered_json Shown(const OptionSpec& spec, const nlohmann::json& v) {
+  switch (spec.type) {
+    case OptionType::kSecret:
+      return MaskSecret(v.get<std::string>());
+    case OptionType::kDuration:
+      return DurationText(v.get<int64_t>());
+    case OptionType::kString:
+      return MaskUrlCredentials(v.get<std::string>());
+    case OptionType::kBlock:
+      return MaskBlock(*spec.block, v);
+    default:
+      return ordered_json::parse(v.dump());
+  }
+}
+
+// The values of `s` in table order, nested by the dotted keys. An unset optional, and an empty
+// text of an option without a default, are left out.
+template <typename S>
+ordered_json RenderRows(const OptionTable<S>& table, const S& s) {
+  ordered_json out = ordered_json::object();
+  for (const Option<S>& row : table.rows()) {
+    nlohmann::json v = row.get(s);
+    if (v.is_null()) continue;
+    if (row.spec.default_value.is_null() && v.is_string() && v.get<std::string>().empty()) {
+      continue;
+    }
+    SetDotted(out, row.spec.key, Shown(row.spec, v));
+  }
+  return out;
 }
 
 }  // namespace
@@ -184,34 +201,11 @@ std::string EmitYaml(const ordered_json& value) {
 
 std::string RenderMasked(const Config& config) {
   using nlohmann::ordered_json;
-  ordered_json root;
-  ordered_json& server = root["server"];
-  server["httpPort"] = config.server.http_port;
-  if (config.server.management_port) server["managementPort"] = *config.server.management_port;
-  server["address"] = config.server.address;
-  root["database"] = cfg::Database(config.database);
-
-  const OutboxConfig& o = config.outbox;
-  root["outbox"] = {{"pollIntervalMs", o.poll_interval_ms},
-                    {"batchSize", o.batch_size},
-                    {"concurrency", o.concurrency},
-                    {"retryBaseDelayMs", o.retry_base_delay_ms},
-                    {"maxAttempts", o.max_attempts},
-                    {"claimTimeoutMs", o.claim_timeout_ms},
-                    {"pendingGaugeIntervalMs", o.pending_gauge_interval_ms},
-                    {"shutdownTimeoutMs", o.shutdown_timeout_ms},
-                    {"notify", {{"enabled", o.notify}}},
-                    {"keyAffinity", {{"enabled", o.key_affinity}}}};
-  root["http"] = {{"maxErrorBodyBytes", config.http.max_error_body_bytes}};
+  ordered_json root = cfg::RenderRows(cfg::RootOptions(), config);
 
   ordered_json routes = ordered_json::array();
   for (const RouteConfig& r : config.routes) {
-    ordered_json item;
-    item["topicPattern"] = r.topic_pattern;
-    item["destination"] = r.destination;
-    if (r.routing_key_template) item["routingKeyTemplate"] = *r.routing_key_template;
-    item["routingKeyMissingFieldDefault"] = r.routing_key_missing_field_default;
-    routes.push_back(std::move(item));
+    routes.push_back(cfg::RenderRows(cfg::RouteOptions(), r));
   }
   root["routes"] = std::move(routes);
 
@@ -228,28 +222,6 @@ std::string RenderMasked(const Config& config) {
   }
   root["destinations"] = std::move(destinations);
 
-  ordered_json& admin = root["admin"];
-  admin["enabled"] = config.admin.enabled;
-  if (config.admin.auth) {
-    ordered_json auth;
-    auth["type"] = config.admin.auth->type;
-    ordered_json opts =
-        cfg::MaskOptions(config.admin.auth->options, "", cfg::AuthTable(config.admin.auth->type));
-    for (auto it = opts.begin(); it != opts.end(); ++it) auth[it.key()] = it.value();
-    admin["auth"] = std::move(auth);
-  }
-  admin["insecure"] = config.admin.insecure;
-  admin["maxPayloadBytes"] = config.admin.max_payload_bytes;
-
-  const RetentionPolicy& p = config.retention.outbox;
-  ordered_json& retention = root["retention"];
-  retention["enabled"] = config.retention.enabled;
-  retention["outbox"]["policy"] = p.policy;
-  if (p.max_age_ms) retention["outbox"]["maxAge"] = cfg::DurationText(*p.max_age_ms);
-  if (p.max_count) retention["outbox"]["maxCount"] = *p.max_count;
-  retention["outbox"]["cleanupInterval"] = cfg::DurationText(p.cleanup_interval_ms);
-  retention["outbox"]["batchSize"] = p.batch_size;
-  root["logging"] = {{"format", config.logging.format}, {"level", config.logging.level}};
   return cfg::EmitYaml(root);
 }
 

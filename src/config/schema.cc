@@ -1,213 +1,202 @@
-// schema.cc: the option tables (QueueBox reference §5.5, §6, §11.1, §12.2, §13.2).
+// schema.cc: the option tables (QueueBox reference §5.5, §6, §11.1, §12.2, §13.2). Each row is
+// the one declaration of its option: key, type, default, range, description and binding.
 #include "config/schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <utility>
 
 #include "destinations/registry.h"
+#include "store/common.h"
 
 namespace queuebox::cfg {
 namespace {
 
-constexpr int64_t kIntMax = INT_MAX;  // int fields of Config
-
-OptionSpec Opt(std::string key, OptionType type, nlohmann::json def, std::string description) {
-  OptionSpec s;
-  s.key = std::move(key);
-  s.type = type;
-  s.default_value = std::move(def);
-  s.description = std::move(description);
-  return s;
-}
-
-OptionSpec Required(std::string key, OptionType type, std::string description) {
-  OptionSpec s = Opt(std::move(key), type, nullptr, std::move(description));
-  s.required = true;
-  return s;
-}
-
-OptionSpec Ranged(OptionSpec s, int64_t min, int64_t max = kIntMax) {
-  s.min = min;
-  s.max = max;
-  return s;
-}
-
-OptionSpec Enum(std::string key, std::vector<std::string> values, nlohmann::json def,
-                std::string description) {
-  OptionSpec s = Opt(std::move(key), OptionType::kEnum, std::move(def), std::move(description));
-  s.enum_values = std::move(values);
-  return s;
-}
-
-std::vector<OptionSpec> DatabaseOptions() {
-  std::vector<OptionSpec> o = {
-      Enum("type", {"postgresql", "sqlite"}, "sqlite",
-           "Database kind. SQLite is the embedded default; PostgreSQL for several replicas"),
-      Required("url", OptionType::kString,
-               "SQLite: a file path. PostgreSQL: a postgresql:// or postgres:// URI, or "
-               "jdbc:postgresql://. Not a secret (no file:); its password is masked in printouts"),
-      Opt("username", OptionType::kString, nullptr, "PostgreSQL role; overrides the URL's user"),
-      Opt("password", OptionType::kSecret, nullptr,
-          "PostgreSQL password; overrides the URL's password"),
-      Ranged(Opt("poolSize", OptionType::kInt, 10, "Connections per replica (PostgreSQL)"), 1),
-      Ranged(Opt("connectionTimeoutMs", OptionType::kMillis, 30000,
-                 "Wait for a free pooled connection"),
-             1, INT64_MAX),
-      Ranged(Opt("startupTimeoutMs", OptionType::kMillis, 60000,
-                 "Wait for the database at start (retried with backoff), then exit"),
-             1, INT64_MAX),
-      Opt("migrate", OptionType::kBool, true,
-          "Apply the bundled migrations at start; must be false with a renamed table or column"),
-      Opt("outboxTableName", OptionType::kString, "outbox", "Name of the outbox table"),
+OptionTable<ServerConfig> ServerOptions() {
+  using S = ServerConfig;
+  return {
+      opt::Int("httpPort", &S::http_port, 8080, "Port of the data HTTP server").Range(1, 65535),
+      opt::Int("managementPort", &S::management_port, nullptr,
+               "Moves /health*, /metrics and /admin/* to this port; must differ from httpPort")
+          .Range(1, 65535),
+      opt::Text("address", &S::address, "127.0.0.1", "Interface the servers bind to"),
   };
-  const std::pair<const char*, const char*> columns[] = {
-      {"id", "id"},
-      {"topic", "topic"},
-      {"key", "key"},
-      {"aggregateType", "aggregate_type"},
-      {"payload", "payload"},
-      {"headers", "headers"},
-      {"state", "state"},
-      {"attempt", "attempt"},
-      {"maxAttempts", "max_attempts"},
-      {"scheduledAt", "scheduled_at"},
-      {"createdAt", "created_at"},
-      {"updatedAt", "updated_at"},
-      {"claimedAt", "claimed_at"},
-      {"claimToken", "claim_token"},
-      {"leaseExpiresAt", "lease_expires_at"},
-      {"lastError", "last_error"},
-      {"sequence", "sequence"},
-  };
-  for (const auto& [key, column] : columns) {
-    o.push_back(Opt(std::string("columnMapping.outbox.") + key, OptionType::kString, column,
-                    "Column name in the outbox table"));
+}
+
+// database.columnMapping.outbox.<setting>: one row per column of the store's column list.
+OptionTable<OutboxColumns> OutboxColumnOptions() {
+  OptionTable<OutboxColumns> t;
+  for (const store::OutboxColumnField& f : store::OutboxColumnFields()) {
+    t.Add(opt::Text(f.setting, f.member, f.name, "Column name in the outbox table").Identifier());
   }
-  return o;
+  return t;
+}
+
+OptionTable<DatabaseConfig> DatabaseOptions() {
+  using S = DatabaseConfig;
+  OptionTable<S> t = {
+      opt::Choice("type", &S::type, {"postgresql", "sqlite"}, "sqlite",
+                  "Database kind. SQLite is the embedded default; PostgreSQL for several replicas"),
+      opt::Text("url", &S::url, nullptr,
+                "SQLite: a file path. PostgreSQL: a postgresql:// or postgres:// URI, or "
+                "jdbc:postgresql://. Not a secret (no file:); its password is masked in printouts")
+          .Required(),
+      opt::Text("username", &S::username, nullptr, "PostgreSQL role; overrides the URL's user"),
+      opt::Secret("password", &S::password, "PostgreSQL password; overrides the URL's password"),
+      opt::Int("poolSize", &S::pool_size, 10, "Connections per replica (PostgreSQL)").Min(1),
+      opt::Millis("connectionTimeoutMs", &S::connection_timeout_ms, 30000,
+                  "Wait for a free pooled connection")
+          .Min(1),
+      opt::Millis("startupTimeoutMs", &S::startup_timeout_ms, 60000,
+                  "Wait for the database at start (retried with backoff), then exit")
+          .Min(1),
+      opt::Flag("migrate", &S::migrate, true,
+                "Apply the bundled migrations at start; must be false with a renamed table or "
+                "column"),
+      opt::Text("outboxTableName", &S::outbox_table, "outbox", "Name of the outbox table")
+          .Identifier(),
+  };
+  t.Nest("columnMapping.outbox", &S::columns, OutboxColumnOptions());
+  return t;
+}
+
+OptionTable<OutboxConfig> OutboxOptions() {
+  using S = OutboxConfig;
+  return {
+      opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
+                  "Wait between claims when the last claim found nothing")
+          .Min(1),
+      opt::Int("batchSize", &S::batch_size, 100, "Rows claimed per claim").Min(1),
+      opt::Int("concurrency", &S::concurrency, 8, "Messages in flight per replica").Min(1),
+      opt::Millis("retryBaseDelayMs", &S::retry_base_delay_ms, 1000,
+                  "Backoff base: base x 2^attempt plus up to 25% jitter, at most 60 s")
+          .Min(0),
+      opt::Int("maxAttempts", &S::max_attempts, 5, "max_attempts stamped on rows QueueBox creates")
+          .Min(1),
+      opt::Millis("claimTimeoutMs", &S::claim_timeout_ms, 300000,
+                  "Lease of a claim; renewed every third of it while in flight")
+          .Min(1),
+      opt::Millis("pendingGaugeIntervalMs", &S::pending_gauge_interval_ms, 5000,
+                  "Minimum interval between pending-gauge queries")
+          .Min(0),
+      opt::Millis("shutdownTimeoutMs", &S::shutdown_timeout_ms, 30000,
+                  "Wait for in-flight messages at shutdown")
+          .Min(1),
+      opt::Flag("notify.enabled", &S::notify, false,
+                "Wake up on PostgreSQL LISTEN/NOTIFY; polling stays the source of truth"),
+      opt::Flag("keyAffinity.enabled", &S::key_affinity, true,
+                "PostgreSQL: replicas split the keys between them (a heartbeat in "
+                "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
+                "replica claims every key"),
+  };
+}
+
+OptionTable<HttpConfig> HttpOptions() {
+  return {
+      opt::Int("maxErrorBodyBytes", &HttpConfig::max_error_body_bytes, 2048,
+               "Bytes of a failed response body kept in last_error (redacted)")
+          .Min(1),
+  };
+}
+
+OptionTable<AdminConfig> AdminOptions() {
+  using S = AdminConfig;
+  return {
+      opt::Flag("enabled", &S::enabled, false, "Register the /admin/* routes"),
+      opt::TypedBlock("auth", &S::auth, AdminAuthVariants(),
+                      "Authentication of the admin routes (described below)"),
+      opt::Flag("insecure", &S::insecure, false,
+                "Allow admin routes without auth (a local test only)"),
+      opt::Int("maxPayloadBytes", &S::max_payload_bytes, 65536,
+               "Largest admin request body; larger gets 413")
+          .Range(1, INT_MAX),
+  };
+}
+
+// retention.outbox (and, with the inbox, retention.inbox).
+OptionTable<RetentionPolicy> RetentionPolicyOptions() {
+  using S = RetentionPolicy;
+  return {
+      opt::Choice("policy", &S::policy, {"AGE", "COUNT", "DISABLED"}, "DISABLED",
+                  "AGE deletes rows older than maxAge; COUNT keeps the maxCount newest per state"),
+      opt::Duration("maxAge", &S::max_age_ms, nullptr,
+                    "Age (from updated_at) after which sent/dead rows go; required by AGE"),
+      opt::Int("maxCount", &S::max_count, nullptr,
+               "Rows kept per state (sent, dead); required by COUNT")
+          .Min(1),
+      opt::Duration("cleanupInterval", &S::cleanup_interval_ms, "1h", "Wait between runs"),
+      opt::Int("batchSize", &S::batch_size, 1000, "Rows deleted per statement").Min(1),
+  };
+}
+
+OptionTable<RetentionConfig> RetentionOptions() {
+  OptionTable<RetentionConfig> t = {
+      opt::Flag("enabled", &RetentionConfig::enabled, false, "Run the retention loop"),
+  };
+  t.Nest("outbox", &RetentionConfig::outbox, RetentionPolicyOptions());
+  return t;
+}
+
+OptionTable<LoggingConfig> LoggingOptions() {
+  using S = LoggingConfig;
+  return {
+      opt::Choice("format", &S::format, {"json", "text"}, "json",
+                  "One JSON object per line, or plain text"),
+      opt::Choice("level", &S::level, {"debug", "info", "warn", "error"}, "info",
+                  "Lowest level written"),
+  };
+}
+
+// A section whose rows bind into the Config member `member`.
+template <typename T>
+Section MakeSection(std::string name, std::string summary, T Config::*member,
+                    const OptionTable<T>& rows) {
+  Section s{std::move(name), std::move(summary), {}};
+  s.options.Nest("", member, rows);
+  return s;
 }
 
 std::vector<Section> BuildSections() {
-  return {
-      {"server",
-       "The HTTP servers of the relay (health, metrics, admin routes).",
-       {
-           Ranged(Opt("httpPort", OptionType::kInt, 8080, "Port of the data HTTP server"), 1,
-                  65535),
-           Ranged(Opt("managementPort", OptionType::kInt, nullptr,
-                      "Moves /health*, /metrics and /admin/* to this port; must differ from "
-                      "httpPort"),
-                  1, 65535),
-           Opt("address", OptionType::kString, "127.0.0.1", "Interface the servers bind to"),
-       }},
-      {"database", "Where the outbox table lives.", DatabaseOptions()},
-      {"outbox",
-       "The relay loop: claiming, retrying and stopping.",
-       {
-           Ranged(Opt("pollIntervalMs", OptionType::kMillis, 100,
-                      "Wait between claims when the last claim found nothing"),
-                  1, INT64_MAX),
-           Ranged(Opt("batchSize", OptionType::kInt, 100, "Rows claimed per claim"), 1),
-           Ranged(Opt("concurrency", OptionType::kInt, 8, "Messages in flight per replica"), 1),
-           Ranged(Opt("retryBaseDelayMs", OptionType::kMillis, 1000,
-                      "Backoff base: base x 2^attempt plus up to 25% jitter, at most 60 s"),
-                  0, INT64_MAX),
-           Ranged(Opt("maxAttempts", OptionType::kInt, 5,
-                      "max_attempts stamped on rows QueueBox creates"),
-                  1),
-           Ranged(Opt("claimTimeoutMs", OptionType::kMillis, 300000,
-                      "Lease of a claim; renewed every third of it while in flight"),
-                  1, INT64_MAX),
-           Ranged(Opt("pendingGaugeIntervalMs", OptionType::kMillis, 5000,
-                      "Minimum interval between pending-gauge queries"),
-                  0, INT64_MAX),
-           Ranged(Opt("shutdownTimeoutMs", OptionType::kMillis, 30000,
-                      "Wait for in-flight messages at shutdown"),
-                  1, INT64_MAX),
-           Opt("notify.enabled", OptionType::kBool, false,
-               "Wake up on PostgreSQL LISTEN/NOTIFY; polling stays the source of truth"),
-           Opt("keyAffinity.enabled", OptionType::kBool, true,
-               "PostgreSQL: replicas split the keys between them (a heartbeat in "
-               "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
-               "replica claims every key"),
-       }},
-      {"http",
-       "Settings shared by HTTP destinations.",
-       {
-           Ranged(Opt("maxErrorBodyBytes", OptionType::kInt, 2048,
-                      "Bytes of a failed response body kept in last_error (redacted)"),
-                  1),
-       }},
-      {"admin",
-       "The admin routes (replay). `admin.auth` is described below.",
-       {
-           Opt("enabled", OptionType::kBool, false, "Register the /admin/* routes"),
-           Opt("insecure", OptionType::kBool, false,
-               "Allow admin routes without auth (a local test only)"),
-           Ranged(Opt("maxPayloadBytes", OptionType::kInt, 65536,
-                      "Largest admin request body; larger gets 413"),
-                  1),
-       }},
-      {"retention",
-       "Deletion of old sent and dead outbox rows.",
-       {
-           Opt("enabled", OptionType::kBool, false, "Run the retention loop"),
-           Enum("outbox.policy", {"AGE", "COUNT", "DISABLED"}, "DISABLED",
-                "AGE deletes rows older than maxAge; COUNT keeps the maxCount newest per state"),
-           Opt("outbox.maxAge", OptionType::kDuration, nullptr,
-               "Age (from updated_at) after which sent/dead rows go; required by AGE"),
-           Ranged(Opt("outbox.maxCount", OptionType::kInt, nullptr,
-                      "Rows kept per state (sent, dead); required by COUNT"),
-                  1, INT64_MAX),
-           Opt("outbox.cleanupInterval", OptionType::kDuration, "1h", "Wait between runs"),
-           Ranged(Opt("outbox.batchSize", OptionType::kInt, 1000, "Rows deleted per statement"), 1),
-       }},
-      {"logging",
-       "Log lines on standard output.",
-       {
-           Enum("format", {"json", "text"}, "json", "One JSON object per line, or plain text"),
-           Enum("level", {"debug", "info", "warn", "error"}, "info", "Lowest level written"),
-       }},
-  };
+  std::vector<Section> out;
+  out.push_back(MakeSection("server",
+                            "The HTTP servers of the relay (health, metrics, admin routes).",
+                            &Config::server, ServerOptions()));
+  out.push_back(MakeSection("database", "Where the outbox table lives.", &Config::database,
+                            DatabaseOptions()));
+  out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
+                            &Config::outbox, OutboxOptions()));
+  out.push_back(
+      MakeSection("http", "Settings shared by HTTP destinations.", &Config::http, HttpOptions()));
+  out.push_back(MakeSection("admin", "The admin routes (replay). `admin.auth` is described below.",
+                            &Config::admin, AdminOptions()));
+  out.push_back(MakeSection("retention", "Deletion of old sent and dead outbox rows.",
+                            &Config::retention, RetentionOptions()));
+  out.push_back(
+      MakeSection("logging", "Log lines on standard output.", &Config::logging, LoggingOptions()));
+  return out;
 }
 
 std::vector<Variant> BuildAuthVariants() {
-  Variant bearer{
-      "bearer",
-      {Required("token", OptionType::kSecret, "Expected token of `Authorization: Bearer <token>`")},
-      nullptr};
-  Variant api_key{"api-key",
-                  {Required("key", OptionType::kSecret, "Expected API key"),
-                   Opt("headerName", OptionType::kString, "X-API-Key", "Header carrying the key")},
-                  nullptr};
-  Variant hmac{
-      "hmac",
-      {
-          Required("secret", OptionType::kSecret, "HMAC key (UTF-8)"),
-          Opt("headerName", OptionType::kString, "X-Signature", "Header carrying the signature"),
-          Enum("algorithm", {"HmacSHA256", "HmacSHA512"}, "HmacSHA256", "HMAC hash"),
-          Opt("signaturePrefix", OptionType::kString,
-              "sha256=", "Text before the lowercase hex signature; may be empty"),
-          Opt("timestampHeader", OptionType::kString, nullptr,
-              "Header with the request time in Unix milliseconds; checked when set"),
-          Ranged(Opt("timestampTolerance", OptionType::kMillis, 300000,
-                     "Largest accepted distance between the timestamp and now"),
-                 0, INT64_MAX),
-          Enum("signaturePayloadFormat",
-               {"BODY", "TIMESTAMP_DOT_BODY", "body", "timestamp-dot-body"}, nullptr,
-               "What is signed: the body, or `<timestamp>.<body>`. Default TIMESTAMP_DOT_BODY "
-               "when timestampHeader is set, else BODY"),
-      },
-      [](const nlohmann::json& block) {
-        std::vector<std::string> problems;
-        std::string format = block.value("signaturePayloadFormat", std::string());
-        if ((format == "TIMESTAMP_DOT_BODY" || format == "timestamp-dot-body") &&
-            !block.contains("timestampHeader")) {
-          problems.push_back("signaturePayloadFormat: " + format +
-                             " needs timestampHeader; set timestampHeader or use BODY");
-        }
-        return problems;
-      }};
+  Variant bearer{"bearer", BearerAuthOptions().specs(), nullptr, nullptr};
+  Variant api_key{"api-key", ApiKeyAuthOptions().specs(), nullptr, nullptr};
+  Variant hmac{"hmac", HmacAuthOptions().specs(), nullptr, nullptr};
+  hmac.validate = [](const nlohmann::json& block) {
+    std::vector<std::string> problems;
+    std::string format = block.value("signaturePayloadFormat", std::string());
+    if ((format == "TIMESTAMP_DOT_BODY" || format == "timestamp-dot-body") &&
+        !block.contains("timestampHeader")) {
+      problems.push_back("signaturePayloadFormat: " + format +
+                         " needs timestampHeader; set timestampHeader or use BODY");
+    }
+    return problems;
+  };
+  // One spelling for consumers and the printout: BODY or TIMESTAMP_DOT_BODY.
+  hmac.complete = [](nlohmann::json& block) {
+    HmacAuthSettings settings;
+    HmacAuthOptions().Assign(block, settings);
+    block["signaturePayloadFormat"] = PayloadFormatOf(settings);
+  };
   return {api_key, bearer, hmac};
 }
 
@@ -223,44 +212,43 @@ const std::vector<Section>& RootSections() {
   return *sections;
 }
 
-const std::vector<OptionSpec>& RootTable() {
-  static const std::vector<OptionSpec>* const table = [] {
-    auto* t = new std::vector<OptionSpec>();
-    for (const Section& s : RootSections()) {
-      for (OptionSpec o : s.options) {
-        o.key = s.name + "." + o.key;
-        t->push_back(std::move(o));
-      }
-    }
+const OptionTable<Config>& RootOptions() {
+  static const OptionTable<Config>* const table = [] {
+    auto* t = new OptionTable<Config>();
+    for (const Section& s : RootSections()) t->Append(s.name, s.options);
     return t;
   }();
   return *table;
 }
 
+const std::vector<OptionSpec>& RootTable() { return RootOptions().specs(); }
+
 const std::vector<std::string>& ReservedRootKeys() {
   static const std::vector<std::string>* const keys =
-      new std::vector<std::string>{"routes", "destinations", "admin.auth"};
+      new std::vector<std::string>{"routes", "destinations"};
   return *keys;
 }
 
-const std::vector<OptionSpec>& RouteOptions() {
-  static const std::vector<OptionSpec>* const table = new std::vector<OptionSpec>{
-      Required("topicPattern", OptionType::kString,
-               "Glob on the whole topic: `*` one segment without a dot, `**` any text; not "
-               "blank, no `***`"),
-      Required("destination", OptionType::kString, "Name of a destination"),
-      Opt("routingKeyTemplate", OptionType::kString, nullptr,
-          "RabbitMQ routing key / Kafka record key, e.g. `{{ topic }}`"),
-      Opt("routingKeyMissingFieldDefault", OptionType::kString, "",
-          "Rendered for a placeholder whose value is missing"),
+const OptionTable<RouteConfig>& RouteOptions() {
+  using S = RouteConfig;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Text("topicPattern", &S::topic_pattern, nullptr,
+                "Glob on the whole topic: `*` one segment without a dot, `**` any text; not "
+                "blank, no `***`")
+          .Required(),
+      opt::Text("destination", &S::destination, nullptr, "Name of a destination").Required(),
+      opt::Text("routingKeyTemplate", &S::routing_key_template, nullptr,
+                "RabbitMQ routing key / Kafka record key, e.g. `{{ topic }}`"),
+      opt::Text("routingKeyMissingFieldDefault", &S::routing_key_missing_field_default, "",
+                "Rendered for a placeholder whose value is missing"),
   };
   return *table;
 }
 
-const std::vector<OptionSpec>& DestinationCommonOptions() {
-  static const std::vector<OptionSpec>* const table = new std::vector<OptionSpec>{
-      Opt("headers", OptionType::kStringMap, nlohmann::json::object(),
-          "Static headers on every message; a row header of the same name wins"),
+const OptionTable<DestinationConfig>& DestinationCommonOptions() {
+  static const OptionTable<DestinationConfig>* const table = new OptionTable<DestinationConfig>{
+      opt::TextMap("headers", &DestinationConfig::headers,
+                   "Static headers on every message; a row header of the same name wins"),
   };
   return *table;
 }
@@ -269,11 +257,64 @@ const std::vector<Variant>& DestinationVariants() {
   static const std::vector<Variant>* const variants = [] {
     auto* v = new std::vector<Variant>();
     for (const DestinationType& t : BuiltinDestinationTypes()) {
-      v->push_back(Variant{t.type, t.options, t.validate});
+      v->push_back(Variant{t.type, t.options, t.validate, nullptr});
     }
     return v;
   }();
   return *variants;
+}
+
+const std::vector<std::string>& HmacAlgorithms() {
+  static const std::vector<std::string>* const names =
+      new std::vector<std::string>{"HmacSHA256", "HmacSHA1", "HmacSHA512"};
+  return *names;
+}
+
+const OptionTable<BearerAuthSettings>& BearerAuthOptions() {
+  static const OptionTable<BearerAuthSettings>* const table = new OptionTable<BearerAuthSettings>{
+      opt::Secret("token", &BearerAuthSettings::token,
+                  "Expected token of `Authorization: Bearer <token>`")
+          .Required(),
+  };
+  return *table;
+}
+
+const OptionTable<ApiKeyAuthSettings>& ApiKeyAuthOptions() {
+  using S = ApiKeyAuthSettings;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Secret("key", &S::key, "Expected API key").Required(),
+      opt::Text("headerName", &S::header_name, "X-API-Key", "Header carrying the key"),
+  };
+  return *table;
+}
+
+const OptionTable<HmacAuthSettings>& HmacAuthOptions() {
+  using S = HmacAuthSettings;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Secret("secret", &S::secret, "HMAC key (UTF-8)").Required(),
+      opt::Text("headerName", &S::header_name, "X-Signature", "Header carrying the signature"),
+      opt::Choice("algorithm", &S::algorithm, HmacAlgorithms(), "HmacSHA256", "HMAC hash"),
+      opt::Text("signaturePrefix", &S::signature_prefix,
+                "sha256=", "Text before the lowercase hex signature; may be empty"),
+      opt::Text("timestampHeader", &S::timestamp_header, nullptr,
+                "Header with the request time in Unix milliseconds; checked when set"),
+      opt::Millis("timestampTolerance", &S::timestamp_tolerance_ms, 300000,
+                  "Largest accepted distance between the timestamp and now")
+          .Min(0),
+      opt::Choice("signaturePayloadFormat", &S::signature_payload_format,
+                  {"BODY", "TIMESTAMP_DOT_BODY", "body", "timestamp-dot-body"}, nullptr,
+                  "What is signed: the body, or `<timestamp>.<body>`. Default TIMESTAMP_DOT_BODY "
+                  "when timestampHeader is set, else BODY"),
+  };
+  return *table;
+}
+
+std::string PayloadFormatOf(const HmacAuthSettings& hmac) {
+  std::string format =
+      hmac.signature_payload_format.value_or(hmac.timestamp_header ? "TIMESTAMP_DOT_BODY" : "BODY");
+  for (char& c : format)
+    c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return format == "BODY" || format == "TIMESTAMP_DOT_BODY" ? format : "";
 }
 
 const std::vector<Variant>& AdminAuthVariants() {
@@ -281,18 +322,15 @@ const std::vector<Variant>& AdminAuthVariants() {
   return *variants;
 }
 
-std::string KnownAuthTypes() {
+std::string KnownTypes(const std::vector<Variant>& variants) {
   std::vector<std::string> names;
-  for (const Variant& v : AdminAuthVariants()) names.push_back(v.type);
+  for (const Variant& v : variants) names.push_back(v.type);
   std::sort(names.begin(), names.end());
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
-bool IsIdentifierKey(const std::string& root_key) {
-  return root_key == "database.outboxTableName" ||
-         root_key.rfind("database.columnMapping.", 0) == 0;
-}
+std::string KnownAuthTypes() { return KnownTypes(AdminAuthVariants()); }
 
 }  // namespace queuebox::cfg

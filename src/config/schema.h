@@ -1,6 +1,8 @@
-// schema.h: the declarative option tables of the QueueBox C++ configuration (architecture §7
-// rule 4; QueueBox reference §12.2). One table per section drives parsing, defaults, validation,
-// environment-variable names, error messages and docs/configuration.md.
+// schema.h: the option tables of the QueueBox C++ configuration (QueueBox reference §12.2). Each
+// row declares one option and binds it into its struct (include/queuebox/options.h); the tables
+// drive validation, binding, environment-variable names, error messages, the masked printout
+// and docs/configuration.md. Destination types bring their own tables
+// (src/destinations/registry.h).
 //
 // Keys inside a table may be dotted ("notify.enabled", "columnMapping.outbox.id"): the nested
 // YAML blocks are walked against those components.
@@ -11,46 +13,56 @@
 #include <string>
 #include <vector>
 
+#include "queuebox/config.h"
 #include "queuebox/options.h"
 
 namespace queuebox::cfg {
 
 // A fixed section of the root: server, database, outbox, http, admin, retention, logging.
 struct Section {
-  std::string name;                 // root key
-  std::string summary;              // one paragraph for the docs
-  std::vector<OptionSpec> options;  // keys relative to the section
+  std::string name;             // root key
+  std::string summary;          // one paragraph for the docs
+  OptionTable<Config> options;  // keys relative to the section
 };
 
-// A block whose keys depend on its `type` (destinations.<name>, admin.auth).
-struct Variant {
-  std::string type;
-  std::vector<OptionSpec> options;  // keys besides `type` (and the common keys)
-  BlockValidator validate;          // may be empty
-};
+// One type of a block whose keys depend on its `type` (destinations.<name>, admin.auth).
+using Variant = BlockVariant;
+
+// "a, b, c": the sorted type names of `variants`, for messages.
+std::string KnownTypes(const std::vector<Variant>& variants);
 
 // The root sections, in document order.
 const std::vector<Section>& RootSections();
-// Every key of the root sections prefixed with its section ("outbox.batchSize").
+// Every key of the root sections prefixed with its section ("outbox.batchSize"), bound into
+// Config.
+const OptionTable<Config>& RootOptions();
+// RootOptions().specs().
 const std::vector<OptionSpec>& RootTable();
-// Root keys validated by their own code (not in RootTable): routes, destinations, admin.auth.
+// Root keys validated by their own code (not in RootTable): routes, destinations.
 const std::vector<std::string>& ReservedRootKeys();
 
 // One item of `routes`.
-const std::vector<OptionSpec>& RouteOptions();
+const OptionTable<RouteConfig>& RouteOptions();
 
 // Keys every destination takes besides its type's keys: `headers`.
-const std::vector<OptionSpec>& DestinationCommonOptions();
+const OptionTable<DestinationConfig>& DestinationCommonOptions();
 // The built-in destination types (src/destinations/registry.h) as variants, registry order.
 const std::vector<Variant>& DestinationVariants();
 
-// admin.auth types: bearer, api-key, hmac (the source auth block of QueueBox §11.1).
+// admin.auth types (the source auth block of QueueBox §11.1), bound into their settings.
+const OptionTable<BearerAuthSettings>& BearerAuthOptions();
+const OptionTable<ApiKeyAuthSettings>& ApiKeyAuthOptions();
+const OptionTable<HmacAuthSettings>& HmacAuthOptions();
+// The three as variants: api-key, bearer, hmac.
 const std::vector<Variant>& AdminAuthVariants();
 // "api-key, bearer, hmac": the known auth types for messages.
 std::string KnownAuthTypes();
-
-// The root keys that hold SQL identifiers (`^[a-zA-Z_][a-zA-Z0-9_]*$`).
-bool IsIdentifierKey(const std::string& root_key);
+// The values of hmac `algorithm`: HmacSHA256 (default), HmacSHA1, HmacSHA512.
+const std::vector<std::string>& HmacAlgorithms();
+// What an hmac block signs: "BODY" or "TIMESTAMP_DOT_BODY" (signaturePayloadFormat in any case,
+// with - or _; unset: TIMESTAMP_DOT_BODY when timestampHeader is set, else BODY). "" for another
+// value.
+std::string PayloadFormatOf(const HmacAuthSettings& hmac);
 
 // The admin guard message (QueueBox reference §13.2).
 extern const char kAdminGuardMessage[];

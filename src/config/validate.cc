@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -332,6 +333,13 @@ void SetDotted(json& out, const std::string& dotted, json value) {
 
 }  // namespace
 
+namespace {
+std::optional<json> CheckBlock(const json& value, const OptionSpec& spec, const std::string& path,
+                               Diagnostics& d);
+void RunBlockValidator(const BlockValidator& validate, const json& block, const std::string& path,
+                       Diagnostics& d);
+}  // namespace
+
 std::optional<json> ValidateValue(const json& value, const OptionSpec& spec,
                                   const std::string& path, Diagnostics& d) {
   switch (spec.type) {
@@ -340,6 +348,12 @@ std::optional<json> ValidateValue(const json& value, const OptionSpec& spec,
       if (!s) {
         d.Add(path,
               "must be a text value, not a " + std::string(value.is_array() ? "list" : "block"));
+        return std::nullopt;
+      }
+      static const std::regex kIdentifier("^[a-zA-Z_][a-zA-Z0-9_]*$");
+      if (spec.identifier && !std::regex_match(*s, kIdentifier)) {
+        d.Add(path, "must be a SQL identifier (a letter or _, then letters, digits or _), got '" +
+                        *s + "'");
         return std::nullopt;
       }
       return json(*s);
@@ -361,6 +375,8 @@ std::optional<json> ValidateValue(const json& value, const OptionSpec& spec,
       return CheckStringList(value, path, d);
     case OptionType::kAny:
       return value;
+    case OptionType::kBlock:
+      return CheckBlock(value, spec, path, d);
   }
   return value;
 }
@@ -475,24 +491,51 @@ std::optional<VariantResult> ValidateVariant(const json& block,
   };
   const size_t before = d.size();
   json out = ValidateTable(block, table, rules, path, d);
-  if (d.size() == before && variant->validate) {
-    std::vector<std::string> problems;
-    try {
-      problems = variant->validate(out);
-    } catch (const std::exception&) {
-      problems = {"the block could not be checked"};
-    }
-    for (const std::string& p : problems) {
-      size_t colon = p.find(": ");
-      if (colon == std::string::npos) {
-        d.Add(path, p);
-      } else {
-        d.Add(JoinPath(path, p.substr(0, colon)), p.substr(colon + 2));
-      }
-    }
-  }
+  if (d.size() == before && variant->validate) RunBlockValidator(variant->validate, out, path, d);
+  if (d.size() == before && variant->complete) variant->complete(out);
   if (d.size() != before) return std::nullopt;
   return VariantResult{type, std::move(out)};
 }
+
+namespace {
+
+// Runs `validate` on a block that had no other problem; its "key: reason" problems are added
+// under `path`.
+void RunBlockValidator(const BlockValidator& validate, const json& block, const std::string& path,
+                       Diagnostics& d) {
+  std::vector<std::string> problems;
+  try {
+    problems = validate(block);
+  } catch (const std::exception&) {
+    problems = {"the block could not be checked"};
+  }
+  for (const std::string& p : problems) {
+    size_t colon = p.find(": ");
+    if (colon == std::string::npos) {
+      d.Add(path, p);
+    } else {
+      d.Add(JoinPath(path, p.substr(0, colon)), p.substr(colon + 2));
+    }
+  }
+}
+
+std::optional<json> CheckBlock(const json& value, const OptionSpec& spec, const std::string& path,
+                               Diagnostics& d) {
+  const BlockSchema& schema = *spec.block;
+  if (!schema.variants.empty()) {
+    std::optional<VariantResult> v = ValidateVariant(value, schema.variants, schema.options,
+                                                     KnownTypes(schema.variants), path, d);
+    if (!v) return std::nullopt;
+    v->block["type"] = v->type;
+    return std::move(v->block);
+  }
+  const size_t before = d.size();
+  json out = ValidateTable(value, schema.options, {}, path, d);
+  if (d.size() == before && schema.validate) RunBlockValidator(schema.validate, out, path, d);
+  if (d.size() != before) return std::nullopt;
+  return out;
+}
+
+}  // namespace
 
 }  // namespace queuebox::cfg

@@ -55,27 +55,6 @@ void ValidateAddressKeys(const nlohmann::json& block, std::string_view field,
   }
 }
 
-std::vector<OptionSpec> AddressOptionSpecs(std::string_view field, std::string_view from_key,
-                                           std::string_view what) {
-  OptionSpec tmpl{.key = std::string(field),
-                  .type = OptionType::kString,
-                  .default_value = nullptr,
-                  .required = true,
-                  .enum_values = {},
-                  .description = std::string(what) +
-                                 ": a literal or a template with {{ topic }}, {{ key }}, "
-                                 "{{ aggregateType }}, {{ payload.a.b }}, {{ data.a.b }}"};
-  OptionSpec from{.key = std::string(from_key),
-                  .type = OptionType::kEnum,
-                  .default_value = nullptr,
-                  .enum_values = AddressFromColumns(),
-                  .description = "Take the " + std::string(field) +
-                                 " from this row column (aggregate_type, topic or key); wins "
-                                 "over " +
-                                 std::string(field)};
-  return {tmpl, from};
-}
-
 Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& static_headers,
                                    std::string_view row_headers) {
   HeaderList out(static_headers.begin(), static_headers.end());

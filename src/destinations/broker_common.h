@@ -58,9 +58,21 @@ class AddressSpec {
 void ValidateAddressKeys(const nlohmann::json& block, std::string_view field,
                          std::string_view from_key, std::vector<std::string>* problems);
 
-// The option specs of an address key (required template) and its *From key (enum of columns).
-std::vector<OptionSpec> AddressOptionSpecs(std::string_view field, std::string_view from_key,
-                                           std::string_view what);
+// The options of an address key (a required template bound to `tmpl`) and its *From key (one of
+// AddressFromColumns(), bound to `from`), e.g. ("topic", "topicFrom", "Kafka topic").
+template <typename S>
+void AddAddressOptions(OptionTable<S>& table, const std::string& field, const std::string& from_key,
+                       const std::string& what, std::string S::*tmpl,
+                       std::optional<std::string> S::*from) {
+  table.Add(opt::Text(field, tmpl, nullptr,
+                      what + ": a literal or a template with {{ topic }}, {{ key }}, "
+                             "{{ aggregateType }}, {{ payload.a.b }}, {{ data.a.b }}")
+                .Required());
+  table.Add(opt::Choice(from_key, from, AddressFromColumns(), nullptr,
+                        "Take the " + field +
+                            " from this row column (aggregate_type, topic or key); wins over " +
+                            field));
+}
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 

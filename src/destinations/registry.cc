@@ -8,19 +8,14 @@
 
 // Broker types are compiled in only when their CMake option is on (QB_WITH_<TYPE>); each brings
 // <Broker>DestinationType() from src/destinations/<broker>/<broker>_destination.h.
-// BROKERS: the __has_include guards only keep this file building until those headers land; once
-// they exist the guards may be reduced to the plain #ifdef.
-#if defined(QB_WITH_KAFKA) && __has_include("destinations/kafka/kafka_destination.h")
+#ifdef QB_WITH_KAFKA
 #include "destinations/kafka/kafka_destination.h"
-#define QB_REGISTER_KAFKA 1
 #endif
-#if defined(QB_WITH_RABBITMQ) && __has_include("destinations/rabbitmq/rabbitmq_destination.h")
+#ifdef QB_WITH_RABBITMQ
 #include "destinations/rabbitmq/rabbitmq_destination.h"
-#define QB_REGISTER_RABBITMQ 1
 #endif
-#if defined(QB_WITH_NATS) && __has_include("destinations/nats/nats_destination.h")
+#ifdef QB_WITH_NATS
 #include "destinations/nats/nats_destination.h"
-#define QB_REGISTER_NATS 1
 #endif
 
 namespace queuebox {
@@ -30,13 +25,13 @@ const std::vector<DestinationType>& BuiltinDestinationTypes() {
     auto* list = new std::vector<DestinationType>();
     list->push_back(FileDestinationType());
     list->push_back(HttpDestinationType());
-#ifdef QB_REGISTER_KAFKA  // KafkaDestinationType(): src/destinations/kafka
+#ifdef QB_WITH_KAFKA
     list->push_back(KafkaDestinationType());
 #endif
-#ifdef QB_REGISTER_NATS  // NatsDestinationType(): src/destinations/nats
+#ifdef QB_WITH_NATS
     list->push_back(NatsDestinationType());
 #endif
-#ifdef QB_REGISTER_RABBITMQ  // RabbitMqDestinationType(): src/destinations/rabbitmq
+#ifdef QB_WITH_RABBITMQ
     list->push_back(RabbitMqDestinationType());
 #endif
     return list;

@@ -29,10 +29,38 @@ struct DestinationType {
   std::string type;                 // "http", "file", "kafka", "rabbitmq", "nats"
   std::vector<OptionSpec> options;  // keys of the block besides `type` and `headers`
   BlockValidator validate;          // cross-key checks; may be empty
+  // Each option's value in a default-constructed settings struct, by key (the defaults test).
+  nlohmann::json settings_defaults = nlohmann::json::object();
   std::function<Result<std::unique_ptr<Destination>>(const DestinationConfig&,
                                                      const DestinationContext&)>
       create;
 };
+
+// A type whose options bind into `Settings` (which has a `name`): the factory receives the
+// settings with `name` and every option of the block set, and adds what is not in the block
+// (headers, context).
+template <typename Settings>
+using SettingsFactory = std::function<Result<std::unique_ptr<Destination>>(
+    Settings, const DestinationConfig&, const DestinationContext&)>;
+
+template <typename Settings>
+DestinationType MakeDestinationType(std::string type, const OptionTable<Settings>& options,
+                                    BlockValidator validate, SettingsFactory<Settings> create) {
+  DestinationType t;
+  t.type = std::move(type);
+  t.options = options.specs();
+  t.validate = std::move(validate);
+  t.settings_defaults = options.StructDefaults();
+  t.create = [options, create = std::move(create)](
+                 const DestinationConfig& config,
+                 const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+    Settings s;
+    s.name = config.name;
+    QB_RETURN_IF_ERROR(options.Bind(config.options, s, "destinations." + config.name));
+    return create(std::move(s), config, context);
+  };
+  return t;
+}
 
 // Built-in types, in a fixed order (the order of "known types" in messages).
 const std::vector<DestinationType>& BuiltinDestinationTypes();

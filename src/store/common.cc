@@ -8,14 +8,7 @@
 namespace queuebox::store {
 namespace {
 
-// (logical name, setting key, member) for every outbox column.
-struct ColumnField {
-  const char* name;     // placeholder and default column name
-  const char* setting;  // database.columnMapping.outbox.<setting>
-  std::string OutboxColumns::*member;
-};
-
-constexpr ColumnField kFields[] = {
+constexpr OutboxColumnField kFields[] = {
     {"id", "id", &OutboxColumns::id},
     {"topic", "topic", &OutboxColumns::topic},
     {"key", "key", &OutboxColumns::key},
@@ -54,6 +47,8 @@ bool OutboxColumns::IsDefault() const {
 }  // namespace queuebox
 
 namespace queuebox::store {
+
+std::span<const OutboxColumnField> OutboxColumnFields() { return kFields; }
 
 bool IsValidIdentifier(std::string_view name) {
   if (name.empty() || !IsIdentStart(name[0])) return false;

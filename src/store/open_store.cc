@@ -1,4 +1,5 @@
-// OpenStore (include/queuebox/store.h): picks the dialect named by database.type.
+// OpenStore (include/queuebox/store.h): picks the dialect named by database.type, whose values
+// the database.type row declares (src/config/schema.cc).
 #include "queuebox/store.h"
 #include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
@@ -10,7 +11,7 @@ Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config) {
     QB_ASSIGN_OR_RETURN(auto store, store::SqliteOutboxStore::Open(config));
     return std::unique_ptr<OutboxStore>(std::move(store));
   }
-  if (config.type == "postgresql" || config.type == "postgres") {
+  if (config.type == "postgresql") {
     QB_ASSIGN_OR_RETURN(auto store, store::PostgresOutboxStore::Open(config));
     return std::unique_ptr<OutboxStore>(std::move(store));
   }

@@ -17,34 +17,19 @@
 namespace queuebox {
 
 DestinationType FileDestinationType() {
-  DestinationType t;
-  t.type = "file";
-  t.options = {
-      OptionSpec{.key = "path",
-                 .type = OptionType::kString,
-                 .default_value = nullptr,
-                 .required = true,
-                 .enum_values = {},
-                 .description = "File the messages are appended to, one JSON line each"},
-      OptionSpec{.key = "fsync",
-                 .type = OptionType::kBool,
-                 .default_value = true,
-                 .enum_values = {},
-                 .description = "fdatasync each batch before its messages count as delivered"},
+  using S = FileDestinationSettings;
+  OptionTable<S> options = {
+      opt::Text("path", &S::path, nullptr, "File the messages are appended to, one JSON line each")
+          .Required(),
+      opt::Flag("fsync", &S::fsync, true,
+                "fdatasync each batch before its messages count as delivered"),
   };
-  t.create = [](const DestinationConfig& config,
-                const DestinationContext&) -> Result<std::unique_ptr<Destination>> {
-    FileDestinationSettings s;
-    s.name = config.name;
-    try {
-      s.path = config.options.at("path").get<std::string>();
-      s.fsync = config.options.value("fsync", true);
-    } catch (const nlohmann::json::exception& e) {
-      return InvalidArgument("destinations." + config.name + ": " + e.what());
-    }
-    return std::unique_ptr<Destination>(new FileDestination(std::move(s)));
-  };
-  return t;
+  return MakeDestinationType<S>(
+      "file", options, nullptr,
+      [](S s, const DestinationConfig&,
+         const DestinationContext&) -> Result<std::unique_ptr<Destination>> {
+        return std::unique_ptr<Destination>(new FileDestination(std::move(s)));
+      });
 }
 
 namespace {

@@ -143,56 +143,31 @@ Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path
 }
 
 DestinationType HttpDestinationType() {
-  DestinationType t;
-  t.type = "http";
-  t.options = {
-      OptionSpec{.key = "baseUrl",
-                 .type = OptionType::kString,
-                 .default_value = nullptr,
-                 .required = true,
-                 .enum_values = {},
-                 .description = "Absolute http/https URL of the receiver, without credentials"},
-      OptionSpec{.key = "path",
-                 .type = OptionType::kString,
-                 .default_value = "/",
-                 .enum_values = {},
-                 .description = "Path joined to baseUrl (no '.' or '..' segments)"},
-      OptionSpec{.key = "timeoutMs",
-                 .type = OptionType::kMillis,
-                 .default_value = 30000,
-                 .min = 1,
-                 .enum_values = {},
-                 .description = "Request timeout in ms; the connect timeout is half of it"},
-      OptionSpec{.key = "maxInFlight",
-                 .type = OptionType::kInt,
-                 .default_value = 256,
-                 .min = 1,
-                 .max = 100000,
-                 .enum_values = {},
-                 .description = "Requests in flight to this receiver at once, all batches "
-                                "together (per replica); each costs about 12 KiB"},
+  using S = HttpDestinationSettings;
+  OptionTable<S> options = {
+      opt::Text("baseUrl", &S::base_url, nullptr,
+                "Absolute http/https URL of the receiver, without credentials")
+          .Required(),
+      opt::Text("path", &S::path, "/", "Path joined to baseUrl (no '.' or '..' segments)"),
+      opt::Millis("timeoutMs", &S::timeout_ms, 30000,
+                  "Request timeout in ms; the connect timeout is half of it")
+          .Min(1),
+      opt::Int("maxInFlight", &S::max_in_flight, 256,
+               "Requests in flight to this receiver at once, all batches together (per "
+               "replica); each costs about 12 KiB")
+          .Range(1, 100000),
   };
-  t.validate = ValidateHttpBlock;
-  t.create = [](const DestinationConfig& config,
-                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
-    HttpDestinationSettings s;
-    s.name = config.name;
-    try {
-      s.base_url = config.options.at("baseUrl").get<std::string>();
-      s.path = config.options.value("path", std::string("/"));
-      s.timeout_ms = config.options.value("timeoutMs", int64_t{30000});
-      s.max_in_flight = config.options.value("maxInFlight", 256);
-    } catch (const nlohmann::json::exception& e) {
-      return InvalidArgument("destinations." + config.name + ": " + e.what());
-    }
-    s.static_headers = config.headers;
-    s.max_error_body_bytes = context.max_error_body_bytes;
-    s.on_response = context.on_http_response;
-    Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Destination>(std::move(d).value());
-  };
-  return t;
+  return MakeDestinationType<S>(
+      "http", options, ValidateHttpBlock,
+      [](S s, const DestinationConfig& config,
+         const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+        s.static_headers = config.headers;
+        s.max_error_body_bytes = context.max_error_body_bytes;
+        s.on_response = context.on_http_response;
+        Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
+        if (!d.ok()) return d.status();
+        return std::unique_ptr<Destination>(std::move(d).value());
+      });
 }
 
 // ---- Request building -----------------------------------------------------------------------

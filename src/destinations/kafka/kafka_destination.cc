@@ -127,70 +127,33 @@ std::vector<std::string> ValidateKafkaBlock(const nlohmann::json& block) {
 }
 
 DestinationType KafkaDestinationType() {
-  DestinationType t;
-  t.type = "kafka";
-  t.options = {OptionSpec{.key = "bootstrapServers",
-                          .type = OptionType::kString,
-                          .default_value = nullptr,
-                          .required = true,
-                          .enum_values = {},
-                          .description = "Comma-separated host:port list of Kafka brokers"}};
-  for (OptionSpec& s : AddressOptionSpecs("topic", "topicFrom", "Kafka topic")) {
-    t.options.push_back(std::move(s));
-  }
-  t.options.push_back(OptionSpec{
-      .key = "keyTemplate",
-      .type = OptionType::kString,
-      .default_value = "{{ key }}",
-      .enum_values = {},
-      .description = "Record key when the route has no routingKeyTemplate; blank = no key"});
-  t.options.push_back(OptionSpec{.key = "timeoutMs",
-                                 .type = OptionType::kMillis,
-                                 .default_value = 30000,
-                                 .min = kMinTimeoutMs,
-                                 .enum_values = {},
-                                 .description = "Delivery timeout in ms (at least 2000)"});
-  t.options.push_back(OptionSpec{.key = "securityProtocol",
-                                 .type = OptionType::kEnum,
-                                 .default_value = "PLAINTEXT",
-                                 .enum_values = kSecurityProtocols,
-                                 .description = "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"});
-  t.options.push_back(OptionSpec{.key = "saslMechanism",
-                                 .type = OptionType::kString,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "SASL mechanism (e.g. PLAIN, SCRAM-SHA-512)"});
-  t.options.push_back(OptionSpec{.key = "saslUsername",
-                                 .type = OptionType::kString,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "SASL username"});
-  t.options.push_back(OptionSpec{.key = "saslPassword",
-                                 .type = OptionType::kSecret,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "SASL password (secret; file: allowed)"});
-  t.validate = ValidateKafkaBlock;
-  t.create = [](const DestinationConfig& config,
-                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
-    const nlohmann::json& o = config.options;
-    KafkaDestinationSettings s;
-    s.name = config.name;
-    s.bootstrap_servers = OptionalString(o, "bootstrapServers").value_or("");
-    s.topic = OptionalString(o, "topic").value_or("");
-    s.topic_from = OptionalString(o, "topicFrom");
-    s.key_template = OptionalString(o, "keyTemplate").value_or("{{ key }}");
-    auto timeout = o.find("timeoutMs");
-    if (timeout != o.end() && timeout->is_number_integer()) s.timeout_ms = timeout->get<int64_t>();
-    s.security_protocol = OptionalString(o, "securityProtocol").value_or("PLAINTEXT");
-    s.sasl_mechanism = OptionalString(o, "saslMechanism");
-    s.sasl_username = OptionalString(o, "saslUsername");
-    s.sasl_password = OptionalString(o, "saslPassword");
-    s.static_headers = config.headers;
-    s.max_error_body_bytes = context.max_error_body_bytes;
-    return AsDestination(KafkaDestination::Create(std::move(s)));
+  using S = KafkaDestinationSettings;
+  OptionTable<S> options = {
+      opt::Text("bootstrapServers", &S::bootstrap_servers, nullptr,
+                "Comma-separated host:port list of Kafka brokers")
+          .Required(),
   };
-  return t;
+  AddAddressOptions(options, "topic", "topicFrom", "Kafka topic", &S::topic, &S::topic_from);
+  options.Add(opt::Text("keyTemplate", &S::key_template, "{{ key }}",
+                        "Record key when the route has no routingKeyTemplate; blank = no key"));
+  options.Add(
+      opt::Millis("timeoutMs", &S::timeout_ms, 30000, "Delivery timeout in ms (at least 2000)")
+          .Min(kMinTimeoutMs));
+  options.Add(opt::Choice("securityProtocol", &S::security_protocol, kSecurityProtocols,
+                          "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"));
+  options.Add(opt::Text("saslMechanism", &S::sasl_mechanism, nullptr,
+                        "SASL mechanism (e.g. PLAIN, SCRAM-SHA-512)"));
+  options.Add(opt::Text("saslUsername", &S::sasl_username, nullptr, "SASL username"));
+  options.Add(
+      opt::Secret("saslPassword", &S::sasl_password, "SASL password (secret; file: allowed)"));
+  return MakeDestinationType<S>(
+      "kafka", options, ValidateKafkaBlock,
+      [](S s, const DestinationConfig& config,
+         const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+        s.static_headers = config.headers;
+        s.max_error_body_bytes = context.max_error_body_bytes;
+        return AsDestination(KafkaDestination::Create(std::move(s)));
+      });
 }
 
 // ---- destination -------------------------------------------------------------------------------

@@ -70,65 +70,27 @@ std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block) {
 }
 
 DestinationType NatsDestinationType() {
-  DestinationType t;
-  t.type = "nats";
-  t.options = {OptionSpec{.key = "servers",
-                          .type = OptionType::kString,
-                          .default_value = nullptr,
-                          .required = true,
-                          .enum_values = {},
-                          .description = "Comma-separated nats:// server URLs"}};
-  for (OptionSpec& s : AddressOptionSpecs("subject", "subjectFrom", "NATS subject")) {
-    t.options.push_back(std::move(s));
-  }
-  t.options.push_back(OptionSpec{
-      .key = "jetStream",
-      .type = OptionType::kBool,
-      .default_value = true,
-      .enum_values = {},
-      .description = "Publish to JetStream and wait for the PubAck (false: core NATS + flush)"});
-  t.options.push_back(OptionSpec{.key = "timeoutMs",
-                                 .type = OptionType::kMillis,
-                                 .default_value = 30000,
-                                 .min = 1,
-                                 .enum_values = {},
-                                 .description = "PubAck (or flush) wait in ms"});
-  t.options.push_back(OptionSpec{.key = "username",
-                                 .type = OptionType::kString,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "User name (with password)"});
-  t.options.push_back(OptionSpec{.key = "password",
-                                 .type = OptionType::kSecret,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "Password (with username; secret)"});
-  t.options.push_back(OptionSpec{.key = "token",
-                                 .type = OptionType::kSecret,
-                                 .default_value = nullptr,
-                                 .enum_values = {},
-                                 .description = "Token (instead of username/password; secret)"});
-  t.validate = ValidateNatsBlock;
-  t.create = [](const DestinationConfig& config,
-                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
-    const nlohmann::json& o = config.options;
-    NatsDestinationSettings s;
-    s.name = config.name;
-    s.servers = OptionalString(o, "servers").value_or("");
-    s.subject = OptionalString(o, "subject").value_or("");
-    s.subject_from = OptionalString(o, "subjectFrom");
-    auto js = o.find("jetStream");
-    if (js != o.end() && js->is_boolean()) s.jet_stream = js->get<bool>();
-    auto timeout = o.find("timeoutMs");
-    if (timeout != o.end() && timeout->is_number_integer()) s.timeout_ms = timeout->get<int64_t>();
-    s.username = OptionalString(o, "username");
-    s.password = OptionalString(o, "password");
-    s.token = OptionalString(o, "token");
-    s.static_headers = config.headers;
-    s.max_error_body_bytes = context.max_error_body_bytes;
-    return AsDestination(NatsDestination::Create(std::move(s)));
+  using S = NatsDestinationSettings;
+  OptionTable<S> options = {
+      opt::Text("servers", &S::servers, nullptr, "Comma-separated nats:// server URLs").Required(),
   };
-  return t;
+  AddAddressOptions(options, "subject", "subjectFrom", "NATS subject", &S::subject,
+                    &S::subject_from);
+  options.Add(opt::Flag("jetStream", &S::jet_stream, true,
+                        "Publish to JetStream and wait for the PubAck (false: core NATS + flush)"));
+  options.Add(
+      opt::Millis("timeoutMs", &S::timeout_ms, 30000, "PubAck (or flush) wait in ms").Min(1));
+  options.Add(opt::Text("username", &S::username, nullptr, "User name (with password)"));
+  options.Add(opt::Secret("password", &S::password, "Password (with username; secret)"));
+  options.Add(opt::Secret("token", &S::token, "Token (instead of username/password; secret)"));
+  return MakeDestinationType<S>(
+      "nats", options, ValidateNatsBlock,
+      [](S s, const DestinationConfig& config,
+         const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+        s.static_headers = config.headers;
+        s.max_error_body_bytes = context.max_error_body_bytes;
+        return AsDestination(NatsDestination::Create(std::move(s)));
+      });
 }
 
 // ---- destination -------------------------------------------------------------------------------

@@ -249,51 +249,38 @@ std::vector<std::string> ValidateRabbitMqBlock(const nlohmann::json& block) {
 }
 
 DestinationType RabbitMqDestinationType() {
-  DestinationType t;
-  t.type = "rabbitmq";
-  t.options = {OptionSpec{.key = "url",
-                          .type = OptionType::kSecret,
-                          .default_value = nullptr,
-                          .required = true,
-                          .enum_values = {},
-                          .description = "AMQP URI amqp://user:password@host:port/vhost "
-                                         "(amqps:// for TLS); its password is never logged"}};
-  for (OptionSpec& s : AddressOptionSpecs("exchange", "exchangeFrom", "RabbitMQ exchange")) {
-    t.options.push_back(std::move(s));
-  }
-  t.options.push_back(OptionSpec{.key = "exchangeType",
-                                 .type = OptionType::kEnum,
-                                 .default_value = "topic",
-                                 .enum_values = kExchangeTypes,
-                                 .description = "Type of the declared (durable) exchange"});
-  t.options.push_back(OptionSpec{
-      .key = "routingKeyTemplate",
-      .type = OptionType::kString,
-      .default_value = "{{ topic }}",
-      .enum_values = {},
-      .description = "Routing key when the route has no routingKeyTemplate (missing field: \"\")"});
-  t.options.push_back(OptionSpec{.key = "deliveryMode",
-                                 .type = OptionType::kEnum,
-                                 .default_value = "persistent",
-                                 .enum_values = {"persistent", "transient"},
-                                 .description = "AMQP delivery_mode 2 (persistent) or 1"});
-  t.validate = ValidateRabbitMqBlock;
-  t.create = [](const DestinationConfig& config,
-                const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
-    const nlohmann::json& o = config.options;
-    RabbitMqDestinationSettings s;
-    s.name = config.name;
-    s.url = OptionalString(o, "url").value_or("");
-    s.exchange = OptionalString(o, "exchange").value_or("");
-    s.exchange_from = OptionalString(o, "exchangeFrom");
-    s.exchange_type = OptionalString(o, "exchangeType").value_or("topic");
-    s.routing_key_template = OptionalString(o, "routingKeyTemplate").value_or("{{ topic }}");
-    s.persistent = OptionalString(o, "deliveryMode").value_or("persistent") != "transient";
-    s.static_headers = config.headers;
-    s.max_error_body_bytes = context.max_error_body_bytes;
-    return AsDestination(RabbitMqDestination::Create(std::move(s)));
+  using S = RabbitMqDestinationSettings;
+  OptionTable<S> options = {
+      opt::Secret("url", &S::url,
+                  "AMQP URI amqp://user:password@host:port/vhost (amqps:// for TLS); its "
+                  "password is never logged")
+          .Required(),
   };
-  return t;
+  AddAddressOptions(options, "exchange", "exchangeFrom", "RabbitMQ exchange", &S::exchange,
+                    &S::exchange_from);
+  options.Add(opt::Choice("exchangeType", &S::exchange_type, kExchangeTypes, "topic",
+                          "Type of the declared (durable) exchange"));
+  options.Add(
+      opt::Text("routingKeyTemplate", &S::routing_key_template, "{{ topic }}",
+                "Routing key when the route has no routingKeyTemplate (missing field: \"\")"));
+  // deliveryMode is an enum in YAML and a bool in the settings.
+  OptionSpec delivery_mode{.key = "deliveryMode",
+                           .type = OptionType::kEnum,
+                           .default_value = "persistent",
+                           .enum_values = {"persistent", "transient"},
+                           .description = "AMQP delivery_mode 2 (persistent) or 1"};
+  options.Add(opt::Custom<S>(
+      std::move(delivery_mode),
+      [](S& s, const nlohmann::json& v) { s.persistent = v.get<std::string>() != "transient"; },
+      [](const S& s) { return nlohmann::json(s.persistent ? "persistent" : "transient"); }));
+  return MakeDestinationType<S>(
+      "rabbitmq", options, ValidateRabbitMqBlock,
+      [](S s, const DestinationConfig& config,
+         const DestinationContext& context) -> Result<std::unique_ptr<Destination>> {
+        s.static_headers = config.headers;
+        s.max_error_body_bytes = context.max_error_body_bytes;
+        return AsDestination(RabbitMqDestination::Create(std::move(s)));
+      });
 }
 
 // ---- destination -------------------------------------------------------------------------------
