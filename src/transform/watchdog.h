@@ -1,0 +1,58 @@
+// watchdog.h: the thread that enforces the wall-clock limit of every engine's evaluation.
+//
+// An engine arms its slot with a deadline before it calls into JavaScript and disarms it after;
+// when a deadline passes, the watchdog calls JS_RequestInterruptCallback on that engine's context
+// (the one JSAPI call that is safe from another thread). The engine's interrupt callback then
+// checks its own deadline on its own thread, so a request that arrives late is harmless.
+//
+// Arm and Disarm are atomic stores (no lock, no system call) while the watchdog is awake; it
+// sleeps after kIdleBeforeSleep without an armed slot and Arm wakes it. A deadline is detected
+// within kTick of passing.
+//
+// Thread-safety: all functions may be called from any thread. A slot belongs to one engine; it is
+// unregistered before its context is destroyed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <thread>
+
+struct JSContext;
+
+namespace queuebox::transform::internal {
+
+class Watchdog {
+ public:
+  static constexpr std::chrono::milliseconds kTick{5};
+  static constexpr std::chrono::milliseconds kIdleBeforeSleep{200};
+
+  struct Slot {
+    JSContext* cx = nullptr;
+    std::atomic<std::int64_t> deadline_ns{0};  // steady_clock nanoseconds; 0 = not evaluating
+  };
+
+  // The process's watchdog; its thread starts on first use and is never joined (it outlives
+  // every engine, including those destroyed at process exit).
+  static Watchdog& Get();
+
+  Slot* Register(JSContext* cx);
+  void Unregister(Slot* slot);
+  void Arm(Slot* slot, std::chrono::steady_clock::time_point deadline);
+  static void Disarm(Slot* slot) { slot->deadline_ns.store(0); }
+
+ private:
+  Watchdog();
+  void Run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<Slot> slots_;  // guarded by mu_; list: slot addresses stay valid
+  std::atomic<bool> sleeping_{false};
+  std::thread thread_;
+};
+
+}  // namespace queuebox::transform::internal
