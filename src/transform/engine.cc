@@ -6,6 +6,7 @@
 #include <js/Context.h>
 #include <js/Conversions.h>
 #include <js/Exception.h>
+#include <js/GCAPI.h>
 #include <js/GlobalObject.h>
 #include <js/Initialization.h>
 #include <js/Interrupt.h>
@@ -134,16 +135,13 @@ class Engine::Impl {
     old_realm_ = JS::EnterRealm(cx_, *global_);
     if (!JS::InitRealmStandardClasses(cx_)) return Fail("JS::InitRealmStandardClasses failed");
 
-    JS::RootedValue ignored(cx_);
-    if (!RunScript(Join(DriverChunks()), "driver.js", &ignored)) {
-      return Fail("driver.js: " + TakeException());
-    }
-    if (!RunScript(Join(JsonataBundleChunks()), "jsonata-sync.js", &ignored)) {
-      return Fail("jsonata bundle: " + TakeException());
-    }
+    // One script, so that none of the loader's names becomes a global (see driver.js).
+    const std::string loader = "(function () {\n" + Join(DriverChunks()) + "\n" +
+                               Join(JsonataBundleChunks()) +
+                               "\nreturn __qbMakeDriver(__qbJsonata);\n})()";
     JS::RootedValue driver(cx_);
-    if (!RunScript("__qbMakeDriver(__qbJsonata)", "make-driver", &driver) || !driver.isObject()) {
-      return Fail("driver: " + TakeException());
+    if (!RunScript(loader, "jsonata-sync.js", &driver) || !driver.isObject()) {
+      return Fail("loading jsonata: " + TakeException());
     }
     driver_.emplace(cx_, &driver.toObject());
     JS::RootedValue compile(cx_), evaluate(cx_), release(cx_);
@@ -155,14 +153,9 @@ class Engine::Impl {
     compile_.emplace(cx_, compile);
     evaluate_.emplace(cx_, evaluate);
     release_.emplace(cx_, release);
-    // The loader's globals are not needed once the driver holds jsonata.
-    for (const char* name : {"__qbMakeDriver", "__qbJsonata", "__qbGlobalShim"}) {
-      JS::ObjectOpResult result;
-      if (!JS_DeleteProperty(cx_, *global_, name, result)) JS_ClearPendingException(cx_);
-    }
     JS_ClearPendingException(cx_);
     JS_GC(cx_);  // start from a compact heap: the loader's garbage would otherwise stay
-    slot_ = Watchdog::Get().Register(cx_);
+    slot_ = Watchdog::Get().Register(cx_, opts.max_evaluation_bytes);
     return true;
   }
 
@@ -252,12 +245,29 @@ class Engine::Impl {
   }
 
  private:
+  // Returning false stops the script: no JavaScript catch or finally runs.
   static bool OnInterrupt(JSContext* cx) {
     auto* self = static_cast<Impl*>(JS_GetContextPrivate(cx));
-    if (self == nullptr || !self->evaluating_) return true;
-    if (std::chrono::steady_clock::now() < self->deadline_) return true;  // a late request
-    self->timed_out_ = true;
-    return false;  // stops the script; no JavaScript catch or finally runs
+    if (self == nullptr || !self->evaluating_) return true;  // a late request
+    if (std::chrono::steady_clock::now() >= self->deadline_) {
+      self->timed_out_ = true;
+      return false;
+    }
+    if (self->slot_->memory_alarm.load()) return self->WithinMemory();
+    return true;
+  }
+
+  // The watchdog saw the evaluation's malloc'd bytes over the limit: garbage not yet collected
+  // is not the evaluation's to keep, so collect and look again.
+  bool WithinMemory() {
+    JS_GC(cx_);
+    const std::size_t limit = slot_->memory_baseline.load() + options.max_evaluation_bytes;
+    if (Watchdog::MallocInUse() <= limit) {
+      slot_->memory_alarm.store(false);
+      return true;
+    }
+    memory_exceeded_ = true;
+    return false;
   }
 
   static void OnOutOfMemory(JSContext*, void* data) { static_cast<Impl*>(data)->oom_ = true; }
@@ -268,7 +278,7 @@ class Engine::Impl {
 
   TransformError MemoryError() {
     return MakeError(ErrorKind::kMemory, "",
-                     "The evaluation ran out of the engine's memory (" +
+                     "The evaluation ran out of the engine's heap (" +
                          std::to_string(options.max_heap_bytes >> 20) + " MiB)");
   }
 
@@ -312,6 +322,7 @@ class Engine::Impl {
                                     JS::MutableHandleValue rval) {
     oom_ = false;
     timed_out_ = false;
+    memory_exceeded_ = false;
     deadline_ = std::chrono::steady_clock::now() + timeout;
     evaluating_ = true;
     Watchdog::Get().Arm(slot_, deadline_);
@@ -329,6 +340,12 @@ class Engine::Impl {
                              " ms and was stopped");
       }
       if (oom) return MemoryError();
+      if (memory_exceeded_) {
+        return MakeError(ErrorKind::kMemory, "",
+                         "The evaluation used more than " +
+                             std::to_string(options.max_evaluation_bytes >> 20) +
+                             " MiB of memory and was stopped");
+      }
       return MakeError(ErrorKind::kEngine, "", what);
     }
     if (oom_) JS_GC(cx_);
@@ -360,6 +377,7 @@ class Engine::Impl {
   bool evaluating_ = false;
   bool timed_out_ = false;
   bool oom_ = false;
+  bool memory_exceeded_ = false;
   std::chrono::steady_clock::time_point deadline_;
 };
 
@@ -442,8 +460,9 @@ std::string Engine::RunScriptForTest(std::string_view source) {
 namespace queuebox::transform {
 
 Status ConfigureEngines(const EngineOptions& new_options) {
-  if (new_options.max_heap_bytes == 0 || new_options.max_result_bytes == 0 ||
-      new_options.stack_quota_bytes == 0 || new_options.cache_capacity == 0) {
+  if (new_options.max_heap_bytes == 0 || new_options.max_evaluation_bytes == 0 ||
+      new_options.max_result_bytes == 0 || new_options.stack_quota_bytes == 0 ||
+      new_options.cache_capacity == 0) {
     return InvalidArgument("every engine option must be positive");
   }
   std::lock_guard<std::mutex> lock(internal::options_mu);

@@ -1,15 +1,17 @@
 #include "watchdog.h"
 
 #include <js/Interrupt.h>
+#include <malloc.h>
 
 #include <algorithm>
 
 namespace queuebox::transform::internal {
 namespace {
 
-std::int64_t Nanos(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+std::int64_t Nanos(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
+std::int64_t Nanos(std::chrono::steady_clock::time_point t) { return Nanos(t.time_since_epoch()); }
 
 }  // namespace
 
@@ -23,10 +25,16 @@ Watchdog::Watchdog() {
   thread_.detach();
 }
 
-Watchdog::Slot* Watchdog::Register(JSContext* cx) {
+std::size_t Watchdog::MallocInUse() {
+  const struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+Watchdog::Slot* Watchdog::Register(JSContext* cx, std::size_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = slots_.emplace_back();
   slot.cx = cx;
+  slot.max_bytes = max_bytes;
   return &slot;
 }
 
@@ -37,6 +45,9 @@ void Watchdog::Unregister(Slot* slot) {
 }
 
 void Watchdog::Arm(Slot* slot, std::chrono::steady_clock::time_point deadline) {
+  slot->memory_baseline.store(0);
+  slot->memory_alarm.store(false);
+  slot->armed_ns.store(Nanos(std::chrono::steady_clock::now()));
   slot->deadline_ns.store(std::max<std::int64_t>(1, Nanos(deadline)));
   // Paired with Run's store of sleeping_ and its re-scan (both sequentially consistent): either
   // the watchdog sees this deadline, or this sees it asleep and wakes it.
@@ -54,16 +65,27 @@ void Watchdog::Run() {
     const std::int64_t now_ns = Nanos(now);
     bool armed = false;
     auto wake = now + kTick;
+    std::size_t in_use = 0;  // read once per tick, when an evaluation has run a tick
     for (Slot& slot : slots_) {
       const std::int64_t deadline = slot.deadline_ns.load();
       if (deadline == 0) continue;
       armed = true;
       if (deadline <= now_ns) {
         JS_RequestInterruptCallback(slot.cx);
-      } else {
-        wake = std::min(wake,
-                        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline)));
+        continue;
       }
+      if (now_ns - slot.armed_ns.load() >= Nanos(kTick) && !slot.memory_alarm.load()) {
+        if (in_use == 0) in_use = MallocInUse();
+        std::size_t expected = 0;
+        // The first reading of this evaluation is its baseline.
+        if (!slot.memory_baseline.compare_exchange_strong(expected, in_use) &&
+            in_use > expected + slot.max_bytes) {
+          slot.memory_alarm.store(true);
+          JS_RequestInterruptCallback(slot.cx);
+        }
+      }
+      wake =
+          std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline)));
     }
     if (armed) last_armed = now;
     if (armed || now - last_armed < kIdleBeforeSleep) {

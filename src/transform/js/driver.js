@@ -1,13 +1,15 @@
 // The engine's side of the JSONata embedding (src/transform/jsonata_engine.cc).
 //
-// Runs in the bare SpiderMonkey global BEFORE the synchronous jsonata bundle, which reads
-// __qbGlobalShim as its `global`. The engine then calls __qbMakeDriver(__qbJsonata) once and keeps
-// the returned object; C++ calls only its compile/evaluate/release functions.
+// The engine evaluates, in the bare SpiderMonkey global, one script:
+//   (function () { <this file> <the synchronous jsonata bundle> return __qbMakeDriver(__qbJsonata); })()
+// so none of these names becomes a global. The bundle reads __qbGlobalShim as its `global`. C++
+// keeps the returned object and calls only its compile/evaluate/release functions.
 //
 // Protocol (strings, so C++ reads one value per call):
 //   compile(text, maxDepth)          -> slot number, or 'E' + error JSON
 //   evaluate(slot, input, bindings, maxChars)
-//                                    -> 'R' + result JSON | 'U' (no value) | 'E' + error JSON
+//                                    -> 'R' + result JSON | 'U' (no value: undefined, a function)
+//                                       | 'E' + error JSON
 //                                       | 'L' + length (result over maxChars characters)
 //                                       | 'S' + message (the engine's stack ran out)
 //                                       | 'X' + message (any other engine error)
@@ -81,6 +83,17 @@ function __qbMakeDriver(jsonata) {
   var slots = [];
   var free = [];
 
+  // Functions (JSONata lambdas, built-ins) are not JSON: left out of objects, null in arrays, no
+  // value at the top, as JSON.stringify does with JavaScript functions.
+  function withoutFunctions(key, value) {
+    if (typeof value === 'function') return undefined;
+    if (value !== null && typeof value === 'object' &&
+        (value._jsonata_lambda === true || value._jsonata_function === true)) {
+      return undefined;
+    }
+    return value;
+  }
+
   function describe(err) {
     if (err !== null && typeof err === 'object' && typeof err.code === 'string') {
       return 'E' + JSON.stringify({
@@ -115,8 +128,8 @@ function __qbMakeDriver(jsonata) {
         var bindings = bindingsText === undefined ? undefined : JSON.parse(bindingsText);
         var result = slots[slot].evaluate(input, bindings);
         if (result === undefined) return 'U';
-        var text = JSON.stringify(result);
-        if (text === undefined) return 'U';  // a function or other non-JSON value
+        var text = JSON.stringify(result, withoutFunctions);
+        if (text === undefined) return 'U';
         if (text.length > maxChars) return 'L' + text.length;
         return 'R' + text;
       } catch (err) {

@@ -9,8 +9,8 @@
 //
 // Limits, enforced per evaluation: a wall-clock timeout (a watchdog thread interrupts the engine;
 // this also stops a catastrophic regular expression and a tail-recursive loop), a depth
-// (jsonata's own guardrail, D1011), a heap cap per engine and a cap on the result's size. After
-// any of them the engine is reusable.
+// (jsonata's own guardrail, D1011), a heap cap per engine, a cap on the memory one evaluation adds
+// and a cap on the result's size. After any of them the engine is reusable.
 //
 // Sandbox: an expression reads only its input and its bindings. The engine's global holds only
 // the standard JavaScript classes (no file, network, process, environment, `load` or `print`),
@@ -91,8 +91,14 @@ struct Limits {
 
 // Process-wide engine settings. Set them before the first engine loads.
 struct EngineOptions {
-  // Heap cap of each engine (JS_NewContext maxBytes), bytes. The bundle takes ~10 MB.
+  // Heap cap of each engine (JS_NewContext maxBytes: the garbage-collected heap), bytes. The
+  // bundle takes ~10 MB of it.
   std::size_t max_heap_bytes = std::size_t{128} << 20;
+  // Malloc'd memory one evaluation may add (array elements, long strings: what the heap cap does
+  // not count), bytes. Read every 5 ms from the evaluation's first 5 ms on and checked again after
+  // a garbage collection; it is counted for the whole process, so what other threads allocate
+  // meanwhile counts too.
+  std::size_t max_evaluation_bytes = std::size_t{64} << 20;
   // Largest result, bytes of JSON text (checked before the text leaves the engine).
   std::size_t max_result_bytes = std::size_t{16} << 20;
   // Native stack the engine may use on its thread, bytes.
