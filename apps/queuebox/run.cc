@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "admin/admin_server.h"
+#include "admin/http_server.h"
 #include "admin/metrics.h"
 #include "admin/retention.h"
 #include "apps/queuebox/commands.h"
@@ -20,6 +21,7 @@
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
+#include "sources/http_source.h"
 #include "store/postgres/pg_notify.h"
 
 namespace queuebox::app {
@@ -109,6 +111,28 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     deps.retention_healthy = [r] { return r->Healthy(); };
   }
   deps.destinations = destination_list;
+  // HTTP sources: POST <inbox.basePath><path> on the data port, stored through the inbox.
+  std::unique_ptr<sources::WebhookSources> webhooks;
+  if (!config->sources.empty()) {
+    InboxStore* inbox = (*store)->inbox();
+    if (inbox == nullptr) {
+      return StartFailed(FailedPrecondition("sources need the inbox, which the " +
+                                            config->database.type + " store does not have"));
+    }
+    sources::WebhookOptions webhook_options;
+    // SQLite has one writer; PostgreSQL commits groups on a few connections of the pool.
+    webhook_options.writers = config->database.type == "sqlite"
+                                  ? 1
+                                  : std::clamp(config->database.pool_size / 3, 1, 4);
+    auto created = sources::WebhookSources::Create(*config, inbox, &metrics, webhook_options);
+    if (!created.ok()) return StartFailed(created.status());
+    webhooks = std::move(created).value();
+    sources::WebhookSources* w = webhooks.get();
+    deps.extra_data_routes = [w](HttpServer& server) { w->Register(server); };
+    for (const std::string& route : webhooks->Routes()) {
+      log::Info("An HTTP source is listening.", {{"route", route}});
+    }
+  }
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
@@ -172,6 +196,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
   (*admin)->Stop(std::chrono::milliseconds(2000));
+  if (webhooks) webhooks->Stop();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)},

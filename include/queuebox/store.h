@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "queuebox/inbox.h"
 #include "queuebox/message.h"
 #include "queuebox/status.h"
 
@@ -212,6 +213,11 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // This store's replica set under key affinity, owned by the store; nullptr when the dialect
   // has one writer and no replica table (SQLite): every claim then takes every key.
   virtual ReplicaMembership* replica_membership() { return nullptr; }
+
+  // The inbox of this database (database.inboxTableName), owned by the store and sharing its
+  // connections: the relay forwards an inbox row into this outbox in one transaction. nullptr
+  // for a store without an inbox (the in-memory twin of tests).
+  virtual InboxStore* inbox() { return nullptr; }
 };
 
 // Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the

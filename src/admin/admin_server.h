@@ -1,4 +1,5 @@
-// admin_server.h: QueueBox's HTTP surface (reference §13.1-13.3, §13.7) on cpp-httplib.
+// admin_server.h: QueueBox's HTTP surface (reference §13.1-13.3, §13.7) on HttpServer
+// (src/admin/http_server.h, libmicrohttpd).
 //
 // Ports: server.httpPort on server.address (the data port) and, when set, server.managementPort.
 // With a management port, /health*, /metrics and /admin/* are served there only and the data
@@ -16,10 +17,13 @@
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
 //                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
-// Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
+// Data-port rules: a declared Content-Length over inbox.maxBodyBytes gets 413 {"error":"Request
+// body exceeds <n> bytes"} on every route before the body is read (a chunked body is counted);
+// after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
-// server's worker threads.
+// server's threads (health checks and replays on threads of their own, so a slow database never
+// holds a connection thread).
 #pragma once
 
 #include <chrono>
@@ -34,12 +38,9 @@
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace queuebox {
 
+class HttpServer;
 class Metrics;
 
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
@@ -60,7 +61,7 @@ struct AdminServerDeps {
   std::chrono::milliseconds health_timeout{3000};
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
-  std::function<void(httplib::Server&)> extra_data_routes;
+  std::function<void(HttpServer&)> extra_data_routes;
 };
 
 class AdminServer {

@@ -4,6 +4,7 @@
 
 #include "config/env.h"
 #include "config/schema.h"
+#include "config/sources.h"
 #include "config/validate.h"
 #include "config/yaml.h"
 #include "core/router.h"
@@ -56,6 +57,11 @@ void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Di
   if (p.policy == "COUNT" && !p.max_count) {
     d.Add("retention.outbox.maxCount", "required when retention.outbox.policy is COUNT");
   }
+  if (!c.inbox.base_path.empty() &&
+      (c.inbox.base_path[0] != '/' || c.inbox.base_path.back() == '/')) {
+    d.Add("inbox.basePath", "must start with / and not end with / (e.g. /inbox), got '" +
+                                c.inbox.base_path + "'");
+  }
   if (c.admin.enabled && !admin_auth_given && !c.admin.insecure) {
     d.Add("admin.auth", cfg::kAdminGuardMessage);
   }
@@ -103,6 +109,37 @@ void FillDestinations(const json& tree, Config& c, Diagnostics& d) {
     }
     dc.options = std::move(v->block);
     c.destinations[dc.name] = std::move(dc);
+  }
+}
+
+// sources.<name>: a typed block whose `type` defaults to http (QueueBox reference §12.1).
+void FillSources(const json& tree, Config& c, Diagnostics& d) {
+  const json* block =
+      RootMember(tree, "sources", false, "must be a map of source names to blocks", d);
+  if (block == nullptr) return;
+  std::map<std::string, std::string> routes;  // full route -> source
+  for (auto it = block->begin(); it != block->end(); ++it) {
+    const std::string path = cfg::JoinPath("sources", it.key());
+    json value = it.value();
+    if (value.is_object() && (!value.contains("type") || value["type"].is_null())) {
+      value["type"] = "http";
+    }
+    std::optional<cfg::VariantResult> v = cfg::ValidateVariant(
+        value, cfg::SourceVariants(), {}, cfg::KnownSourceTypes(), path, d);
+    if (!v) continue;
+    SourceConfig sc;
+    sc.name = it.key();
+    sc.type = v->type;
+    sc.options = std::move(v->block);
+    if (sc.type == "http") {
+      const std::string route = c.inbox.base_path + sc.options.value("path", std::string());
+      auto [at, inserted] = routes.emplace(route, sc.name);
+      if (!inserted) {
+        d.Add(path + ".path", "POST " + route + " is already the route of source " + at->second +
+                                  "; give each source its own path");
+      }
+    }
+    c.sources[sc.name] = std::move(sc);
   }
 }
 
@@ -175,6 +212,7 @@ Result<Config> Load(const ConfigSource& source) {
   Bound(cfg::RootOptions().BindPresent(root, c), d);
   FillDestinations(tree, c, d);
   FillRoutes(tree, c, d);
+  FillSources(tree, c, d);
   // Given, valid or not: an invalid auth block has its own errors, not the guard's.
   json::json_pointer auth("/admin/auth");
   bool auth_given = tree.contains(auth) && !tree.at(auth).is_null();

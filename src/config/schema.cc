@@ -138,6 +138,18 @@ OptionTable<RetentionConfig> RetentionOptions() {
   return t;
 }
 
+OptionTable<InboxConfig> InboxOptions() {
+  using S = InboxConfig;
+  return {
+      opt::Text("basePath", &S::base_path, "/inbox",
+                "Prefix of every HTTP source's route (path /stripe answers /inbox/stripe)"),
+      opt::Int("maxBodyBytes", &S::max_body_bytes, 1048576,
+               "Largest request body on every data-port route; a larger one gets 413 (a declared "
+               "length before reading, a chunked body while reading)")
+          .Min(1),
+  };
+}
+
 OptionTable<LoggingConfig> LoggingOptions() {
   using S = LoggingConfig;
   return {
@@ -174,6 +186,8 @@ std::vector<Section> BuildSections() {
                             &Config::retention, RetentionOptions()));
   out.push_back(
       MakeSection("logging", "Log lines on standard output.", &Config::logging, LoggingOptions()));
+  out.push_back(MakeSection("inbox", "The inbox: the HTTP sources' routes (see `sources` below).",
+                            &Config::inbox, InboxOptions()));
   return out;
 }
 
@@ -225,7 +239,7 @@ const std::vector<OptionSpec>& RootTable() { return RootOptions().specs(); }
 
 const std::vector<std::string>& ReservedRootKeys() {
   static const std::vector<std::string>* const keys =
-      new std::vector<std::string>{"routes", "destinations"};
+      new std::vector<std::string>{"routes", "destinations", "sources"};
   return *keys;
 }
 
