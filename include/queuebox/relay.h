@@ -27,18 +27,24 @@ class RelayObserver {
   // status: "sent" | "failed" (retry scheduled) | "dead"  (queuebox_outbox_messages_total)
   virtual void OnMessages(std::string_view /*status*/, int64_t /*n*/) {}
   virtual void OnReclaimed(int64_t /*n*/) {}
-  virtual void OnClaimsLost(int64_t /*n*/) {}            // component="outbox"
-  virtual void OnProcessError() {}                        // queuebox_outbox_process_errors_total
+  virtual void OnClaimsLost(int64_t /*n*/) {}               // component="outbox"
+  virtual void OnProcessError() {}                          // queuebox_outbox_process_errors_total
   virtual void OnProcessingDuration(double /*seconds*/) {}  // claim -> outcome written
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
-  virtual void OnPollCycle(bool /*ok*/) {}                // the poller's liveness for health
+  virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
 };
 
 struct RelayOptions {
   OutboxConfig outbox;
   int max_error_body_bytes = 2048;
   std::vector<RouteConfig> routes;
+  // Capture mode (outbox.capture.mode is not `polling`; QueueBox reference §13.8): change capture
+  // wakes the poller (Wake) for new rows, so between cycles it waits
+  // OutboxClaims::NextWakeDelayMs(reconciliation_interval_ms), the next due time or lease
+  // deadline, instead of outbox.pollIntervalMs; reconciliation_interval_ms when that fails.
+  bool capture_mode = false;
+  int64_t reconciliation_interval_ms = 1000;  // outbox.capture.reconciliationIntervalMs, > 0
 };
 
 class Relay {

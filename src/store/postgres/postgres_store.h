@@ -40,12 +40,9 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
-  // The poller's wait in capture mode (QueueBox reference §4.4 nextWakeDelayMs, §13.8): the
-  // milliseconds from the database's now to the nearest future due time, over the scheduled_at
-  // of pending rows and the lease_expires_at of processing rows, rounded up and clamped to
-  // [1, max_wait_ms]; max_wait_ms when neither exists. Two index probes (idx_outbox_pending_due;
-  // the processing rows through idx_outbox_processing_claimed). Errors as the other statements.
-  Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms);
+  // Rounded up to whole milliseconds. Two index probes (idx_outbox_pending_due; the processing
+  // rows through idx_outbox_processing_claimed).
+  Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) override;
   Result<std::vector<std::string>> DistinctTopics() override;
   Result<int64_t> Replay(const ReplayFilter& filter) override;
   Result<std::vector<DeadRow>> ListDead(int limit) override;
