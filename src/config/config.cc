@@ -8,6 +8,7 @@
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
+#include "store/postgres/capture/pg_capture.h"
 
 extern char** environ;
 
@@ -42,6 +43,42 @@ void CheckDatabase(const json& root, const DatabaseConfig& db, Diagnostics& d) {
   }
 }
 
+// outbox.capture.* (QueueBox reference §12.2, Appendix A).
+void CheckCapture(const Config& c, Diagnostics& d) {
+  const CaptureConfig& cap = c.outbox.capture;
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"outbox.capture.identity", &cap.identity},
+        {"outbox.capture.publication", &cap.publication},
+        {"outbox.capture.slot", &cap.slot}}) {
+    if (!store::capture::IsCaptureName(*value)) {
+      d.Add(key, "must match ^[a-z][a-z0-9_]{0,62}$ (got '" + *value + "')");
+    }
+  }
+  if (cap.mode == "sqlserver-cdc") {
+    d.Add("outbox.capture.mode",
+          "sqlserver-cdc is not supported by this build of QueueBox C++ (it has no SQL Server "
+          "store); use postgres-logical with PostgreSQL, or polling");
+  } else if (cap.mode == "postgres-logical" && c.database.type != "postgresql") {
+    d.Add("outbox.capture.mode",
+          "postgres-logical needs database.type postgresql (the capture mode must match the "
+          "database)");
+  }
+  if (cap.enabled && cap.mode == "polling") {
+    d.Add("outbox.capture.enabled",
+          "true needs outbox.capture.mode postgres-logical (polling captures nothing)");
+  }
+  if (cap.enabled && cap.state_directory.empty()) {
+    d.Add("outbox.capture.stateDirectory", "required when outbox.capture.enabled is true");
+  }
+  if (cap.enabled && cap.mode == "postgres-logical" && c.database.type == "postgresql") {
+    auto options = store::capture::CaptureOptionsFor(c.database, cap);
+    if (options.ok()) {
+      auto target = store::capture::ResolveCaptureTarget(options->connection);
+      if (!target.ok()) d.Add("outbox.capture.connection.hostname", target.status().message());
+    }  // a bad database.url is reported at database.url
+  }
+}
+
 // Rules across keys, checked on the bound values (`root`: the validated tree, for presence).
 void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Diagnostics& d) {
   if (c.server.management_port && *c.server.management_port == c.server.http_port) {
@@ -49,6 +86,7 @@ void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Di
           "must differ from server.httpPort (both are " + std::to_string(c.server.http_port) + ")");
   }
   CheckDatabase(root, c.database, d);
+  CheckCapture(c, d);
   const RetentionPolicy& p = c.retention.outbox;
   if (p.policy == "AGE" && !p.max_age_ms) {
     d.Add("retention.outbox.maxAge", "required when retention.outbox.policy is AGE (e.g. 7d)");

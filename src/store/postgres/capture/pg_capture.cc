@@ -29,14 +29,6 @@ int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
   return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
 }
 
-// ^[a-z][a-z0-9_]{0,62}$ (QueueBox's rule for the identity, the publication and the slot).
-bool ValidName(const std::string& s) {
-  if (s.empty() || s.size() > 63 || s[0] < 'a' || s[0] > 'z') return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
 // A replication-protocol identifier: double-quoted (the names are validated identifiers).
 std::string QuoteIdent(const std::string& name) { return "\"" + name + "\""; }
 
@@ -69,6 +61,32 @@ std::optional<int64_t> ToInt(const std::optional<std::string>& v) {
 }
 
 }  // namespace
+
+bool IsCaptureName(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s[0] < 'a' || s[0] > 'z') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+Result<PgCaptureOptions> CaptureOptionsFor(const DatabaseConfig& db, const CaptureConfig& capture) {
+  PgCaptureOptions o;
+  QB_ASSIGN_OR_RETURN(o.connection, PgSettingsFor(db));
+  const CaptureConnectionConfig& c = capture.connection;
+  if (c.hostname) o.connection.host = *c.hostname;
+  if (c.port) o.connection.port = std::to_string(*c.port);
+  if (c.database) o.connection.dbname = *c.database;
+  if (c.username) o.connection.username = *c.username;
+  if (c.password) o.connection.password = *c.password;
+  o.identity = capture.identity;
+  o.state_directory = capture.state_directory;
+  o.schema = capture.schema.value_or("public");
+  o.table = db.outbox_table;
+  o.publication = capture.publication;
+  o.slot = capture.slot;
+  o.retention_warn_bytes = capture.slot_retention_warn_bytes;
+  return o;
+}
 
 Result<CaptureTarget> ResolveCaptureTarget(const PgSettings& connection) {
   char* err = nullptr;
@@ -170,13 +188,13 @@ Result<std::optional<SlotInfo>> ReadSlotInfo(PgConnection& conn, const std::stri
 Result<std::unique_ptr<PgCapture>> PgCapture::Create(PgCaptureOptions options,
                                                      std::function<void()> on_wake) {
   std::vector<std::string> problems;
-  if (!ValidName(options.identity)) {
+  if (!IsCaptureName(options.identity)) {
     problems.push_back("outbox.capture.identity must match ^[a-z][a-z0-9_]{0,62}$");
   }
-  if (!ValidName(options.publication)) {
+  if (!IsCaptureName(options.publication)) {
     problems.push_back("outbox.capture.publication must match ^[a-z][a-z0-9_]{0,62}$");
   }
-  if (!ValidName(options.slot)) {
+  if (!IsCaptureName(options.slot)) {
     problems.push_back("outbox.capture.slot must match ^[a-z][a-z0-9_]{0,62}$");
   }
   if (!IsValidIdentifier(options.schema)) {

@@ -48,6 +48,7 @@
 #include <string>
 #include <thread>
 
+#include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "store/postgres/capture/capture_state.h"
 #include "store/postgres/capture/pgoutput.h"
@@ -74,6 +75,15 @@ struct PgCaptureOptions {
   std::chrono::milliseconds retention_check_interval{60000};
   int64_t retention_warn_bytes = int64_t{1} << 30;  // 1 GiB
 };
+
+// ^[a-z][a-z0-9_]{0,62}$: QueueBox's rule for outbox.capture.identity, .publication and .slot.
+bool IsCaptureName(const std::string& name);
+
+// The engine's options from the configuration (outbox.capture.* over database.*): the capture
+// connection is database.url with outbox.capture.connection.{hostname,port,database,username,
+// password} applied; the table is database.outboxTableName; the schema defaults to public.
+// kInvalidArgument for a database.url that is not a PostgreSQL URL.
+Result<PgCaptureOptions> CaptureOptionsFor(const DatabaseConfig& db, const CaptureConfig& capture);
 
 // The capture connection's target, as the fingerprint names it: the URL's host, port (5432 when
 // absent) and database after the overrides. kInvalidArgument for a URL libpq cannot parse, more
