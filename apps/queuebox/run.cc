@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
+#include "store/postgres/capture/pg_capture.h"
 #include "store/postgres/pg_notify.h"
 
 namespace queuebox::app {
@@ -98,9 +99,31 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   deps.store = store->get();
   deps.metrics = &metrics;
   Relay* relay_ptr = relay->get();
-  // The poller is healthy while it completes cycles; a database outage stops them.
-  const double poller_bound_s =
-      std::max(10.0, 3.0 * static_cast<double>(config->outbox.poll_interval_ms) / 1000.0);
+
+  // Change capture (outbox.capture.enabled; QueueBox reference Appendix A): wakes the poller from
+  // the database's log; a fault stops capture, never delivery. Started after the relay.
+  std::unique_ptr<store::capture::PgCapture> capture;
+  const CaptureConfig& capture_config = config->outbox.capture;
+  if (capture_config.enabled && capture_config.mode == "postgres-logical") {
+    auto capture_options = store::capture::CaptureOptionsFor(config->database, capture_config);
+    if (!capture_options.ok()) return StartFailed(capture_options.status());
+    auto created = store::capture::PgCapture::Create(std::move(capture_options).value(),
+                                                     [relay_ptr] { relay_ptr->Wake(); });
+    if (!created.ok()) return StartFailed(created.status());
+    capture = std::move(created).value();
+    store::capture::PgCapture* c = capture.get();
+    deps.capture_healthy = [c] { return c->healthy(); };
+    metrics.SetCaptureProbe([c] {
+      return Metrics::CaptureReading{c->healthy(), c->wakes(), c->status().slot_retained_bytes};
+    });
+  }
+
+  // The poller is healthy while it completes cycles; a database outage stops them. In capture
+  // mode an idle poller waits up to reconciliationIntervalMs between cycles.
+  const int64_t longest_wait = capture_config.mode == "polling"
+                                   ? config->outbox.poll_interval_ms
+                                   : capture_config.reconciliation_interval_ms;
+  const double poller_bound_s = std::max(10.0, 3.0 * static_cast<double>(longest_wait) / 1000.0);
   deps.poller_healthy = [relay_ptr, poller_bound_s] {
     return relay_ptr->SecondsSinceLastCycle() < poller_bound_s;
   };
@@ -123,6 +146,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     if (!created.ok()) return StartFailed(created.status());
     listener = std::move(created).value();
     if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+  }
+  if (capture) {
+    if (Status s = capture->Start(); !s.ok()) return StartFailed(s);
   }
   if (retention) {
     if (Status s = retention->Start(); !s.ok()) return StartFailed(s);
@@ -167,6 +193,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   NotifyServiceManager("STOPPING=1");
   (*admin)->StartDraining();
   if (listener) listener->Stop();
+  if (capture) capture->Stop();
   int64_t abandoned = (*relay)->Stop();
   if (replicas != nullptr) replicas->LeaveReplicaSet();
   if (retention) retention->Stop();

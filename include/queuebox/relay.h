@@ -39,12 +39,6 @@ struct RelayOptions {
   OutboxConfig outbox;
   int max_error_body_bytes = 2048;
   std::vector<RouteConfig> routes;
-  // Capture mode (outbox.capture.mode is not `polling`; QueueBox reference §13.8): change capture
-  // wakes the poller (Wake) for new rows, so between cycles it waits
-  // OutboxClaims::NextWakeDelayMs(reconciliation_interval_ms), the next due time or lease
-  // deadline, instead of outbox.pollIntervalMs; reconciliation_interval_ms when that fails.
-  bool capture_mode = false;
-  int64_t reconciliation_interval_ms = 1000;  // outbox.capture.reconciliationIntervalMs, > 0
 };
 
 class Relay {
@@ -59,7 +53,12 @@ class Relay {
       RelayObserver* observer = nullptr, ReplicaMembership* replicas = nullptr);
   virtual ~Relay() = default;
 
-  // Starts the poller and lease keeper threads.
+  // Starts the poller and lease keeper threads. Between cycles the poller waits
+  // outbox.pollIntervalMs, or in capture mode (outbox.capture.mode is not `polling`; QueueBox
+  // reference §13.8), where change capture wakes it for new rows,
+  // OutboxClaims::NextWakeDelayMs(outbox.capture.reconciliationIntervalMs): the next due time or
+  // lease deadline (the reconciliation interval when that query fails). A Wake or a finished
+  // message ends the wait early.
   virtual Status Start() = 0;
   // Wakes the poller now (e.g. a LISTEN/NOTIFY notification). Cheap; conflated.
   virtual void Wake() = 0;

@@ -248,8 +248,9 @@ class RelayImpl final : public Relay {
         observer_->OnProcessError();
       }
       if (full && cycle_status.ok()) continue;  // more may be due right now
-      if (cycle_status.ok() && options_.capture_mode && !WakePending()) {
-        const int64_t cap = std::max<int64_t>(1, options_.reconciliation_interval_ms);
+      if (cycle_status.ok() && options_.outbox.capture.mode != "polling" && !WakePending()) {
+        const int64_t cap =
+            std::max<int64_t>(1, options_.outbox.capture.reconciliation_interval_ms);
         auto next = outbox_->NextWakeDelayMs(cap);
         wait_ms = next.ok() ? *next : cap;
       }
@@ -544,7 +545,7 @@ Result<std::unique_ptr<Relay>> Relay::Create(
   if (options.outbox.claim_timeout_ms <= 0) {
     return InvalidArgument("outbox.claimTimeoutMs must be > 0");
   }
-  if (options.capture_mode && options.reconciliation_interval_ms <= 0) {
+  if (options.outbox.capture.reconciliation_interval_ms <= 0) {
     return InvalidArgument("outbox.capture.reconciliationIntervalMs must be > 0");
   }
   for (size_t i = 0; i < options.routes.size(); ++i) {

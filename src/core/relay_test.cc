@@ -286,8 +286,8 @@ TEST(RelayTest, StopAbandonsWhatDoesNotFinishInTime) {
 RelayOptions CaptureMode() {
   RelayOptions o = Harness::Defaults();
   o.outbox.poll_interval_ms = 3600000;
-  o.capture_mode = true;
-  o.reconciliation_interval_ms = 3600000;
+  o.outbox.capture.mode = "postgres-logical";
+  o.outbox.capture.reconciliation_interval_ms = 3600000;
   return o;
 }
 
@@ -331,7 +331,7 @@ TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
 
 TEST(RelayTest, CreateRefusesANonPositiveReconciliationInterval) {
   RelayOptions o = CaptureMode();
-  o.reconciliation_interval_ms = 0;
+  o.outbox.capture.reconciliation_interval_ms = 0;
   FakeStore store;
   std::map<std::string, std::unique_ptr<Destination>> ds;
   ds.emplace("sink", std::make_unique<FakeDestination>("sink"));

@@ -185,6 +185,22 @@ Result<std::optional<SlotInfo>> ReadSlotInfo(PgConnection& conn, const std::stri
   return std::optional<SlotInfo>(std::move(info));
 }
 
+Result<CaptureReport> ReadCaptureReport(const PgSettings& settings, const std::string& identity,
+                                        const std::string& slot) {
+  QB_ASSIGN_OR_RETURN(auto conn, PgConnection::Connect(settings));
+  CaptureReport report;
+  QB_ASSIGN_OR_RETURN(report.slot, ReadSlotInfo(*conn, slot));
+  QB_ASSIGN_OR_RETURN(SqlRows table, conn->Query(std::string("SELECT to_regclass('") + kStateTable +
+                                                 "') IS NOT NULL"));
+  if (!table.empty() && table[0][0].value_or("") == "t") {
+    QB_ASSIGN_OR_RETURN(SqlRows found, conn->Query(std::string("SELECT 1 FROM ") + kStateTable +
+                                                       " WHERE identity_name = $1",
+                                                   {identity}));
+    report.recorded = !found.empty();
+  }
+  return report;
+}
+
 Result<std::unique_ptr<PgCapture>> PgCapture::Create(PgCaptureOptions options,
                                                      std::function<void()> on_wake) {
   std::vector<std::string> problems;

@@ -125,6 +125,17 @@ struct SlotInfo {
 // nullopt when no slot has that name. Errors as PgConnection::Query.
 Result<std::optional<SlotInfo>> ReadSlotInfo(PgConnection& conn, const std::string& slot);
 
+// What `queuebox status` shows of capture (it works while no relay runs: a stopped relay's slot
+// keeps WAL).
+struct CaptureReport {
+  bool recorded = false;         // queuebox_capture_state has a row for the identity
+  std::optional<SlotInfo> slot;  // nullopt: no slot of that name (yet)
+};
+// Reads the slot and the registry row on a new connection with `settings`. A missing
+// queuebox_capture_state table reads as not recorded. Errors: kUnavailable and the like.
+Result<CaptureReport> ReadCaptureReport(const PgSettings& settings, const std::string& identity,
+                                        const std::string& slot);
+
 class PgCapture {
  public:
   // Validates the options (identity, names, state directory, target); connects nothing.
