@@ -82,6 +82,31 @@ TEST_F(CaptureConfigTest, QueueBoxsCaptureExampleLoadsUnchanged) {
   EXPECT_EQ(target->database, "queuebox");
 }
 
+// The PostgreSQL tab of QueueBox's how-to "Capture changes", with its placeholder.
+TEST_F(CaptureConfigTest, QueueBoxsCaptureHowToLoadsUnchanged) {
+  Result<Config> c = Load(R"(database:
+  type: postgresql
+  url: jdbc:postgresql://db.internal:5432/queuebox
+  username: queuebox
+  password: ${DB_PASSWORD}
+
+outbox:
+  capture:
+    mode: postgres-logical
+    enabled: true
+    identity: queuebox
+    stateDirectory: /var/lib/queuebox/capture
+    publication: queuebox_outbox
+    slot: queuebox_outbox
+    reconciliationIntervalMs: 1000
+)",
+                          {{"DB_PASSWORD", "s3cret"}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->database.password, "s3cret");
+  EXPECT_TRUE(c->outbox.capture.enabled);
+  EXPECT_EQ(c->outbox.capture.reconciliation_interval_ms, 1000);
+}
+
 TEST_F(CaptureConfigTest, TheDefaultIsPolling) {
   Result<Config> c = Load(kPg);
   ASSERT_TRUE(c.ok()) << c.status().message();
