@@ -12,11 +12,3 @@ target_compile_options(qb_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION MATCHES "^12\\.")
   target_compile_options(qb_warnings INTERFACE $<$<CONFIG:Release>:-Wno-restrict>)
 endif()
-
-# qb_library(name SOURCES ... DEPS ...): a static library of ours with warnings as errors.
-function(qb_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
-  add_library(${name} STATIC ${ARG_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE qb_warnings ${ARG_PRIVATE_DEPS})
-endfunction()

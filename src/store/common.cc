@@ -33,21 +33,6 @@ bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
 
 }  // namespace
 
-}  // namespace queuebox::store
-
-namespace queuebox {
-
-bool OutboxColumns::IsDefault() const {
-  for (const auto& f : store::kFields) {
-    if (this->*(f.member) != f.name) return false;
-  }
-  return true;
-}
-
-}  // namespace queuebox
-
-namespace queuebox::store {
-
 std::span<const OutboxColumnField> OutboxColumnFields() { return kFields; }
 
 bool IsValidIdentifier(std::string_view name) {

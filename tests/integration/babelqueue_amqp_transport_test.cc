@@ -17,8 +17,8 @@
 #include <sstream>
 #include <string>
 
-#include "babelqueue/destination_transport.h"
 #include "babelqueue/outbox.h"
+#include "destinations/babelqueue_transport/destination_transport.h"
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"

@@ -1,5 +1,5 @@
-// destination_transport.cc: see babelqueue/destination_transport.h.
-#include "babelqueue/destination_transport.h"
+// destination_transport.cc: see destination_transport.h.
+#include "destinations/babelqueue_transport/destination_transport.h"
 
 #include <optional>
 #include <utility>

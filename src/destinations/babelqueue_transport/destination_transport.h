@@ -1,7 +1,7 @@
 // destination_transport.h: a babelqueue::Transport over one of the QueueBox relay's destinations
 // (include/queuebox/destination.h: http, file, rabbitmq; other brokers as they land), so an
-// OutboxRelay can publish through them. Library `babelqueue_transport` (src/bq_transport), kept
-// apart so the SDK core links no broker or HTTP client.
+// OutboxRelay can publish through them. Library `babelqueue_transport`, beside the destinations
+// and above the SDK, so the SDK links no broker or HTTP client.
 //
 // Each Publish(queue, body) sends one OutboundMessage whose OutboxRow has
 //   payload = body (the envelope bytes, verbatim; never re-encoded), topic = queue,
