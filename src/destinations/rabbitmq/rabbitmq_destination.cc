@@ -12,6 +12,7 @@
 
 #include "core/backoff.h"
 #include "core/log.h"
+#include "destinations/rabbitmq/amqp_extension.h"
 
 namespace queuebox {
 namespace {
@@ -97,8 +98,15 @@ amqp_table_entry_t StringEntry(const std::string& key, const std::string& value)
   return e;
 }
 
-// The AMQP basic properties an OutboundMessage may set by name (destination.h amqp_properties):
-// the short-string ones.
+// The AMQP extension of a message; an empty one when it has none.
+const AmqpExtension& AmqpOf(const OutboundMessage& message) {
+  static const AmqpExtension kNone;
+  const auto* amqp = dynamic_cast<const AmqpExtension*>(message.extension);
+  return amqp != nullptr ? *amqp : kNone;
+}
+
+// The AMQP basic properties a message may set by name (AmqpExtension::properties): the
+// short-string ones.
 struct PropertySlot {
   std::string_view name;
   amqp_flags_t flag;
@@ -515,16 +523,17 @@ void RabbitMqDestination::Prepare(Batch& b) const {
         p.headers.emplace_back(std::move(k), std::move(v));
       }
     }
-    std::string bad_property = CheckProperties(message.amqp_properties);
+    const AmqpExtension& amqp = AmqpOf(message);
+    std::string bad_property = CheckProperties(amqp.properties);
     if (!bad_property.empty()) {
       b.outcomes[i] = Outcome::Reject(FailureReason(bad_property, b.max_chars));
       continue;
     }
     // Integer headers replace string headers of the same name.
     std::erase_if(p.headers,
-                  [&](const auto& h) { return message.amqp_integer_headers.count(h.first) > 0; });
-    auto message_id = message.amqp_properties.find("message_id");
-    p.message_id = message_id != message.amqp_properties.end() ? message_id->second : row.id;
+                  [&](const auto& h) { return amqp.integer_headers.count(h.first) > 0; });
+    auto message_id = amqp.properties.find("message_id");
+    p.message_id = message_id != amqp.properties.end() ? message_id->second : row.id;
     p.routing_key = message.routing_key ? *message.routing_key : routing_key_.Render(ctx);
   }
 }
@@ -576,13 +585,14 @@ void RabbitMqDestination::Publish(Batch& b) {
     const OutboundMessage& message = b.messages[i];
     const OutboxRow& row = *message.row;
     const Batch::Prepared& p = b.prepared[i];
+    const AmqpExtension& amqp = AmqpOf(message);
     std::vector<amqp_table_entry_t> entries;
-    entries.reserve(p.headers.size() + 1 + message.amqp_integer_headers.size());
+    entries.reserve(p.headers.size() + 1 + amqp.integer_headers.size());
     for (const auto& [k, v] : p.headers) {
       entries.push_back(StringEntry(k, v));
       if (k == "x-topic") {
         // x-attempt (integer) right after x-topic, unless another header replaced it.
-        bool replaced = message.amqp_integer_headers.count("x-attempt") > 0 ||
+        bool replaced = amqp.integer_headers.count("x-attempt") > 0 ||
                         std::any_of(p.headers.begin(), p.headers.end(),
                                     [](const auto& h) { return h.first == "x-attempt"; });
         if (!replaced) {
@@ -594,7 +604,7 @@ void RabbitMqDestination::Publish(Batch& b) {
         }
       }
     }
-    for (const auto& [k, v] : message.amqp_integer_headers) {
+    for (const auto& [k, v] : amqp.integer_headers) {
       amqp_table_entry_t e;
       e.key = BytesOf(k);
       e.value.kind = AMQP_FIELD_KIND_I64;
@@ -608,7 +618,7 @@ void RabbitMqDestination::Publish(Batch& b) {
     props.content_type = amqp_cstring_bytes("application/json");
     props.delivery_mode = settings_.persistent ? 2 : 1;
     props.message_id = BytesOf(p.message_id);
-    for (const auto& [name, value] : message.amqp_properties) {
+    for (const auto& [name, value] : amqp.properties) {
       const PropertySlot* slot = FindProperty(name);  // checked by Prepare
       props._flags |= slot->flag;
       props.*(slot->field) = BytesOf(value);
