@@ -11,7 +11,13 @@ PKGS=(
   libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql postgresql-contrib rabbitmq-server nats-server amqp-tools
+  libmozjs-102-dev
 )
+# Node and npm fetch and rewrite the JSONata package at build time and run its differential test
+# (src/transform). A machine's own Node (which may come from outside Debian and bring npm with
+# it) is kept; only a machine without them gets Debian's.
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 if dpkg-query -W -f='${Status}\n' "${PKGS[@]}" 2>/dev/null | grep -qv 'install ok installed' ||
    [ "$(dpkg-query -W -f='${Status}\n' "${PKGS[@]}" 2>/dev/null | wc -l)" -ne "${#PKGS[@]}" ]; then
   SUDO=""

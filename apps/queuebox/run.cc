@@ -14,14 +14,14 @@
 #include "admin/admin_server.h"
 #include "admin/metrics.h"
 #include "admin/retention.h"
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
-#include "apps/queuebox/sd_notify.h"
+#include "commands.h"
+#include "common.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
-#include "store/postgres/capture/pg_capture.h"
-#include "store/postgres/pg_notify.h"
+#include "sd_notify.h"
+#include "store/change_capture.h"
+#include "store/open_store.h"
 
 namespace queuebox::app {
 
@@ -102,19 +102,16 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
 
   // Change capture (outbox.capture.enabled; QueueBox reference Appendix A): wakes the poller from
   // the database's log; a fault stops capture, never delivery. Started after the relay.
-  std::unique_ptr<store::capture::PgCapture> capture;
   const CaptureConfig& capture_config = config->outbox.capture;
-  if (capture_config.enabled && capture_config.mode == "postgres-logical") {
-    auto capture_options = store::capture::CaptureOptionsFor(config->database, capture_config);
-    if (!capture_options.ok()) return StartFailed(capture_options.status());
-    auto created = store::capture::PgCapture::Create(std::move(capture_options).value(),
-                                                     [relay_ptr] { relay_ptr->Wake(); });
-    if (!created.ok()) return StartFailed(created.status());
-    capture = std::move(created).value();
-    store::capture::PgCapture* c = capture.get();
+  auto opened =
+      OpenChangeCapture(config->database, capture_config, [relay_ptr] { relay_ptr->Wake(); });
+  if (!opened.ok()) return StartFailed(opened.status());
+  std::unique_ptr<ChangeCapture> capture = std::move(opened).value();
+  if (capture) {
+    ChangeCapture* c = capture.get();
     deps.capture_healthy = [c] { return c->healthy(); };
     metrics.SetCaptureProbe([c] {
-      return Metrics::CaptureReading{c->healthy(), c->wakes(), c->status().slot_retained_bytes};
+      return Metrics::CaptureReading{c->healthy(), c->wakes(), c->slot_retained_bytes()};
     });
   }
 
@@ -139,13 +136,14 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (Status s = (*admin)->Start(); !s.ok()) return StartFailed(s);
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
-  std::unique_ptr<store::PgNotifyListener> listener;
-  if (config->outbox.notify && config->database.type == "postgresql") {
-    auto created =
-        store::PgNotifyListener::Create(config->database, [relay_ptr] { relay_ptr->Wake(); });
+  std::unique_ptr<InsertListener> listener;
+  if (config->outbox.notify) {
+    auto created = OpenInsertListener(config->database, [relay_ptr] { relay_ptr->Wake(); });
     if (!created.ok()) return StartFailed(created.status());
     listener = std::move(created).value();
-    if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    if (listener) {
+      if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    }
   }
   if (capture) {
     if (Status s = capture->Start(); !s.ok()) return StartFailed(s);

@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "core/router.h"
-#include "store/postgres/capture/pg_capture.h"
-#include "store/postgres/pg_connection.h"
+#include "store/change_capture.h"
 
 namespace queuebox {
 namespace {
@@ -72,14 +71,8 @@ std::string Bytes(int64_t n) {
 }
 
 // The capture part of `queuebox status`: nullopt when capture is not PostgreSQL's.
-std::optional<store::capture::CaptureReport> CaptureReportFor(const Config& config,
-                                                              std::ostream& err) {
-  const CaptureConfig& cap = config.outbox.capture;
-  if (cap.mode != "postgres-logical" || config.database.type != "postgresql") return std::nullopt;
-  auto settings = store::PgSettingsFor(config.database);
-  if (!settings.ok()) return std::nullopt;
-  settings->pool_size = 1;
-  auto report = store::capture::ReadCaptureReport(*settings, cap.identity, cap.slot);
+std::optional<CaptureReport> CaptureReportFor(const Config& config, std::ostream& err) {
+  auto report = ReadCaptureReport(config.database, config.outbox.capture);
   if (!report.ok()) {
     err << "The capture slot query failed: " << report.status().ToString() << "\n";
     return std::nullopt;
@@ -97,7 +90,7 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, co
     return 1;
   }
   const CaptureConfig& cap = config.outbox.capture;
-  const std::optional<store::capture::CaptureReport> capture = CaptureReportFor(config, err);
+  const std::optional<CaptureReport> capture = CaptureReportFor(config, err);
   // Key affinity; empty without a replica set.
   const std::vector<ReplicaInfo> live =
       replica_set != nullptr ? replica_set->Replicas() : std::vector<ReplicaInfo>{};

@@ -1,14 +1,13 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "queuebox/config.h"
-
 #include "config/env.h"
+#include "config/load.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
-#include "store/postgres/capture/pg_capture.h"
+#include "store/change_capture.h"
 
 extern char** environ;
 
@@ -50,7 +49,7 @@ void CheckCapture(const Config& c, Diagnostics& d) {
        {std::pair<const char*, const std::string*>{"outbox.capture.identity", &cap.identity},
         {"outbox.capture.publication", &cap.publication},
         {"outbox.capture.slot", &cap.slot}}) {
-    if (!store::capture::IsCaptureName(*value)) {
+    if (!IsCaptureName(*value)) {
       d.Add(key, "must match ^[a-z][a-z0-9_]{0,62}$ (got '" + *value + "')");
     }
   }
@@ -70,12 +69,9 @@ void CheckCapture(const Config& c, Diagnostics& d) {
   if (cap.enabled && cap.state_directory.empty()) {
     d.Add("outbox.capture.stateDirectory", "required when outbox.capture.enabled is true");
   }
-  if (cap.enabled && cap.mode == "postgres-logical" && c.database.type == "postgresql") {
-    auto options = store::capture::CaptureOptionsFor(c.database, cap);
-    if (options.ok()) {
-      auto target = store::capture::ResolveCaptureTarget(options->connection);
-      if (!target.ok()) d.Add("outbox.capture.connection.hostname", target.status().message());
-    }  // a bad database.url is reported at database.url
+  if (cap.enabled) {
+    Status target = CheckCaptureConnection(c.database, cap);
+    if (!target.ok()) d.Add("outbox.capture.connection.hostname", target.message());
   }
 }
 

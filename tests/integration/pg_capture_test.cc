@@ -26,6 +26,7 @@
 
 #include "core/log.h"
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "store/postgres/postgres_store.h"
 #include "testing/env.h"
 #include "testing/pg.h"

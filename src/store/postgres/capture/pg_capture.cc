@@ -62,13 +62,6 @@ std::optional<int64_t> ToInt(const std::optional<std::string>& v) {
 
 }  // namespace
 
-bool IsCaptureName(const std::string& s) {
-  if (s.empty() || s.size() > 63 || s[0] < 'a' || s[0] > 'z') return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
 Result<PgCaptureOptions> CaptureOptionsFor(const DatabaseConfig& db, const CaptureConfig& capture) {
   PgCaptureOptions o;
   QB_ASSIGN_OR_RETURN(o.connection, PgSettingsFor(db));

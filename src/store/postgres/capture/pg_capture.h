@@ -50,6 +50,7 @@
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
+#include "store/change_capture.h"
 #include "store/postgres/capture/capture_state.h"
 #include "store/postgres/capture/pgoutput.h"
 #include "store/postgres/pg_connection.h"
@@ -76,8 +77,7 @@ struct PgCaptureOptions {
   int64_t retention_warn_bytes = int64_t{1} << 30;  // 1 GiB
 };
 
-// ^[a-z][a-z0-9_]{0,62}$: QueueBox's rule for outbox.capture.identity, .publication and .slot.
-bool IsCaptureName(const std::string& name);
+using ::queuebox::IsCaptureName;  // store/change_capture.h
 
 // The engine's options from the configuration (outbox.capture.* over database.*): the capture
 // connection is database.url with outbox.capture.connection.{hostname,port,database,username,
@@ -112,54 +112,42 @@ struct CaptureStatus {
   int64_t slot_retained_bytes = -1;  // the last retention reading; -1 before one
 };
 
-// The slot as pg_replication_slots shows it (queuebox status; works without a running engine).
-struct SlotInfo {
-  std::string plugin, database, wal_status;
-  bool active = false;
-  std::string confirmed_flush_lsn, restart_lsn;  // "" when NULL
-  // pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn); -1 when unknown.
-  int64_t retained_bytes = -1;
-  // The same from restart_lsn: what the server cannot remove yet; -1 when unknown.
-  int64_t restart_retained_bytes = -1;
-};
+// The slot as pg_replication_slots shows it (store/change_capture.h).
+using SlotInfo = ::queuebox::CaptureSlotInfo;
 // nullopt when no slot has that name. Errors as PgConnection::Query.
 Result<std::optional<SlotInfo>> ReadSlotInfo(PgConnection& conn, const std::string& slot);
 
-// What `queuebox status` shows of capture (it works while no relay runs: a stopped relay's slot
-// keeps WAL).
-struct CaptureReport {
-  bool recorded = false;         // queuebox_capture_state has a row for the identity
-  std::optional<SlotInfo> slot;  // nullopt: no slot of that name (yet)
-};
+using CaptureReport = ::queuebox::CaptureReport;  // store/change_capture.h
 // Reads the slot and the registry row on a new connection with `settings`. A missing
 // queuebox_capture_state table reads as not recorded. Errors: kUnavailable and the like.
 Result<CaptureReport> ReadCaptureReport(const PgSettings& settings, const std::string& identity,
                                         const std::string& slot);
 
-class PgCapture {
+class PgCapture final : public ChangeCapture {
  public:
   // Validates the options (identity, names, state directory, target); connects nothing.
   // kInvalidArgument naming the bad setting.
   static Result<std::unique_ptr<PgCapture>> Create(PgCaptureOptions options,
                                                    std::function<void()> on_wake);
-  ~PgCapture();  // Stop()
+  ~PgCapture() override;  // Stop()
   PgCapture(const PgCapture&) = delete;
   PgCapture& operator=(const PgCapture&) = delete;
 
   // Starts the capture thread. kFailedPrecondition when already started; kInternal when the stop
   // event cannot be created.
-  Status Start();
+  Status Start() override;
   // Confirms the handled position once more, closes the connections (the lock goes with the
   // control session) and joins the thread. Returns within one connect attempt at most;
   // idempotent.
-  void Stop();
+  void Stop() override;
 
   CaptureStatus status() const;
-  bool healthy() const { return state_.load() == CaptureState::kStreaming; }
+  bool healthy() const override { return state_.load() == CaptureState::kStreaming; }
   const std::string& fingerprint() const { return fingerprint_; }
 
   // Counters (tests, metrics).
-  int64_t wakes() const { return wakes_.load(); }                     // every on_wake call
+  int64_t wakes() const override { return wakes_.load(); }  // every on_wake call
+  int64_t slot_retained_bytes() const override { return retained_bytes_.load(); }
   int64_t insert_wakes() const { return insert_wakes_.load(); }       // transactions with inserts
   int64_t streams() const { return streams_.load(); }                 // START_REPLICATION successes
   int64_t outbox_changes_ignored() const { return ignored_.load(); }  // updates + deletes seen

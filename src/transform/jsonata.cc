@@ -1,0 +1,149 @@
+// jsonata.cc: Expression, Bindings and TransformError (the engine is in engine.cc).
+#include "queuebox/transform/jsonata.h"
+
+#include <functional>
+
+#include "engine.h"
+
+namespace queuebox::transform {
+namespace {
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 15]);
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+}  // namespace
+
+std::string_view ErrorKindName(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kSyntax:
+      return "syntax";
+    case ErrorKind::kEvaluation:
+      return "evaluation";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kDepth:
+      return "depth";
+    case ErrorKind::kMemory:
+      return "memory";
+    case ErrorKind::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorKind::kEngine:
+      return "engine";
+  }
+  return "unknown";
+}
+
+std::string TransformError::ToString() const {
+  std::string out = code;
+  if (!code.empty() && position >= 0) out += " at position " + std::to_string(position);
+  if (!out.empty()) out += ": ";
+  return out + message;
+}
+
+Status TransformError::ToStatus() const {
+  switch (kind) {
+    case ErrorKind::kTimeout:
+      return DeadlineExceeded(ToString());
+    case ErrorKind::kDepth:
+    case ErrorKind::kMemory:
+      return {StatusCode::kResourceExhausted, ToString()};
+    case ErrorKind::kEngine:
+      return Internal(ToString());
+    case ErrorKind::kSyntax:
+    case ErrorKind::kEvaluation:
+    case ErrorKind::kInvalidArgument:
+      break;
+  }
+  return InvalidArgument(ToString());
+}
+
+void Bindings::AppendName(std::string_view name) {
+  json_.push_back(json_.empty() ? '{' : ',');
+  AppendJsonString(json_, name);
+  json_.push_back(':');
+}
+
+Bindings& Bindings::SetString(std::string_view name, std::string_view value) {
+  AppendName(name);
+  AppendJsonString(json_, value);
+  return *this;
+}
+
+Bindings& Bindings::SetInt(std::string_view name, std::int64_t value) {
+  AppendName(name);
+  json_ += std::to_string(value);
+  return *this;
+}
+
+Bindings& Bindings::SetNull(std::string_view name) {
+  AppendName(name);
+  json_ += "null";
+  return *this;
+}
+
+Bindings& Bindings::SetJson(std::string_view name, std::string_view json) {
+  AppendName(name);
+  json_.append(json);
+  return *this;
+}
+
+TransformResult<Expression> Expression::Compile(std::string text, Limits limits) {
+  if (limits.timeout.count() <= 0 || limits.max_depth <= 0) {
+    TransformError e;
+    e.kind = ErrorKind::kInvalidArgument;
+    e.message = "timeoutMs and maxDepth must be greater than 0";
+    return e;
+  }
+  auto state = std::make_shared<State>();
+  state->hash = std::hash<std::string>()(text) * 31 + std::hash<int>()(limits.max_depth);
+  state->text = std::move(text);
+  state->limits = limits;
+  TransformResult<internal::Engine*> engine = internal::Engine::ForThisThread();
+  if (!engine.ok()) return engine.error();
+  TransformResult<bool> compiled = engine.value()->Compile(*state);
+  if (!compiled.ok()) return compiled.error();
+  return Expression(std::move(state));
+}
+
+const std::string& Expression::text() const { return state_->text; }
+const Limits& Expression::limits() const { return state_->limits; }
+
+TransformResult<std::optional<std::string>> Expression::Evaluate(std::string_view input_json,
+                                                                 const Bindings& bindings) const {
+  TransformResult<internal::Engine*> engine = internal::Engine::ForThisThread();
+  if (!engine.ok()) return engine.error();
+  return engine.value()->Evaluate(*state_, input_json, bindings.json());
+}
+
+}  // namespace queuebox::transform

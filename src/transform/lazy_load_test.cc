@@ -1,0 +1,58 @@
+// Its own process: the engine is not loaded until the first transform compiles.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "queuebox/transform/jsonata.h"
+
+namespace queuebox::transform {
+namespace {
+
+TEST(JsonataLazyLoad, NothingLoadsUntilTheFirstCompile) {
+  EXPECT_FALSE(EnginesLoaded());
+  // What needs no engine does not load one.
+  Bindings bindings;
+  bindings.SetString("topic", "t");
+  EXPECT_EQ(KeyValueFromJson("42"), std::optional<std::string>("42"));
+  EngineOptions options;
+  options.max_result_bytes = 1024;
+  options.max_heap_bytes = std::size_t{32} << 20;
+  options.max_evaluation_bytes = std::size_t{1} << 30;  // so that the heap cap is what stops
+  EXPECT_TRUE(ConfigureEngines(options).ok());
+  EXPECT_FALSE(EnginesLoaded());
+
+  auto expr = Expression::Compile("$topic");
+  ASSERT_TRUE(expr.ok()) << expr.error().ToString();
+  EXPECT_TRUE(EnginesLoaded());
+  Status late = ConfigureEngines(options);
+  EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition);
+
+  // The options set before the load hold.
+  auto big = Expression::Compile("$pad('', 2000, 'x')");
+  ASSERT_TRUE(big.ok());
+  auto out = big.value().Evaluate("");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().kind, ErrorKind::kMemory);
+  EXPECT_THAT(out.error().message, ::testing::HasSubstr("over the limit of 1024 bytes"));
+
+  // Objects past the 32 MiB heap cap: SpiderMonkey's out-of-memory, then the engine goes on.
+  Limits long_timeout;
+  long_timeout.timeout = std::chrono::milliseconds(120000);
+  auto objects = Expression::Compile("$count([1..2000000].{'v': $, 'w': [$, $]})", long_timeout);
+  ASSERT_TRUE(objects.ok());
+  auto oom = objects.value().Evaluate("");
+  ASSERT_FALSE(oom.ok());
+  EXPECT_EQ(oom.error().kind, ErrorKind::kMemory) << oom.error().ToString();
+  EXPECT_THAT(oom.error().message, ::testing::HasSubstr("heap (32 MiB)"));
+  auto after = Expression::Compile("$sum([1, 2])").value().Evaluate("");
+  ASSERT_TRUE(after.ok()) << after.error().ToString();
+  EXPECT_EQ(*after.value(), "3");
+}
+
+TEST(JsonataLazyLoad, ZeroOptionsAreRefused) {
+  EngineOptions options;
+  options.cache_capacity = 0;
+  EXPECT_EQ(ConfigureEngines(options).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace queuebox::transform
