@@ -34,7 +34,8 @@ struct OutboxColumns {
               created_at = "created_at", updated_at = "updated_at", claimed_at = "claimed_at",
               claim_token = "claim_token", lease_expires_at = "lease_expires_at",
               last_error = "last_error", sequence = "sequence";
-  bool IsDefault() const;
+  bool operator==(const OutboxColumns&) const = default;
+  bool IsDefault() const { return *this == OutboxColumns{}; }
 };
 
 // database.* configuration (QueueBox reference §12.2).
@@ -221,9 +222,5 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // for a store without an inbox (the in-memory twin of tests).
   virtual InboxStore* inbox() { return nullptr; }
 };
-
-// Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the
-// database (see WaitForDatabase in core). kInvalidArgument for an unknown type or a bad URL.
-Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config);
 
 }  // namespace queuebox
