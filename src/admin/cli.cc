@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,13 +115,13 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
     if (*inbox_stats) {
       const InboxStats& in = **inbox_stats;
       ordered_json by_source = ordered_json::object();
-      for (const auto& [source, states] : in.rows_by_source_state) {
+      for (const auto& [source, by_state] : in.rows_by_source_state) {
         ordered_json counts = ordered_json::object();
         for (const std::string& st : InboxStates()) {
-          auto it = states.find(st);
-          counts[st] = it == states.end() ? int64_t{0} : it->second;
+          auto it = by_state.find(st);
+          counts[st] = it == by_state.end() ? int64_t{0} : it->second;
         }
-        for (const auto& [st, n] : states) counts[st] = n;
+        for (const auto& [st, n] : by_state) counts[st] = n;
         by_source[source] = counts;
       }
       inbox_json = {{"rowsBySourceAndState", by_source},
@@ -172,11 +172,11 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
         header.push_back(upper);
       }
       std::vector<std::vector<std::string>> rows_in;
-      for (const auto& [source, states] : in.rows_by_source_state) {
+      for (const auto& [source, by_state] : in.rows_by_source_state) {
         std::vector<std::string> row = {source};
         for (const std::string& st : InboxStates()) {
-          auto it = states.find(st);
-          row.push_back(std::to_string(it == states.end() ? 0 : it->second));
+          auto it = by_state.find(st);
+          row.push_back(std::to_string(it == by_state.end() ? 0 : it->second));
         }
         rows_in.push_back(std::move(row));
       }
@@ -302,9 +302,9 @@ int RunInboxDeadListCommand(InboxOperations& inbox, int limit, bool json, std::o
     rows.push_back({d.id, d.source, OneLine(d.idempotency_key, 40), d.aggregate_id.value_or(""),
                     std::to_string(d.attempt), OneLine(d.last_error, 80), d.created_at});
   }
-  out << Table({"ID", "SOURCE", "IDEMPOTENCY KEY", "AGGREGATE", "ATTEMPT", "LAST ERROR",
-                "CREATED AT"},
-               rows);
+  out << Table(
+      {"ID", "SOURCE", "IDEMPOTENCY KEY", "AGGREGATE", "ATTEMPT", "LAST ERROR", "CREATED AT"},
+      rows);
   return 0;
 }
 

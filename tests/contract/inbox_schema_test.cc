@@ -86,10 +86,10 @@ TEST_P(InboxSchemaTest, TheInboxHasTheNineIndexesAndTheRelayIndex) {
                                 "tbl_name = 'inbox' AND name LIKE 'idx_%' ORDER BY name";
   std::vector<std::string> names;
   for (const auto& r : db_->Query(sql)) names.push_back(r[0]);
-  std::vector<std::string> want = {"idx_inbox_aggregate_state",    "idx_inbox_consumption_pending",
-                                   "idx_inbox_pending",            "idx_inbox_processing_claimed",
-                                   "idx_inbox_pull_busy",          "idx_inbox_pull_pending",
-                                   "idx_inbox_push_head",          "idx_inbox_source",
+  std::vector<std::string> want = {"idx_inbox_aggregate_state", "idx_inbox_consumption_pending",
+                                   "idx_inbox_pending",         "idx_inbox_processing_claimed",
+                                   "idx_inbox_pull_busy",       "idx_inbox_pull_pending",
+                                   "idx_inbox_push_head",       "idx_inbox_source",
                                    "idx_inbox_state_created"};
   if (db_->pg()) {
     want.push_back("inbox_pkey");
@@ -100,7 +100,7 @@ TEST_P(InboxSchemaTest, TheInboxHasTheNineIndexesAndTheRelayIndex) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, InboxSchemaTest, ::testing::Values("sqlite", "postgresql"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 
 class PostgresInboxSchemaTest : public testing::MigratedPgStoreTest {};
 
@@ -109,27 +109,26 @@ TEST_F(PostgresInboxSchemaTest, MigratedColumnsAreQueueBoxsInbox) {
       "SELECT column_name, data_type, coalesce(character_maximum_length::text, '-'), "
       "is_nullable, coalesce(column_default, '-') FROM information_schema.columns "
       "WHERE table_name = 'inbox' ORDER BY column_name");
-  EXPECT_EQ(cols,
-            (Rows{
-                {"aggregate_id", "character varying", "255", "YES", "-"},
-                {"attempt", "integer", "-", "NO", "0"},
-                {"claim_token", "uuid", "-", "YES", "-"},
-                {"claimed_at", "timestamp with time zone", "-", "YES", "-"},
-                {"consumption", "character varying", "4", "NO", "'push'::character varying"},
-                {"correlation_id", "character varying", "128", "YES", "-"},
-                {"created_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
-                {"event_type", "character varying", "255", "YES", "-"},
-                {"headers", "jsonb", "-", "NO", "'{}'::jsonb"},
-                {"id", "uuid", "-", "NO", "gen_random_uuid()"},
-                {"idempotency_key", "character varying", "255", "NO", "-"},
-                {"last_error", "text", "-", "YES", "-"},
-                {"lease_expires_at", "timestamp with time zone", "-", "YES", "-"},
-                {"payload", "jsonb", "-", "NO", "-"},
-                {"processed_at", "timestamp with time zone", "-", "YES", "-"},
-                {"scheduled_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
-                {"source", "character varying", "255", "NO", "-"},
-                {"state", "character varying", "50", "NO", "'pending'::character varying"},
-            }));
+  EXPECT_EQ(cols, (Rows{
+                      {"aggregate_id", "character varying", "255", "YES", "-"},
+                      {"attempt", "integer", "-", "NO", "0"},
+                      {"claim_token", "uuid", "-", "YES", "-"},
+                      {"claimed_at", "timestamp with time zone", "-", "YES", "-"},
+                      {"consumption", "character varying", "4", "NO", "'push'::character varying"},
+                      {"correlation_id", "character varying", "128", "YES", "-"},
+                      {"created_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
+                      {"event_type", "character varying", "255", "YES", "-"},
+                      {"headers", "jsonb", "-", "NO", "'{}'::jsonb"},
+                      {"id", "uuid", "-", "NO", "gen_random_uuid()"},
+                      {"idempotency_key", "character varying", "255", "NO", "-"},
+                      {"last_error", "text", "-", "YES", "-"},
+                      {"lease_expires_at", "timestamp with time zone", "-", "YES", "-"},
+                      {"payload", "jsonb", "-", "NO", "-"},
+                      {"processed_at", "timestamp with time zone", "-", "YES", "-"},
+                      {"scheduled_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
+                      {"source", "character varying", "255", "NO", "-"},
+                      {"state", "character varying", "50", "NO", "'pending'::character varying"},
+                  }));
   EXPECT_EQ(db_->Scalar("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = "
                         "'uq_inbox_source_idempotency'"),
             "UNIQUE (source, idempotency_key)");
@@ -148,8 +147,8 @@ TEST_F(PostgresInboxSchemaTest, TheIndexesAreQueueBoxsDefinitions) {
       (Rows{
           {"idx_inbox_aggregate_state",
            "CREATE INDEX idx_inbox_aggregate_state" + on + "(aggregate_id, state)"},
-          {"idx_inbox_consumption_pending",
-           "CREATE INDEX idx_inbox_consumption_pending" + on + "(consumption, state, scheduled_at)"},
+          {"idx_inbox_consumption_pending", "CREATE INDEX idx_inbox_consumption_pending" + on +
+                                                "(consumption, state, scheduled_at)"},
           {"idx_inbox_pending", "CREATE INDEX idx_inbox_pending" + on +
                                     "(state) WHERE ((state)::text = 'pending'::text)"},
           {"idx_inbox_processing_claimed",

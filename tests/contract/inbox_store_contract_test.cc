@@ -102,10 +102,9 @@ class InboxFixture : public ::testing::TestWithParam<std::string> {
   }
   // Milliseconds between two timestamp columns of inbox row `id` (b - a).
   int64_t MsBetween(const std::string& id, const std::string& a, const std::string& b) {
-    std::string v = db_->pg()
-                        ? Field(id, "round(EXTRACT(EPOCH FROM " + b + " - " + a + ") * 1000)")
-                        : Field(id, "round((julianday(" + b + ") - julianday(" + a +
-                                        ")) * 86400000.0)");
+    std::string v =
+        db_->pg() ? Field(id, "round(EXTRACT(EPOCH FROM " + b + " - " + a + ") * 1000)")
+                  : Field(id, "round((julianday(" + b + ") - julianday(" + a + ")) * 86400000.0)");
     return static_cast<int64_t>(std::stod(v));
   }
 
@@ -327,9 +326,9 @@ TEST_P(InboxIntakeContractTest, ConcurrentWritersStoreEachKeyOnce) {
       }
       const size_t batch = static_cast<size_t>(w + 3);
       for (size_t i = 0; i < all.size(); i += batch) {
-        std::vector<NewInboxMessage> part(all.begin() + static_cast<std::ptrdiff_t>(i),
-                                          all.begin() + static_cast<std::ptrdiff_t>(
-                                                            std::min(all.size(), i + batch)));
+        std::vector<NewInboxMessage> part(
+            all.begin() + static_cast<std::ptrdiff_t>(i),
+            all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + batch)));
         auto out = store->inbox()->Store(part);
         if (!out.ok()) {
           ADD_FAILURE() << out.status().ToString();
@@ -400,7 +399,8 @@ TEST_P(InboxClaimsContractTest, RowsNotYetDueAreNotClaimedAndDueOrderGoesBeforeA
 
 TEST_P(InboxClaimsContractTest, TheLimitCapsTheBatchInScheduleOrder) {
   std::vector<NewInboxMessage> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(Msg("k" + std::to_string(i), "agg" + std::to_string(i)));
+  for (int i = 0; i < 5; ++i)
+    batch.push_back(Msg("k" + std::to_string(i), "agg" + std::to_string(i)));
   Store(batch);
   EXPECT_THAT(Keys(Claim(3)), ElementsAre("k0", "k1", "k2"));
   EXPECT_THAT(Keys(Claim(3)), ElementsAre("k3", "k4"));
@@ -413,7 +413,8 @@ TEST_P(InboxClaimsContractTest, AHotAggregateAheadDoesNotHoldBackTheHeadsOfOther
   for (int i = 0; i < 300; ++i) hot.push_back(Msg("hot" + std::to_string(i), "hot"));
   Store(hot);
   std::vector<NewInboxMessage> rest;
-  for (int i = 0; i < 8; ++i) rest.push_back(Msg("c" + std::to_string(i), "cold" + std::to_string(i)));
+  for (int i = 0; i < 8; ++i)
+    rest.push_back(Msg("c" + std::to_string(i), "cold" + std::to_string(i)));
   rest.push_back(Msg("n0"));
   rest.push_back(Msg("n1"));
   Store(rest);
@@ -439,8 +440,8 @@ TEST_P(InboxClaimsContractTest, ForwardWritesTheOutboxRowAndMarksTheInboxRowInOn
   EXPECT_NE(Field(id, "processed_at"), "<null>");
   EXPECT_EQ(Field(id, "claim_token"), "<null>");
   ASSERT_EQ(Count("outbox"), "1");
-  auto out = db_->Query(
-      "SELECT topic, key, payload, headers, max_attempts, state, attempt FROM outbox");
+  auto out =
+      db_->Query("SELECT topic, key, payload, headers, max_attempts, state, attempt FROM outbox");
   EXPECT_EQ(out[0][0], "payments");
   EXPECT_EQ(out[0][1], "cus_1");
   EXPECT_EQ(nlohmann::json::parse(out[0][2]), nlohmann::json::parse(m.payload));
@@ -552,8 +553,8 @@ TEST_P(InboxClaimsContractTest, ConcurrentClaimersNeverHaveTwoRowsOfOneAggregate
   for (int n = 0; n < kPerAggregate; ++n) {
     std::vector<NewInboxMessage> batch;
     for (int a = 0; a < kAggregates; ++a) {
-      NewInboxMessage m = Msg("a" + std::to_string(a) + "_" + std::to_string(n),
-                              "agg" + std::to_string(a));
+      NewInboxMessage m =
+          Msg("a" + std::to_string(a) + "_" + std::to_string(n), "agg" + std::to_string(a));
       m.payload = R"({"n":)" + std::to_string(n) + "}";
       batch.push_back(m);
     }
@@ -600,7 +601,8 @@ TEST_P(InboxClaimsContractTest, ConcurrentClaimersNeverHaveTwoRowsOfOneAggregate
                            (db_->pg() ? "payload->>'n'" : "json_extract(payload, '$.n')") +
                            " FROM outbox WHERE key = '" + agg + "' ORDER BY sequence");
     ASSERT_EQ(rows.size(), static_cast<size_t>(kPerAggregate));
-    for (int n = 0; n < kPerAggregate; ++n) EXPECT_EQ(rows[static_cast<size_t>(n)][0], std::to_string(n));
+    for (int n = 0; n < kPerAggregate; ++n)
+      EXPECT_EQ(rows[static_cast<size_t>(n)][0], std::to_string(n));
   }
 }
 
@@ -678,7 +680,8 @@ TEST_P(InboxOperationsContractTest, ReplayFiltersByIdsSourcesAndCreatedTime) {
   EXPECT_EQ(*inbox_->Replay(by_source), 2);
   InboxReplayFilter bad;
   bad.created_after = "yesterday";
-  EXPECT_THAT(inbox_->Replay(bad), StatusIs(StatusCode::kInvalidArgument, HasSubstr("createdAfter")));
+  EXPECT_THAT(inbox_->Replay(bad),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("createdAfter")));
 }
 
 TEST_P(InboxOperationsContractTest, ListDeadIsNewestFirst) {
@@ -773,13 +776,13 @@ TEST_P(InboxOperationsContractTest, TheSchemaGuardNamesAMissingHeadersColumnAndA
 
 INSTANTIATE_TEST_SUITE_P(Dialects, InboxIntakeContractTest,
                          ::testing::Values("sqlite", "postgresql"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 INSTANTIATE_TEST_SUITE_P(Dialects, InboxClaimsContractTest,
                          ::testing::Values("sqlite", "postgresql"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 INSTANTIATE_TEST_SUITE_P(Dialects, InboxOperationsContractTest,
                          ::testing::Values("sqlite", "postgresql"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 
 }  // namespace
 }  // namespace queuebox
