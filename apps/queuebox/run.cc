@@ -16,6 +16,7 @@
 #include "admin/retention.h"
 #include "commands.h"
 #include "common.h"
+#include "core/inbox_relay.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
@@ -65,6 +66,19 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // Schema guard (QueueBox reference §3.6): a missing table or sequence column stops the start
   // with the statement that fixes it.
   if (Status s = (*store)->CheckSchema(); !s.ok()) return StartFailed(s);
+  // The inbox's guard (reference §3.6, its headers column). A database without the inbox table
+  // (a schema made by hand for the outbox alone) runs without the inbox relay.
+  InboxStore* inbox = (*store)->inbox();
+  if (inbox != nullptr) {
+    Status s = inbox->CheckSchema();
+    if (s.code() == StatusCode::kNotFound) {
+      log::Info("The database has no inbox table, so the inbox relay does not run.",
+                {{"table", config->database.inbox_table}});
+      inbox = nullptr;
+    } else if (!s.ok()) {
+      return StartFailed(s);
+    }
+  }
 
   // Key affinity (outbox.keyAffinity.enabled): replicas split the keys through a heartbeat table.
   // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
@@ -90,9 +104,23 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
       Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
 
+  // The inbox relay (inbox.relay.*): push rows of the inbox into the outbox; each forward wakes
+  // the outbox relay, so forwarded rows are claimed at once.
+  std::unique_ptr<InboxRelay> inbox_relay;
+  if (inbox != nullptr && config->inbox.relay.enabled) {
+    InboxRelayOptions inbox_options = InboxRelayOptions::FromConfig(*config);
+    inbox_options.on_forwarded = [relay_ptr = relay->get()] { relay_ptr->Wake(); };
+    auto created = InboxRelay::Create(std::move(inbox_options), inbox, inbox, &metrics);
+    if (!created.ok()) return StartFailed(created.status());
+    inbox_relay = std::move(created).value();
+  } else if (inbox != nullptr) {
+    log::Info("inbox.relay.enabled is false: push rows stay in the inbox.");
+  }
+
   std::unique_ptr<RetentionService> retention;
   if (config->retention.enabled) {
-    retention = std::make_unique<RetentionService>(store->get(), config->retention, &metrics);
+    retention =
+        std::make_unique<RetentionService>(store->get(), inbox, config->retention, &metrics);
   }
 
   AdminServerDeps deps;
@@ -128,6 +156,16 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     RetentionService* r = retention.get();
     deps.retention_healthy = [r] { return r->Healthy(); };
   }
+  deps.inbox = inbox;
+  if (inbox_relay) {
+    // Healthy while it cycles and its last cycle succeeded (a database outage fails them).
+    InboxRelay* r = inbox_relay.get();
+    const double bound_s =
+        std::max(10.0, 3.0 * static_cast<double>(config->inbox.relay.poll_interval_ms) / 1000.0);
+    deps.inbox_relay_healthy = [r, bound_s] {
+      return r->LastCycleOk() && r->SecondsSinceLastCycle() < bound_s;
+    };
+  }
   deps.destinations = destination_list;
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
@@ -135,6 +173,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // The ports first: a port another process holds stops the start before this one claims a row.
   if (Status s = (*admin)->Start(); !s.ok()) return StartFailed(s);
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
+  if (inbox_relay) {
+    if (Status s = inbox_relay->Start(); !s.ok()) return StartFailed(s);
+  }
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
   std::unique_ptr<InsertListener> listener;
   if (config->outbox.notify) {
@@ -173,7 +214,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
       break;
     }
     if (options.until_idle) {
-      if ((*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
+      // The inbox first: its forwards become outbox rows.
+      bool inbox_idle =
+          !inbox_relay || inbox_relay->WaitIdle(std::chrono::milliseconds(200)).ok();
+      if (inbox_idle && (*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
         log::Info("Nothing left to claim and nothing in flight; stopping (--until-idle)");
         break;
       }
@@ -192,6 +236,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->StartDraining();
   if (listener) listener->Stop();
   if (capture) capture->Stop();
+  if (inbox_relay) inbox_relay->Stop();
   int64_t abandoned = (*relay)->Stop();
   if (replicas != nullptr) replicas->LeaveReplicaSet();
   if (retention) retention->Stop();

@@ -66,6 +66,22 @@ struct OutboxConfig {
   CaptureConfig capture;  // outbox.capture.*
 };
 
+// inbox.relay.* (QueueBox reference §11.6, §12.2): the relay that forwards push rows of the inbox
+// into the outbox.
+struct InboxRelayConfig {
+  bool enabled = true;                       // inbox.relay.enabled
+  int64_t poll_interval_ms = 100;            // wait between cycles that found nothing
+  int batch_size = 100;                      // rows claimed (and forwarded) per cycle
+  int64_t claim_timeout_ms = 300000;         // the lease of a claimed inbox row
+  int64_t pending_gauge_interval_ms = 5000;  // queuebox_inbox_oldest_pending_age_seconds refresh
+  std::optional<int> max_attempts;           // max_attempts of the outbox rows; unset: outbox's
+};
+
+// inbox.* (QueueBox reference §12.2).
+struct InboxConfig {
+  InboxRelayConfig relay;
+};
+
 struct HttpConfig {
   int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes
 };
@@ -132,7 +148,8 @@ struct RetentionPolicy {
 
 struct RetentionConfig {
   bool enabled = false;
-  RetentionPolicy outbox;
+  RetentionPolicy outbox;  // sent and dead rows, aged by updated_at
+  RetentionPolicy inbox;   // processed and dead rows, aged by created_at (the receipt time)
 };
 
 struct LoggingConfig {
@@ -144,6 +161,7 @@ struct Config {
   ServerConfig server;
   DatabaseConfig database;
   OutboxConfig outbox;
+  InboxConfig inbox;
   HttpConfig http;
   std::vector<RouteConfig> routes;
   std::map<std::string, DestinationConfig> destinations;

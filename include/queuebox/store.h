@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "queuebox/inbox.h"
 #include "queuebox/message.h"
 #include "queuebox/status.h"
 
@@ -49,6 +50,8 @@ struct DatabaseConfig {
   bool migrate = true;                  // apply the bundled migrations at start
   std::string outbox_table = "outbox";  // database.outboxTableName
   OutboxColumns columns;                // database.columnMapping.outbox
+  std::string inbox_table = "inbox";    // database.inboxTableName
+  InboxColumns inbox_columns;           // database.columnMapping.inbox
 };
 
 // A live relay replica of this outbox under key affinity (queuebox_relay_replicas, PostgreSQL).
@@ -107,7 +110,7 @@ struct MigrateReport {
 //   ReplicaMembership key affinity: this replica in the set of relays of one outbox table
 //   OutboxStore       one dialect's outbox table: claims and operations, plus its schema, inserts
 //                     and (where the dialect has it) its ReplicaMembership
-// A second table with the same life cycle (the inbox) follows the same split.
+// The inbox (queuebox/inbox.h) follows the same split; OutboxStore::inbox() gives its store.
 
 // The relay's path through the outbox (QueueBox reference §4): claim due rows under a lease,
 // then write each row's outcome through its fence.
@@ -223,6 +226,11 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // This store's replica set under key affinity, owned by the store; nullptr when the dialect
   // has one writer and no replica table (SQLite): every claim then takes every key.
   virtual ReplicaMembership* replica_membership() { return nullptr; }
+
+  // The inbox of this database (database.inboxTableName), owned by the store and sharing its
+  // connections: the relay forwards an inbox row into this outbox in one transaction. nullptr
+  // for a store without an inbox (the in-memory twin of tests).
+  virtual InboxStore* inbox() { return nullptr; }
 };
 
 }  // namespace queuebox

@@ -243,7 +243,11 @@ struct AdminServer::Impl {
     auto request = ParseReplayRequest(body);
     if (!request.ok()) return JsonError(res, 400, "Invalid request: " + request.status().message());
     if (!request->HasFilter()) return JsonError(res, 400, std::string(kReplayNeedsFilter));
-    auto moved = RunReplay(*request, router, *deps.store);
+    if (request->inbox() && deps.inbox == nullptr) {
+      return JsonError(res, 400, "Invalid request: this store has no inbox");
+    }
+    auto moved = request->inbox() ? RunInboxReplay(*request, *deps.inbox)
+                                  : RunReplay(*request, router, *deps.store);
     if (!moved.ok()) {
       log::Error("The replay failed.", {{"reason", moved.status().ToString()}});
       return JsonError(res, moved.status().code() == StatusCode::kUnavailable ? 503 : 500,
@@ -259,6 +263,9 @@ struct AdminServer::Impl {
     checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
     auto poller = deps.poller_healthy;
     checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});
+    if (deps.inbox_relay_healthy) {
+      checks_list.push_back({"inbox-relay", deps.inbox_relay_healthy});
+    }
     if (deps.retention_healthy)
       checks_list.push_back({"retention-service", deps.retention_healthy});
     for (Destination* d : deps.destinations) {

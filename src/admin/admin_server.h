@@ -8,15 +8,17 @@
 //   GET /              200 text "QueueBox is running!" (data port only)
 //   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
 //   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
-//                      database, outbox-poller, retention-service (when enabled), one per
-//                      broker destination "<type>.<name>" and outbox-capture (when enabled;
-//                      advisory: shown, never decides); each check runs off-thread, bounded
+//                      database, outbox-poller, inbox-relay (when the relay runs),
+//                      retention-service (when enabled), one per broker destination
+//                      "<type>.<name>" and outbox-capture (when enabled; advisory:
+//                      shown, never decides); each check runs off-thread, bounded
 //                      at 3 s (timeout = down)
 //   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
 //   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
-//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
+//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
+//                      "table": "inbox" it replays inbox rows (admin/replay.h)
 // Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
@@ -32,6 +34,7 @@
 
 #include "queuebox/config.h"
 #include "queuebox/destination.h"
+#include "queuebox/inbox.h"
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
@@ -46,7 +49,9 @@ class Metrics;
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
-  Metrics* metrics = nullptr;         // GET /metrics; nullptr serves an empty exposition
+  // The inbox, for POST /admin/replay with "table": "inbox"; nullptr answers that replay 400.
+  InboxOperations* inbox = nullptr;
+  Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.
   std::function<bool()> poller_healthy;
@@ -55,6 +60,8 @@ struct AdminServerDeps {
   // outbox-capture: shown when set (outbox.capture.enabled); advisory, QueueBox reference §13.3:
   // its status is reported but never makes readiness fail, since delivery goes on by SQL.
   std::function<bool()> capture_healthy;
+  // inbox-relay: shown when set (inbox.relay.enabled); true while the relay cycles.
+  std::function<bool()> inbox_relay_healthy;
   // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
   // with Destination::Health(). http and file destinations are skipped.
   std::vector<Destination*> destinations;

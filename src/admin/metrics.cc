@@ -205,6 +205,25 @@ struct Metrics::Impl {
           .Help("Unix time (seconds) of the last retention run, by table")
           .Register(*registry);
 
+  prometheus::Family<prometheus::Counter>& inbox_messages =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_messages_total")
+          .Help("Inbox messages by status: new (stored), duplicate, forwarded (into the outbox)")
+          .Register(*registry);
+  prometheus::Counter& inbox_relay_errors =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_relay_errors_total")
+          .Help("Failed inbox relay cycles and inbox rows whose topic rendered empty")
+          .Register(*registry)
+          .Add({});
+  prometheus::Gauge& inbox_oldest_pending =
+      prometheus::BuildGauge()
+          .Name("queuebox_inbox_oldest_pending_age_seconds")
+          .Help("Age of the oldest pending push row of the inbox on the database clock; 0 when "
+                "none or the relay is off")
+          .Register(*registry)
+          .Add({});
+
   WindowMax processing_max{processing_max_family};
   WindowMax publish_max{publish_max_family};
   prometheus::Summary& processing_all = processing.Add({}, TimerQuantiles());
@@ -262,6 +281,20 @@ void Metrics::OnClaimsLost(std::string_view component, int64_t n) {
 }
 
 void Metrics::OnProcessError() { impl_->process_errors.Increment(); }
+
+void Metrics::OnInboxForwarded(int64_t n) { OnInboxMessages("forwarded", n); }
+
+void Metrics::OnInboxRelayError() { impl_->inbox_relay_errors.Increment(); }
+
+void Metrics::OnInboxClaimsLost(int64_t n) { OnClaimsLost("inbox", n); }
+
+void Metrics::OnInboxOldestPendingAge(double seconds) {
+  impl_->inbox_oldest_pending.Set(seconds);
+}
+
+void Metrics::OnInboxMessages(std::string_view status, int64_t n) {
+  impl_->inbox_messages.Add({{"status", std::string(status)}}).Increment(static_cast<double>(n));
+}
 
 void Metrics::OnProcessingDuration(double seconds) {
   impl_->processing_all.Observe(seconds);

@@ -2,7 +2,7 @@
 // rendered with prometheus::TextSerializer for GET /metrics. Names, types and labels are
 // QueueBox's; docs/metrics.md lists every family (a test compares the list with a scrape).
 //
-// Metrics implements RelayObserver, so the relay feeds it directly. The pending gauges
+// Metrics implements RelayObserver and InboxRelayObserver, so both relays feed it directly. The pending gauges
 // (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds) come from
 // OutboxOperations::Stats (database clock), refreshed by a background thread at most every
 // outbox.pendingGaugeIntervalMs and on scrape when older than that.
@@ -23,6 +23,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/inbox_relay.h"
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
 
@@ -34,7 +35,7 @@ namespace queuebox {
 
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-class Metrics final : public RelayObserver {
+class Metrics final : public RelayObserver, public InboxRelayObserver {
  public:
   explicit Metrics(std::string version = QUEUEBOX_VERSION);
   ~Metrics() override;
@@ -51,6 +52,15 @@ class Metrics final : public RelayObserver {
   void OnQueueDepth(const std::string& destination, int64_t delta) override;
   void OnPollCycle(bool ok) override;
 
+  // --- InboxRelayObserver ---
+  void OnInboxForwarded(int64_t n) override;  // queuebox_inbox_messages_total{status="forwarded"}
+  void OnInboxRelayError() override;          // queuebox_inbox_relay_errors_total
+  void OnInboxClaimsLost(int64_t n) override;  // queuebox_claims_lost_total{component="inbox"}
+  void OnInboxOldestPendingAge(double seconds) override;
+
+  // queuebox_inbox_messages_total{status}: "new" and "duplicate" from the sources after
+  // InboxIntake::Store ("forwarded" comes from the relay).
+  void OnInboxMessages(std::string_view status, int64_t n);
   // queuebox_claims_lost_total{component} for other components (e.g. "inbox").
   void OnClaimsLost(std::string_view component, int64_t n);
   // queuebox_http_publish_responses_total{status_class}: 100-599 -> "1xx".."5xx", else "other".

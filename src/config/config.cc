@@ -83,13 +83,17 @@ void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Di
   }
   CheckDatabase(root, c.database, d);
   CheckCapture(c, d);
-  const RetentionPolicy& p = c.retention.outbox;
-  if (p.policy == "AGE" && !p.max_age_ms) {
-    d.Add("retention.outbox.maxAge", "required when retention.outbox.policy is AGE (e.g. 7d)");
-  }
-  if (p.policy == "COUNT" && !p.max_count) {
-    d.Add("retention.outbox.maxCount", "required when retention.outbox.policy is COUNT");
-  }
+  auto check_retention = [&d](const std::string& table, const RetentionPolicy& p) {
+    const std::string prefix = "retention." + table;
+    if (p.policy == "AGE" && !p.max_age_ms) {
+      d.Add(prefix + ".maxAge", "required when " + prefix + ".policy is AGE (e.g. 7d)");
+    }
+    if (p.policy == "COUNT" && !p.max_count) {
+      d.Add(prefix + ".maxCount", "required when " + prefix + ".policy is COUNT");
+    }
+  };
+  check_retention("outbox", c.retention.outbox);
+  check_retention("inbox", c.retention.inbox);
   if (c.admin.enabled && !admin_auth_given && !c.admin.insecure) {
     d.Add("admin.auth", cfg::kAdminGuardMessage);
   }

@@ -9,6 +9,7 @@
 
 #include "destinations/registry.h"
 #include "store/columns.h"
+#include "store/inbox_columns.h"
 
 namespace queuebox::cfg {
 namespace {
@@ -29,6 +30,15 @@ OptionTable<OutboxColumns> OutboxColumnOptions() {
   OptionTable<OutboxColumns> t;
   for (const store::OutboxColumnField& f : store::OutboxColumnFields()) {
     t.Add(opt::Text(f.setting, f.member, f.name, "Column name in the outbox table").Identifier());
+  }
+  return t;
+}
+
+// database.columnMapping.inbox.<setting>: one row per column of the store's inbox column list.
+OptionTable<InboxColumns> InboxColumnOptions() {
+  OptionTable<InboxColumns> t;
+  for (const store::InboxColumnField& f : store::InboxColumnFields()) {
+    t.Add(opt::Text(f.setting, f.member, f.name, "Column name in the inbox table").Identifier());
   }
   return t;
 }
@@ -56,8 +66,11 @@ OptionTable<DatabaseConfig> DatabaseOptions() {
                 "column"),
       opt::Text("outboxTableName", &S::outbox_table, "outbox", "Name of the outbox table")
           .Identifier(),
+      opt::Text("inboxTableName", &S::inbox_table, "inbox", "Name of the inbox table")
+          .Identifier(),
   };
   t.Nest("columnMapping.outbox", &S::columns, OutboxColumnOptions());
+  t.Nest("columnMapping.inbox", &S::inbox_columns, InboxColumnOptions());
   return t;
 }
 
@@ -145,6 +158,35 @@ OptionTable<OutboxConfig> OutboxOptions() {
   return t;
 }
 
+OptionTable<InboxRelayConfig> InboxRelayOptions() {
+  using S = InboxRelayConfig;
+  return {
+      opt::Flag("enabled", &S::enabled, true,
+                "Forward push rows of the inbox into the outbox; false leaves them in the inbox"),
+      opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
+                  "Wait between relay cycles when the last one found nothing")
+          .Min(1),
+      opt::Int("batchSize", &S::batch_size, 100,
+               "Inbox rows claimed and forwarded per cycle (one claim, one forward statement)")
+          .Min(1),
+      opt::Millis("claimTimeoutMs", &S::claim_timeout_ms, 300000,
+                  "Lease of a claimed inbox row; an expired claim returns to pending")
+          .Range(1, INT_MAX),
+      opt::Millis("pendingGaugeIntervalMs", &S::pending_gauge_interval_ms, 5000,
+                  "Minimum interval between queries of queuebox_inbox_oldest_pending_age_seconds")
+          .Min(0),
+      opt::Int("maxAttempts", &S::max_attempts, nullptr,
+               "max_attempts of the outbox rows the relay writes; default outbox.maxAttempts")
+          .Min(1),
+  };
+}
+
+OptionTable<InboxConfig> InboxOptions() {
+  OptionTable<InboxConfig> t;
+  t.Nest("relay", &InboxConfig::relay, InboxRelayOptions());
+  return t;
+}
+
 OptionTable<HttpConfig> HttpOptions() {
   return {
       opt::Int("maxErrorBodyBytes", &HttpConfig::max_error_body_bytes, 2048,
@@ -167,16 +209,18 @@ OptionTable<AdminConfig> AdminOptions() {
   };
 }
 
-// retention.outbox (and, with the inbox, retention.inbox).
+// retention.outbox and retention.inbox.
 OptionTable<RetentionPolicy> RetentionPolicyOptions() {
   using S = RetentionPolicy;
   return {
       opt::Choice("policy", &S::policy, {"AGE", "COUNT", "DISABLED"}, "DISABLED",
                   "AGE deletes rows older than maxAge; COUNT keeps the maxCount newest per state"),
       opt::Duration("maxAge", &S::max_age_ms, nullptr,
-                    "Age (from updated_at) after which sent/dead rows go; required by AGE"),
+                    "Age after which finished rows go (outbox: sent/dead by updated_at; inbox: "
+                    "processed/dead by created_at); required by AGE"),
       opt::Int("maxCount", &S::max_count, nullptr,
-               "Rows kept per state (sent, dead); required by COUNT")
+               "Rows kept per finished state (outbox by updated_at, inbox by created_at); "
+               "required by COUNT")
           .Min(1),
       opt::Duration("cleanupInterval", &S::cleanup_interval_ms, "1h", "Wait between runs"),
       opt::Int("batchSize", &S::batch_size, 1000, "Rows deleted per statement").Min(1),
@@ -188,6 +232,7 @@ OptionTable<RetentionConfig> RetentionOptions() {
       opt::Flag("enabled", &RetentionConfig::enabled, false, "Run the retention loop"),
   };
   t.Nest("outbox", &RetentionConfig::outbox, RetentionPolicyOptions());
+  t.Nest("inbox", &RetentionConfig::inbox, RetentionPolicyOptions());
   return t;
 }
 
@@ -215,15 +260,19 @@ std::vector<Section> BuildSections() {
   out.push_back(MakeSection("server",
                             "The HTTP servers of the relay (health, metrics, admin routes).",
                             &Config::server, ServerOptions()));
-  out.push_back(MakeSection("database", "Where the outbox table lives.", &Config::database,
+  out.push_back(MakeSection("database", "Where the outbox and inbox tables live.", &Config::database,
                             DatabaseOptions()));
   out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
                             &Config::outbox, OutboxOptions()));
+  out.push_back(MakeSection("inbox", "The inbox: the relay that forwards push rows to the outbox.",
+                            &Config::inbox, InboxOptions()));
   out.push_back(
       MakeSection("http", "Settings shared by HTTP destinations.", &Config::http, HttpOptions()));
   out.push_back(MakeSection("admin", "The admin routes (replay). `admin.auth` is described below.",
                             &Config::admin, AdminOptions()));
-  out.push_back(MakeSection("retention", "Deletion of old sent and dead outbox rows.",
+  out.push_back(MakeSection("retention",
+                            "Deletion of old finished rows: sent and dead outbox rows, processed "
+                            "and dead inbox rows.",
                             &Config::retention, RetentionOptions()));
   out.push_back(
       MakeSection("logging", "Log lines on standard output.", &Config::logging, LoggingOptions()));

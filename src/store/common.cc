@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "store/inbox_columns.h"
+
 namespace queuebox::store {
 namespace {
 
@@ -65,6 +67,11 @@ Status ValidateIdentifiers(const DatabaseConfig& config) {
   for (const auto& f : kFields) {
     check(std::string("database.columnMapping.outbox.") + f.setting, config.columns.*(f.member));
   }
+  check("database.inboxTableName", config.inbox_table);
+  for (const InboxColumnField& f : InboxColumnFields()) {
+    check(std::string("database.columnMapping.inbox.") + f.setting,
+          config.inbox_columns.*(f.member));
+  }
   if (problems.empty()) return Status::Ok();
   return InvalidArgument("The database names are not valid:" + problems);
 }
@@ -108,6 +115,12 @@ Status RequireDefaultSchema(const DatabaseConfig& config) {
   for (const auto& f : kFields) {
     if (config.columns.*(f.member) != f.name) {
       renamed.push_back(std::string("database.columnMapping.outbox.") + f.setting);
+    }
+  }
+  if (config.inbox_table != "inbox") renamed.push_back("database.inboxTableName");
+  for (const InboxColumnField& f : InboxColumnFields()) {
+    if (config.inbox_columns.*(f.member) != f.name) {
+      renamed.push_back(std::string("database.columnMapping.inbox.") + f.setting);
     }
   }
   if (renamed.empty()) return Status::Ok();

@@ -84,6 +84,12 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   metrics.OnReclaimed(1);
   metrics.OnClaimsLost(1);
   metrics.OnProcessError();
+  // What the inbox relay and the sources report.
+  metrics.OnInboxMessages("new", 1);
+  metrics.OnInboxForwarded(1);
+  metrics.OnInboxRelayError();
+  metrics.OnInboxClaimsLost(1);
+  metrics.OnInboxOldestPendingAge(2.5);
   RetentionConfig retention;
   retention.enabled = true;
   retention.outbox.policy = "AGE";

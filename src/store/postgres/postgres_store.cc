@@ -6,6 +6,7 @@
 
 #include "store/migrate.h"
 #include "store/postgres/claim_sql.h"
+#include "store/postgres/pg_arrays.h"
 
 namespace queuebox::store {
 namespace {
@@ -20,34 +21,6 @@ constexpr const char* kMs = " * interval '1 millisecond'";
 // The claim's window, in rows per row of the batch: twice the batch, so a few blocked rows among
 // the heads never cost the key walk (claim.sql).
 constexpr int64_t kClaimWindowFactor = 2;
-
-// A PostgreSQL array literal of text elements: {"a","b\"c"}.
-std::string PgArray(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
-bool IsUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A fence whose id or token is not a UUID can never match (QueueBox: a null token never
 // matches), so it is left out instead of failing the whole batch on the uuid cast.
@@ -123,7 +96,8 @@ Result<std::unique_ptr<PostgresOutboxStore>> PostgresOutboxStore::Open(
 PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings settings)
     : config_(std::move(config)),
       pool_(std::move(settings)),
-      heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }) {}
+      heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }),
+      inbox_(config_, pool_) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);
@@ -159,7 +133,8 @@ Result<MigrateReport> PostgresOutboxStore::Migrate(std::optional<int> baseline) 
   QB_RETURN_IF_ERROR(RequireDefaultSchema(config_));
   QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
   Migrator migrator(*conn);
-  return RunMigrations(migrator, PostgresMigrations(), config_, baseline);
+  return RunMigrations(migrator, PostgresMigrations(), config_, baseline,
+                       PostgresEarlierChecksums());
 }
 
 Status PostgresOutboxStore::Ping() { return Run("SELECT 1").status(); }

@@ -19,6 +19,7 @@
 #include "queuebox/store.h"
 #include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/postgres_inbox_store.h"
 #include "store/postgres/replica_heartbeat.h"
 
 namespace queuebox::store {
@@ -51,6 +52,8 @@ class PostgresOutboxStore final : public OutboxStore {
                                     int batch) override;
   // Key affinity through queuebox_relay_replicas (ReplicaHeartbeat).
   ReplicaMembership* replica_membership() override { return &heartbeat_; }
+  // The inbox on the same pool (postgres_inbox_store.h).
+  InboxStore* inbox() override { return &inbox_; }
 
  private:
   class Migrator;
@@ -76,6 +79,7 @@ class PostgresOutboxStore final : public OutboxStore {
   ClaimWindowState window_;
 
   ReplicaHeartbeat heartbeat_;  // after window_: a share change resets it
+  PostgresInboxStore inbox_;    // after pool_, which it uses
 };
 
 }  // namespace queuebox::store
