@@ -20,7 +20,9 @@ namespace queuebox {
 struct ServerConfig {
   int http_port = 8080;                // server.httpPort
   std::optional<int> management_port;  // server.managementPort
-  std::string address = "127.0.0.1";   // server.address: the interface to bind
+  // server.address: the interface the ports bind; every IPv4 interface by default, as QueueBox
+  // (container probes, scrapes and port mappings reach it). 127.0.0.1 keeps them local.
+  std::string address = "0.0.0.0";
 };
 
 struct OutboxConfig {
@@ -38,7 +40,8 @@ struct OutboxConfig {
 };
 
 struct HttpConfig {
-  int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes
+  int max_error_body_bytes = 2048;       // http.maxErrorBodyBytes
+  bool block_private_addresses = false;  // http.blockPrivateAddresses: start-up check of hosts
 };
 
 struct RouteConfig {
@@ -111,6 +114,14 @@ struct LoggingConfig {
   std::string level = "info";   // logging.level
 };
 
+// Where a loaded configuration came from (QueueBox reference §12.1): printed by check-config
+// and logged at start. Not an option.
+struct ConfigOrigin {
+  std::string file;     // the YAML file read; empty when none
+  int variables = 0;    // QUEUEBOX_* variables that set a key
+  std::string skipped;  // a file named by QUEUEBOX_CONFIG_FILE that does not exist; else empty
+};
+
 struct Config {
   ServerConfig server;
   DatabaseConfig database;
@@ -121,13 +132,30 @@ struct Config {
   AdminConfig admin;
   RetentionConfig retention;
   LoggingConfig logging;
+  ConfigOrigin origin;
 };
 
-// Where configuration comes from. `file` empty: QUEUEBOX_CONFIG_FILE, else none.
+// QueueBox's default configuration file, read when neither --config nor QUEUEBOX_CONFIG_FILE
+// names one. QUEUEBOX_CPP_DEFAULT_CONFIG_FILE (ours, not QueueBox's) moves it, for tests and
+// installs under another prefix.
+inline constexpr char kDefaultConfigFile[] = "/etc/queuebox/queuebox.yml";
+inline constexpr char kDefaultConfigFileVar[] = "QUEUEBOX_CPP_DEFAULT_CONFIG_FILE";
+
+// Where configuration comes from (QueueBox reference §12.1). Precedence per key: QUEUEBOX_*
+// variables, then one YAML file: `file` (--config; it must exist), else the file
+// QUEUEBOX_CONFIG_FILE names, else `default_file`. A file named by QUEUEBOX_CONFIG_FILE or the
+// default that does not exist is skipped, as in QueueBox (env-only deployments keep
+// QUEUEBOX_CONFIG_FILE=/etc/queuebox/queuebox.yml from QueueBox's .env.example); an empty file
+// counts as absent. No variable and no file: kInvalidArgument naming every source.
 struct ConfigSource {
-  std::string file;
+  std::string file;                        // --config; empty: not given
   std::map<std::string, std::string> env;  // the process environment (injectable for tests)
+  std::string default_file = kDefaultConfigFile;
 };
+
+// The ConfigSource of this process: `file` from --config, the environment, and the default file
+// (kDefaultConfigFileVar when set).
+ConfigSource ProcessConfigSource(std::string file);
 
 // Loads and validates. kInvalidArgument with one message listing every problem:
 //   "The configuration has N errors. Fix each one and start QueueBox again.\n  - path: reason"

@@ -1,12 +1,20 @@
-// OpenStore (include/queuebox/store.h): picks the dialect named by database.type, whose values
-// the database.type row declares (src/config/schema.cc).
+// OpenStore (include/queuebox/store.h): picks the dialect named by database.type (whose values
+// the database.type row declares, src/config/schema.cc), or by the URL when the type is unset.
 #include "queuebox/store.h"
+#include "store/common.h"
 #include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace queuebox {
 
-Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config) {
+Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& given) {
+  DatabaseConfig config = given;
+  if (config.type.empty()) {
+    Result<std::string> kind = store::DatabaseKindOfUrl(config.url);
+    if (!kind.ok()) return InvalidArgument("database.url " + kind.status().message());
+    config.type = *kind;
+  }
+  if (config.type == "sqlserver") return InvalidArgument(store::kSqlServerUnsupported);
   if (config.type == "sqlite") {
     QB_ASSIGN_OR_RETURN(auto store, store::SqliteOutboxStore::Open(config));
     return std::unique_ptr<OutboxStore>(std::move(store));

@@ -48,6 +48,7 @@ class PostgresOutboxStore final : public OutboxStore {
                                     int batch) override;
   // Key affinity through queuebox_relay_replicas (ReplicaHeartbeat).
   ReplicaMembership* replica_membership() override { return &heartbeat_; }
+  std::optional<ConnectionPoolStats> PoolStats() override { return pool_.Stats(); }
 
  private:
   class Migrator;
