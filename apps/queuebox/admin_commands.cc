@@ -1,8 +1,9 @@
 // migrate, check-config: commands that need no running relay.
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
+#include "commands.h"
+#include "common.h"
+#include "config/load.h"
 #include "core/log.h"
 
 namespace queuebox::app {

@@ -1,6 +1,6 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "queuebox/config.h"
+#include "config/load.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
-#include "store/common.h"
+#include "store/open_store.h"
 
 extern char** environ;
 

@@ -7,6 +7,7 @@
 #include <regex>
 #include <vector>
 
+#include "config/load.h"
 #include "config/schema.h"
 #include "queuebox/config.h"
 

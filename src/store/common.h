@@ -19,34 +19,9 @@
 
 #include "queuebox/status.h"
 #include "queuebox/store.h"
+#include "store/columns.h"
 
 namespace queuebox::store {
-
-// One outbox column: its logical name (the SQL-template placeholder and the default column
-// name), its setting key (database.columnMapping.outbox.<setting>) and its OutboxColumns member.
-// The one list of outbox columns; src/config declares its options from it.
-struct OutboxColumnField {
-  const char* name;
-  const char* setting;
-  std::string OutboxColumns::*member;
-};
-// Every outbox column, in the seed's order.
-std::span<const OutboxColumnField> OutboxColumnFields();
-
-// The database kind `database.url` names (issue 13 item 1: with `database.type` unset, the URL
-// decides, so QueueBox's three-variable deployment works):
-//   postgresql://, postgres://, jdbc:postgresql://          -> "postgresql"
-//   jdbc:sqlserver://                                       -> "sqlserver" (refused by this build)
-//   sqlite:, jdbc:sqlite:, file:, or a path without a scheme -> "sqlite"
-// Any other scheme (mysql://, jdbc:mysql:, http://) is kInvalidArgument naming the scheme and the
-// kinds this build takes; an empty URL is kInvalidArgument. Messages never repeat the URL (it may
-// hold a password).
-Result<std::string> DatabaseKindOfUrl(std::string_view url);
-
-// The message for a SQL Server database: this build has no SQL Server dialect yet.
-inline constexpr char kSqlServerUnsupported[] =
-    "SQL Server is not supported by this build; QueueBox C++ runs on PostgreSQL "
-    "(postgresql://, postgres:// or jdbc:postgresql:// URLs) or SQLite (a file path)";
 
 // True when `name` matches ^[A-Za-z_][A-Za-z0-9_]*$.
 bool IsValidIdentifier(std::string_view name);

@@ -1,7 +1,7 @@
-// DatabaseKindOfUrl (store/common.h): the database kind a database.url names.
+// DatabaseKindOfUrl (store/open_store.h): the database kind a database.url names.
 #include <cctype>
 
-#include "store/common.h"
+#include "store/open_store.h"
 
 namespace queuebox::store {
 
