@@ -61,8 +61,9 @@ literal `_`. Levels match the keys below case-insensitively, ignoring `-` and `_
 - Values merge key by key into blocks; a list set by variables replaces the whole YAML list, and
   its items are numbered from 0 without gaps.
 - A `QUEUEBOX_*` variable that names no key stops the start. `QUEUEBOX_CONFIG_FILE`,
-  `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` and the Kubernetes service-link variables (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`,
-  `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key are ignored.
+  `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` and the Kubernetes service-link variables
+  (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`, `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key
+  are ignored.
 
 ## Placeholders
 
