@@ -4,8 +4,6 @@
 // take the ordinary retry path). The NATS broker is a private nats-server started later on the
 // configured port; RabbitMQ appears as a loopback port that starts forwarding to the shared
 // RabbitMQ later (the shared servers are never stopped).
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "testing/amqp_queue.h"
 #include "testing/broker_servers.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
@@ -63,55 +62,6 @@ int64_t Count(testing::TempPgDatabase& pg, const std::string& where) {
   return std::stoll(pg.Scalar("SELECT count(*) FROM outbox WHERE " + where));
 }
 
-// A connection to the shared RabbitMQ for the test's own exchange and queue.
-class Amqp {
- public:
-  explicit Amqp(const std::string& url) {
-    std::vector<char> buf(url.begin(), url.end());
-    buf.push_back('\0');
-    amqp_connection_info info;
-    amqp_parse_url(buf.data(), &info);
-    port_ = info.port;
-    std::string vhost = *info.vhost ? info.vhost : "/";
-    c_ = amqp_new_connection();
-    amqp_socket_t* sock = amqp_tcp_socket_new(c_);
-    EXPECT_EQ(amqp_socket_open(sock, info.host, info.port), AMQP_STATUS_OK);
-    EXPECT_EQ(amqp_login(c_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password)
-                  .reply_type,
-              AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(c_, 1);
-  }
-  ~Amqp() {
-    amqp_channel_close(c_, 1, AMQP_REPLY_SUCCESS);
-    amqp_connection_close(c_, AMQP_REPLY_SUCCESS);
-    amqp_destroy_connection(c_);
-  }
-  int port() const { return port_; }
-  // A durable topic exchange and a queue bound to it with "#".
-  void Bind(const std::string& exchange, const std::string& queue) {
-    amqp_exchange_declare(c_, 1, amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes("topic"),
-                          0, 1, 0, 0, amqp_empty_table);
-    amqp_queue_declare(c_, 1, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0, amqp_empty_table);
-    amqp_queue_bind(c_, 1, amqp_cstring_bytes(queue.c_str()), amqp_cstring_bytes(exchange.c_str()),
-                    amqp_cstring_bytes("#"), amqp_empty_table);
-    EXPECT_EQ(amqp_get_rpc_reply(c_).reply_type, AMQP_RESPONSE_NORMAL);
-  }
-  uint32_t Messages(const std::string& queue) {
-    amqp_queue_declare_ok_t* ok =
-        amqp_queue_declare(c_, 1, amqp_cstring_bytes(queue.c_str()), 1, 1, 0, 0, amqp_empty_table);
-    return ok != nullptr ? ok->message_count : 0;
-  }
-  void Delete(const std::string& exchange, const std::string& queue) {
-    amqp_queue_delete(c_, 1, amqp_cstring_bytes(queue.c_str()), 0, 0);
-    amqp_exchange_delete(c_, 1, amqp_cstring_bytes(exchange.c_str()), 0);
-  }
-
- private:
-  amqp_connection_state_t c_ = nullptr;
-  int port_ = 0;
-};
-
 #if defined(QB_WITH_NATS) && defined(QB_WITH_RABBITMQ)
 TEST(BrokerOutageE2ETest, BrokersNotUpAtStartAreWaitedFor) {
   std::string admin_url, amqp_url;
@@ -122,7 +72,7 @@ TEST(BrokerOutageE2ETest, BrokersNotUpAtStartAreWaitedFor) {
   ASSERT_TRUE(receiver.Start().ok());
   const std::string tag = std::to_string(::getpid());
   const std::string exchange = "qb.outage." + tag, queue = exchange + ".q";
-  Amqp amqp(amqp_url);
+  testing::AmqpQueues amqp(amqp_url);
   amqp.Bind(exchange, queue);
 
   const int nats_port = testing::UnusedLoopbackPort();

@@ -94,7 +94,7 @@ TEST(SwitchE2ETest, TheDefaultFileIsReadWithoutAnyFlag) {
   std::string out;
   EXPECT_EQ(RunCommand(kBinary, {"check-config"}, Hermetic(dir), &out), 0) << out;
   EXPECT_THAT(out, AllOf(HasSubstr("# Read from: file " + dir.File("etc-queuebox.yml")),
-                         HasSubstr("type: sqlite")));
+                         HasSubstr("type: \"sqlite\"")));
   // QUEUEBOX_CONFIG_FILE names another file; a variable wins over both.
   dir.Write("named.yml", "database:\n  url: " + dir.File("named.db") + "\n");
   EXPECT_EQ(RunCommand(kBinary, {"check-config"},
@@ -155,7 +155,7 @@ TEST(SwitchE2ETest, ThreeVariablesRunOnPostgresql) {
                      {"QUEUEBOX_SERVER_HTTPPORT", std::to_string(testing::UnusedLoopbackPort())}});
   std::string out;
   ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
-  EXPECT_THAT(out, AllOf(HasSubstr("type: postgresql"), HasSubstr("# Read from: 5 QUEUEBOX_"),
+  EXPECT_THAT(out, AllOf(HasSubstr("type: \"postgresql\""), HasSubstr("# Read from: 5 QUEUEBOX_"),
                          Not(HasSubstr("not-checked-by-trust-auth"))));
   ASSERT_EQ(RunCommand(kBinary, {"migrate"}, env, &out), 0) << out;
   EXPECT_EQ(pg.Scalar("SELECT count(*) FROM outbox"), "0");

@@ -49,7 +49,7 @@ class PrivateNatsServer {
   }
   bool Start() {
     process_ = std::make_unique<ChildProcess>(
-        "nats-server",
+        NatsServerPath(),
         std::vector<std::string>{"-a", "127.0.0.1", "-p", std::to_string(port_), "-js", "-sd",
                                  dir_.File("js")},
         std::map<std::string, std::string>{}, dir_.File("nats.log"));
@@ -70,6 +70,21 @@ class PrivateNatsServer {
   }
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
   std::string Log() const { return process_ ? process_->Log() : ""; }
+
+  // nats-server's path on PATH (ChildProcess execs a path; Debian installs it in /usr/sbin).
+  static std::string NatsServerPath() {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path != nullptr ? path : "/usr/sbin:/usr/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      std::string candidate = dirs.substr(start, end - start) + "/nats-server";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      start = end + 1;
+    }
+    return "/usr/sbin/nats-server";
+  }
 
  private:
   int port_;
