@@ -84,7 +84,6 @@ TEST(BrokerOutageE2ETest, BrokersNotUpAtStartAreWaitedFor) {
                          "server:\n  address: 127.0.0.1\n  httpPort: " +
                          std::to_string(http_port) +
                          "\noutbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 100\n"
-                         "  maxAttempts: 40\n"
                          "routes:\n"
                          "  - {topicPattern: 'web.**', destination: web}\n"
                          "  - {topicPattern: 'nats.**', destination: events}\n"
@@ -102,8 +101,11 @@ TEST(BrokerOutageE2ETest, BrokersNotUpAtStartAreWaitedFor) {
       << out;
   auto insert = [&](const std::string& topic, int n) {
     for (int i = 0; i < n; ++i) {
-      pg.Exec("INSERT INTO outbox (topic, key, payload) VALUES ('" + topic +
-              "', 'k', '{\"i\":" + std::to_string(i) + "}')");
+      // One key per topic: a key's rows go in order, so a key shared with the broker rows would
+      // hold the HTTP rows behind them. max_attempts is the row's (outbox.maxAttempts stamps
+      // only rows QueueBox creates): room for the retries of the outage.
+      pg.Exec("INSERT INTO outbox (topic, key, payload, max_attempts) VALUES ('" + topic + "', '" +
+              topic + "', '{\"i\":" + std::to_string(i) + "}', 40)");
     }
   };
   insert("nats.order", 3);
