@@ -27,6 +27,7 @@ int Migrate(const GlobalOptions& global, std::optional<int> baseline) {
 int CheckConfig(const GlobalOptions& global) {
   auto config = LoadOrExplain(global);
   if (!config) return 1;
+  std::cout << "# Read from: " << DescribeOrigin(config->origin) << "\n";
   std::cout << RenderMasked(*config);
   std::cout << "The configuration is valid.\n";
   return 0;

@@ -33,10 +33,14 @@ int main(int argc, char** argv) {
 
   CLI::App app{"QueueBox C++: a transactional outbox relay"};
   app.require_subcommand(0, 1);
+  // Options of the top level (--config) are accepted after a subcommand too:
+  // `queuebox migrate --config x.yml` as well as `queuebox --config x.yml migrate`.
+  app.fallthrough();
   app.set_version_flag("--version", std::string("queuebox ") + QUEUEBOX_VERSION);
   queuebox::app::GlobalOptions global;
   app.add_option("-c,--config", global.config_file,
-                 "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE)");
+                 "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE, else "
+                 "/etc/queuebox/queuebox.yml when it exists)");
 
   queuebox::app::RunOptions run_opts;
   auto* run = app.add_subcommand("run", "Run the relay (the default command)");

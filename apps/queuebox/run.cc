@@ -30,10 +30,23 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   auto config = LoadOrExplain(global);
   if (!config) return 1;
   log::Init(config->logging.format, config->logging.level);
-  log::Info("QueueBox C++ is starting",
-            {{"version", QUEUEBOX_VERSION}, {"database", config->database.type}});
+  log::Info("QueueBox C++ is starting", {{"version", QUEUEBOX_VERSION},
+                                         {"database", config->database.type},
+                                         {"configuration", DescribeOrigin(config->origin)}});
+  if (!config->origin.skipped.empty()) {
+    log::Warn(
+        "QUEUEBOX_CONFIG_FILE names a file that does not exist; the configuration comes "
+        "from the QUEUEBOX_* variables alone",
+        {{"file", config->origin.skipped}});
+  }
 
   Metrics metrics;
+  {
+    std::vector<std::string> names;
+    for (const auto& [name, dc] : config->destinations) names.push_back(name);
+    metrics.ExportDestinations(names);
+    if (config->retention.enabled) metrics.ExportCleanup("outbox");
+  }
   auto destinations =
       BuildDestinations(*config, [&metrics](int status) { metrics.OnHttpResponse(status); });
   if (!destinations) return 1;
@@ -58,6 +71,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     return 0;
   }
   if (!db.ok()) return StartFailed(db);
+  if (OutboxStore* pooled = store->get(); pooled->PoolStats()) {
+    metrics.ExportConnectionPool("queuebox", [pooled] { return *pooled->PoolStats(); });
+  }
   if (config->database.migrate) {
     auto report = (*store)->Migrate(std::nullopt);
     if (!report.ok()) return StartFailed(report.status());

@@ -19,7 +19,9 @@ namespace queuebox {
 struct ServerConfig {
   int http_port = 8080;                // server.httpPort
   std::optional<int> management_port;  // server.managementPort
-  std::string address = "127.0.0.1";   // server.address: the interface to bind
+  // server.address: the interface the ports bind; every IPv4 interface by default, as QueueBox
+  // (container probes, scrapes and port mappings reach it). 127.0.0.1 keeps them local.
+  std::string address = "0.0.0.0";
 };
 
 // outbox.capture.connection.* (QueueBox reference §12.2): the capture connection's overrides of
@@ -83,7 +85,8 @@ struct InboxConfig {
 };
 
 struct HttpConfig {
-  int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes
+  int max_error_body_bytes = 2048;       // http.maxErrorBodyBytes
+  bool block_private_addresses = false;  // http.blockPrivateAddresses: start-up check of hosts
 };
 
 struct RouteConfig {
@@ -157,6 +160,14 @@ struct LoggingConfig {
   std::string level = "info";   // logging.level
 };
 
+// Where a loaded configuration came from (QueueBox reference §12.1): printed by check-config
+// and logged at start. Not an option.
+struct ConfigOrigin {
+  std::string file;     // the YAML file read; empty when none
+  int variables = 0;    // QUEUEBOX_* variables that set a key
+  std::string skipped;  // a file named by QUEUEBOX_CONFIG_FILE that does not exist; else empty
+};
+
 struct Config {
   ServerConfig server;
   DatabaseConfig database;
@@ -168,6 +179,7 @@ struct Config {
   AdminConfig admin;
   RetentionConfig retention;
   LoggingConfig logging;
+  ConfigOrigin origin;
 };
 
 }  // namespace queuebox

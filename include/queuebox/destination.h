@@ -67,7 +67,8 @@ class Destination {
 
   // Connects or checks what it can at start. A failure here is reported by the caller as a
   // start failure naming the destination (scenario S11); transient failures at run time are
-  // outcomes, not errors.
+  // outcomes, not errors. A broker destination whose broker is merely unreachable returns OK,
+  // reports not ready through Health() and reconnects in the background (QueueBox starts too).
   virtual Status Start() = 0;
 
   // Publishes every message of the batch with as many in flight as the destination allows and

@@ -40,11 +40,12 @@ struct OutboxColumns {
 
 // database.* configuration (QueueBox reference §12.2).
 struct DatabaseConfig {
-  std::string type = "sqlite";  // "postgresql" | "sqlite"
-  std::string url;              // libpq URI / jdbc:postgresql://… / SQLite file path
-  std::string username;         // PostgreSQL role (overrides the URL's)
-  std::string password;         // secret; never logged
-  int pool_size = 10;           // connections per replica (PostgreSQL)
+  // "postgresql" | "sqlite"; empty: the kind the URL names (OpenStore; the loader fills it).
+  std::string type;
+  std::string url;       // libpq URI / jdbc:postgresql://… / SQLite file path
+  std::string username;  // PostgreSQL role (overrides the URL's)
+  std::string password;  // secret; never logged
+  int pool_size = 10;    // connections per replica (PostgreSQL)
   int64_t connection_timeout_ms = 30000;
   int64_t startup_timeout_ms = 60000;   // wait for the database at start, then fail
   bool migrate = true;                  // apply the bundled migrations at start
@@ -92,6 +93,16 @@ struct KeyShare {
   int count = 1;  // live replicas, this one included; >= 1
   int index = 0;  // this replica's rank among them, by replica id; 0 <= index < count
   bool operator==(const KeyShare&) const = default;
+};
+
+// A connection pool's figures, for the hikaricp_connections_* metrics (docs/metrics.md).
+struct ConnectionPoolStats {
+  int active = 0;        // connections on loan to a caller (or being opened for one)
+  int idle = 0;          // open connections nobody holds
+  int pending = 0;       // callers waiting for a connection
+  int min = 0;           // connections the pool keeps open when idle
+  int max = 0;           // largest pool size (database.poolSize)
+  int64_t timeouts = 0;  // acquisitions that waited database.connectionTimeoutMs in vain
 };
 
 // Result of a migration run.
@@ -222,6 +233,10 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // Application-side insert (examples, tests, benchmarks). Returns the row id.
   // kInvalidArgument for a payload that is not JSON.
   virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
+
+  // The figures of the store's connection pool; nullopt when the dialect has none (SQLite).
+  // Cheap and thread-safe (metrics read it on every scrape).
+  virtual std::optional<ConnectionPoolStats> PoolStats() { return std::nullopt; }
 
   // This store's replica set under key affinity, owned by the store; nullptr when the dialect
   // has one writer and no replica table (SQLite): every claim then takes every key.

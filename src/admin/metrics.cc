@@ -109,8 +109,10 @@ struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   Clock::time_point started = Clock::now();
 
+  // QueueBox registers `queuebox_info`; its exporter drops the `_info` suffix, so dashboards
+  // and its upgrade guide read `queuebox{version="..."}`.
   prometheus::Family<prometheus::Gauge>& info = prometheus::BuildGauge()
-                                                    .Name("queuebox_info")
+                                                    .Name("queuebox")
                                                     .Help("QueueBox build information; value 1")
                                                     .Register(*registry);
   prometheus::Gauge& uptime = prometheus::BuildGauge()
@@ -251,6 +253,18 @@ struct Metrics::Impl {
   prometheus::Gauge* capture_retained = nullptr;
   int64_t capture_wakeups_seen = 0;
 
+  // hikaricp_connections_* of the database pool (ExportConnectionPool); built on first use.
+  std::mutex pool_mu;
+  std::function<ConnectionPoolStats()> read_pool;
+  prometheus::Gauge* pool_total = nullptr;
+  prometheus::Gauge* pool_active = nullptr;
+  prometheus::Gauge* pool_idle = nullptr;
+  prometheus::Gauge* pool_pending = nullptr;
+  prometheus::Gauge* pool_min = nullptr;
+  prometheus::Gauge* pool_max = nullptr;
+  prometheus::Counter* pool_timeouts = nullptr;
+  int64_t pool_timeouts_seen = 0;
+
   // Pending refresher state.
   std::mutex pending_mu;  // serialises Stats() calls
   OutboxOperations* store = nullptr;
@@ -262,6 +276,71 @@ struct Metrics::Impl {
 
 Metrics::Metrics(std::string version) : impl_(std::make_unique<Impl>()) {
   impl_->info.Add({{"version", std::move(version)}}).Set(1);
+  // Counters whose label values are known at start are exported at 0 from the first scrape,
+  // so increase() and rate() see their first event (a series that appears with 1 does not).
+  for (const char* status : {"sent", "failed", "dead"}) {
+    impl_->messages.Add({{"status", status}});
+  }
+  for (const char* component : {"outbox", "inbox"}) {
+    impl_->claims_lost.Add({{"component", component}});
+  }
+  for (const char* cls : {"1xx", "2xx", "3xx", "4xx", "5xx", "other"}) {
+    impl_->http_responses_by.Get({cls});
+  }
+}
+
+void Metrics::ExportDestinations(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    impl_->destination_messages_by.Get({name, "success"});
+    impl_->destination_messages_by.Get({name, "failure"});
+    impl_->queue_depth.Add({{"destination", name}});
+  }
+}
+
+void Metrics::ExportCleanup(std::string_view table) {
+  impl_->cleanup_deleted.Add({{"table", std::string(table)}});
+}
+
+void Metrics::ExportConnectionPool(const std::string& pool,
+                                   std::function<ConnectionPoolStats()> read) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.pool_mu);
+  if (m.read_pool) return;  // one pool per process
+  prometheus::Labels labels{{"pool", pool}};
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*m.registry).Add(labels);
+  };
+  m.pool_total = gauge("hikaricp_connections", "Open connections of the pool: idle and active");
+  m.pool_active = gauge("hikaricp_connections_active", "Connections a caller holds");
+  m.pool_idle = gauge("hikaricp_connections_idle", "Open connections no caller holds");
+  m.pool_pending = gauge("hikaricp_connections_pending", "Callers waiting for a connection");
+  m.pool_min = gauge("hikaricp_connections_min", "Connections the pool keeps open when idle");
+  m.pool_max = gauge("hikaricp_connections_max", "Largest pool size (database.poolSize)");
+  m.pool_timeouts = &prometheus::BuildCounter()
+                         .Name("hikaricp_connections_timeout_total")
+                         .Help(
+                             "Connection requests that waited database.connectionTimeoutMs "
+                             "in vain")
+                         .Register(*m.registry)
+                         .Add(labels);
+  m.read_pool = std::move(read);
+}
+
+void Metrics::RefreshPool() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.pool_mu);
+  if (!m.read_pool) return;
+  ConnectionPoolStats s = m.read_pool();
+  m.pool_total->Set(static_cast<double>(s.active + s.idle));
+  m.pool_active->Set(static_cast<double>(s.active));
+  m.pool_idle->Set(static_cast<double>(s.idle));
+  m.pool_pending->Set(static_cast<double>(s.pending));
+  m.pool_min->Set(static_cast<double>(s.min));
+  m.pool_max->Set(static_cast<double>(s.max));
+  if (s.timeouts > m.pool_timeouts_seen) {
+    m.pool_timeouts->Increment(static_cast<double>(s.timeouts - m.pool_timeouts_seen));
+    m.pool_timeouts_seen = s.timeouts;
+  }
 }
 
 Metrics::~Metrics() { StopPendingRefresher(); }
@@ -448,6 +527,7 @@ std::string Metrics::Render() {
   impl_->processing_max.Refresh();
   impl_->publish_max.Refresh();
   impl_->cleanup_max.Refresh();
+  RefreshPool();
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 

@@ -7,6 +7,10 @@
 // OutboxOperations::Stats (database clock), refreshed by a background thread at most every
 // outbox.pendingGaugeIntervalMs and on scrape when older than that.
 //
+// Counters with a known label set (status, component, status_class, the configured
+// destinations) are exported at 0 from the start, unlike QueueBox's "tagged metrics appear on
+// first use", so alerts on increase() catch the first event.
+//
 // Timers are summaries with quantiles 0.5/0.95/0.99 (60 s window) plus a `<name>_max` gauge: the
 // largest observation of the current and the previous 60 s window (Micrometer's decaying max).
 //
@@ -22,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/inbox_relay.h"
 #include "queuebox/relay.h"
@@ -68,6 +73,16 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnHttpResponse(int status);
   // One retention run of `table` ("outbox"): deleted total, duration summary, last run = now.
   void OnCleanup(std::string_view table, int64_t deleted, double seconds);
+  // Exports the per-destination series at 0 (outcome success/failure, queue depth) for the
+  // configured destinations, before their first publish.
+  void ExportDestinations(const std::vector<std::string>& names);
+  // Exports queuebox_cleanup_messages_deleted_total{table} at 0 (retention enabled).
+  void ExportCleanup(std::string_view table);
+  // Exports the database pool as HikariCP's Micrometer families (QueueBox's names, so its
+  // dashboards and alerts read them): hikaricp_connections, _active, _idle, _pending, _min, _max
+  // and hikaricp_connections_timeout_total, labelled pool=<pool>. `read` is called on every
+  // scrape (cheap, thread-safe, outlives this object's scrapes). Once per process.
+  void ExportConnectionPool(const std::string& pool, std::function<ConnectionPoolStats()> read);
   // Sets the pending gauges directly (what the refresher does with Stats()).
   void SetPending(int64_t pending, double oldest_pending_age_seconds);
 
@@ -103,6 +118,7 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
  private:
   struct Impl;
   void RefreshPending(bool only_if_stale);
+  void RefreshPool();
   void RefresherLoop();
 
   std::unique_ptr<Impl> impl_;

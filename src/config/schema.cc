@@ -21,7 +21,9 @@ OptionTable<ServerConfig> ServerOptions() {
       opt::Int("managementPort", &S::management_port, nullptr,
                "Moves /health*, /metrics and /admin/* to this port; must differ from httpPort")
           .Range(1, 65535),
-      opt::Text("address", &S::address, "127.0.0.1", "Interface the servers bind to"),
+      opt::Text("address", &S::address, "0.0.0.0",
+                "Interface both ports bind to: every IPv4 interface by default (QueueBox's "
+                "behaviour); 127.0.0.1 keeps them on this host, :: every IPv6 interface"),
   };
 }
 
@@ -46,11 +48,14 @@ OptionTable<InboxColumns> InboxColumnOptions() {
 OptionTable<DatabaseConfig> DatabaseOptions() {
   using S = DatabaseConfig;
   OptionTable<S> t = {
-      opt::Choice("type", &S::type, {"postgresql", "sqlite"}, "sqlite",
-                  "Database kind. SQLite is the embedded default; PostgreSQL for several replicas"),
+      opt::Choice("type", &S::type, {"postgresql", "sqlite", "sqlserver"}, nullptr,
+                  "Database kind. Unset: the URL decides (postgresql://, postgres://, "
+                  "jdbc:postgresql:// are PostgreSQL; a file path or sqlite: is the embedded "
+                  "SQLite). Set, it must agree with the URL. sqlserver is refused by this build"),
       opt::Text("url", &S::url, nullptr,
-                "SQLite: a file path. PostgreSQL: a postgresql:// or postgres:// URI, or "
-                "jdbc:postgresql://. Not a secret (no file:); its password is masked in printouts")
+                "PostgreSQL: a postgresql:// or postgres:// URI, or jdbc:postgresql://. SQLite: a "
+                "file path or sqlite:<path>. Not a secret (no file:); its password is masked in "
+                "printouts")
           .Required(),
       opt::Text("username", &S::username, nullptr, "PostgreSQL role; overrides the URL's user"),
       opt::Secret("password", &S::password, "PostgreSQL password; overrides the URL's password"),
@@ -192,6 +197,9 @@ OptionTable<HttpConfig> HttpOptions() {
       opt::Int("maxErrorBodyBytes", &HttpConfig::max_error_body_bytes, 2048,
                "Bytes of a failed response body kept in last_error (redacted)")
           .Min(1),
+      opt::Flag("blockPrivateAddresses", &HttpConfig::block_private_addresses, false,
+                "At start, refuse an http destination whose baseUrl or auth tokenUrl host "
+                "resolves to a loopback, link-local, site-local, any-local or fc00::/7 address"),
   };
 }
 

@@ -10,7 +10,14 @@
 
 namespace queuebox {
 
-Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config) {
+Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& given) {
+  DatabaseConfig config = given;
+  if (config.type.empty()) {
+    Result<std::string> kind = store::DatabaseKindOfUrl(config.url);
+    if (!kind.ok()) return InvalidArgument("database.url " + kind.status().message());
+    config.type = *kind;
+  }
+  if (config.type == "sqlserver") return InvalidArgument(store::kSqlServerUnsupported);
   if (config.type == "sqlite") {
     QB_ASSIGN_OR_RETURN(auto store, store::SqliteOutboxStore::Open(config));
     return std::unique_ptr<OutboxStore>(std::move(store));

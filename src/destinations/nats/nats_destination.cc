@@ -3,9 +3,11 @@
 #include <nats/nats.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
+#include "core/backoff.h"
 #include "core/log.h"
 
 namespace queuebox {
@@ -34,6 +36,9 @@ std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 struct NatsDestination::Connection {
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
+  // False until a server answered once: nats.c then buffers publishes through a reconnect; before
+  // that, batches fail at once instead of waiting timeoutMs for acks that cannot come.
+  std::atomic<bool> connected_once{false};
   ~Connection() {
     if (js != nullptr) jsCtx_Destroy(js);
     if (nc != nullptr) {
@@ -128,15 +133,43 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
   if (s == NATS_OK)
     s = natsOptions_SetTimeout(opts, std::min<int64_t>(settings_.timeout_ms, 10000));
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // reconnect forever
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // Capped jittered backoff between rounds over the server list (core/backoff.h).
+  if (s == NATS_OK) {
+    s = natsOptions_SetCustomReconnectDelay(
+        opts,
+        [](natsConnection*, int attempts, void*) -> int64_t {
+          return ReconnectDelayMs(attempts, 250, 30000);
+        },
+        nullptr);
+  }
+  auto conn = std::make_shared<Connection>();
+  // A server that is not up yet does not fail the start: the connection keeps trying in the
+  // background (same backoff) and the destination reports not ready meanwhile.
+  if (s == NATS_OK) {
+    s = natsOptions_SetRetryOnFailedConnect(
+        opts, true,
+        [](natsConnection*, void* closure) {
+          static_cast<Connection*>(closure)->connected_once = true;
+        },
+        conn.get());
+  }
   if (s == NATS_OK && settings_.username) {
     s = natsOptions_SetUserInfo(opts, settings_.username->c_str(),
                                 settings_.password.value_or("").c_str());
   }
   if (s == NATS_OK && settings_.token) s = natsOptions_SetToken(opts, settings_.token->c_str());
-  auto conn = std::make_shared<Connection>();
   if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
   natsOptions_Destroy(opts);
+  if (s == NATS_OK) {
+    conn->connected_once = true;
+  } else if (s == NATS_NOT_YET_CONNECTED) {
+    log::Warn(
+        "The NATS destination is not reachable; QueueBox starts without it and keeps "
+        "connecting in the background",
+        {{"destination", settings_.name},
+         {"servers", FailureReason(settings_.servers, settings_.max_error_body_bytes)}});
+    s = NATS_OK;
+  }
   if (s != NATS_OK) {
     // The server list may hold credentials (nats://user:pass@host): the reason is redacted.
     return Unavailable(
@@ -193,7 +226,15 @@ Status NatsDestination::Start() {
 
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) return conn_;
+  if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
+    if (!conn_->connected_once) {
+      return Unavailable(FailureReason("NATS destination '" + settings_.name +
+                                           "' is not connected yet (connecting to " +
+                                           settings_.servers + " in the background)",
+                                       settings_.max_error_body_bytes));
+    }
+    return conn_;
+  }
   // Never started, or closed for good: connect again (the reconnect loop covers the rest).
   conn_.reset();
   Result<std::shared_ptr<Connection>> c = Connect();
@@ -390,6 +431,9 @@ Status NatsDestination::Health() {
   if (!c) return Unavailable("NATS destination '" + settings_.name + "' is not connected");
   natsConnStatus st = natsConnection_Status(c->nc);
   if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
+  if (!c->connected_once) {
+    return Unavailable("NATS destination '" + settings_.name + "' is not connected yet");
+  }
   return Unavailable("NATS destination '" + settings_.name + "' is " +
                      (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected"));
 }

@@ -2,7 +2,10 @@
 // nats.c 3.4.
 //
 // Connection: one per destination, opened by Start(), reconnecting forever in the background
-// (nats.c buffers publishes while it reconnects). Credentials: username + password or token.
+// with capped jittered backoff (nats.c buffers publishes while it reconnects). A server that is
+// not up at start does not fail the start: the connection keeps trying in the background, the
+// destination reports not ready (Health) and its batches fail at once (retry path) until a
+// server answered (issue 13 item 4). Credentials: username + password or token.
 // Message: subject = subjectFrom column or the `subject` template rendered (empty => failure
 //   "rendered an empty subject"; the route's routingKeyTemplate never changes it); body = the
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
@@ -66,8 +69,9 @@ class NatsDestination final : public Destination {
 
   const std::string& name() const override { return settings_.name; }
   std::string_view type() const override { return "nats"; }
-  // Connects (and creates the JetStream context). kUnavailable naming the destination when no
-  // server answers.
+  // Connects (and creates the JetStream context); when no server answers yet, keeps connecting
+  // in the background and returns OK. kUnavailable naming the destination for a connection that
+  // cannot be set up at all (bad options).
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
   // OK while connected; kUnavailable while reconnecting or closed.

@@ -297,7 +297,8 @@ RabbitMqDestination::RabbitMqDestination(RabbitMqDestinationSettings settings, A
                                          Template routing_key)
     : settings_(std::move(settings)),
       exchange_(std::move(exchange)),
-      routing_key_(std::move(routing_key)) {}
+      routing_key_(std::move(routing_key)),
+      reconnect_(settings_.name, [this] { return ConnectAndDeclare(); }) {}
 
 RabbitMqDestination::~RabbitMqDestination() { Stop(); }
 
@@ -327,8 +328,12 @@ std::string RabbitMqDestination::Endpoint() const { return host_ + ":" + std::to
 void RabbitMqDestination::Drop(const std::string& reason) {
   conn_.reset();
   connected_ = false;
-  std::lock_guard<std::mutex> lock(error_mu_);
-  last_error_ = FailureReason(reason, settings_.max_error_body_bytes);
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    last_error_ = FailureReason(reason, settings_.max_error_body_bytes);
+  }
+  // Reconnect in the background too, so readiness recovers without waiting for traffic.
+  if (started_) reconnect_.Kick();
 }
 
 Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
@@ -359,19 +364,32 @@ Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
   return Status::Ok();
 }
 
-Status RabbitMqDestination::Start() {
+Status RabbitMqDestination::ConnectAndDeclare() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (conn_ && conn_->healthy()) return Status::Ok();
   Status s = EnsureConnected(/*ignore_backoff=*/true);
   if (s.ok() && exchange_.fixed()) {
     OutboxRow none;
     std::string exchange = exchange_.Render(none, TemplateContext::ForRow(none));
     s = conn_->Declare(exchange, settings_.exchange_type);
-    if (!s.ok()) Drop(s.message());
+    if (!s.ok()) {
+      Drop(s.message());
+      return FailedPrecondition(FailureReason(s.message(), settings_.max_error_body_bytes));
+    }
   }
-  if (!s.ok()) {
-    return Unavailable("destinations." + settings_.name + ": " +
-                       FailureReason(s.message(), settings_.max_error_body_bytes));
+  return s;
+}
+
+Status RabbitMqDestination::Start() {
+  started_ = true;
+  Status s = ConnectAndDeclare();
+  if (s.ok()) return s;
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    // The broker answered and refused the exchange: a configuration problem, not an outage.
+    return Unavailable("destinations." + settings_.name + ": " + s.message());
   }
+  // The broker is not reachable: start anyway, not ready, and keep trying in the background.
+  reconnect_.Kick();
   return Status::Ok();
 }
 
@@ -697,6 +715,7 @@ Status RabbitMqDestination::Health() {
 }
 
 void RabbitMqDestination::Stop() {
+  reconnect_.Stop();
   std::lock_guard<std::mutex> lock(mu_);
   conn_.reset();
   connected_ = false;

@@ -128,6 +128,9 @@ class PgPool {
   // connection_timeout_ms for one to come back (then kUnavailable).
   Result<Lease> Acquire();
 
+  // Active, idle, waiting callers, size and timeouts so far (min 0: connections open on demand).
+  ConnectionPoolStats Stats();
+
  private:
   void Return(std::unique_ptr<PgConnection> conn);
 
@@ -136,6 +139,8 @@ class PgPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<PgConnection>> idle_;
   int open_ = 0;  // idle + on loan + being opened
+  int waiting_ = 0;
+  int64_t timeouts_ = 0;
 };
 
 }  // namespace queuebox::store

@@ -54,6 +54,7 @@ class PostgresOutboxStore final : public OutboxStore {
   ReplicaMembership* replica_membership() override { return &heartbeat_; }
   // The inbox on the same pool (postgres_inbox_store.h).
   InboxStore* inbox() override { return &inbox_; }
+  std::optional<ConnectionPoolStats> PoolStats() override { return pool_.Stats(); }
 
  private:
   class Migrator;
