@@ -3,6 +3,7 @@
 
 #include "apps/queuebox/commands.h"
 #include "apps/queuebox/common.h"
+#include "apps/queuebox/transforms.h"
 #include "core/log.h"
 
 namespace queuebox::app {
@@ -26,6 +27,11 @@ int Migrate(const GlobalOptions& global, std::optional<int> baseline) {
 int CheckConfig(const GlobalOptions& global) {
   auto config = LoadOrExplain(global);
   if (!config) return 1;
+  // The expressions compile as at start (QueueBox reference §13.6 step 2).
+  if (Status s = CheckTransforms(*config); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 1;
+  }
   std::cout << RenderMasked(*config);
   std::cout << "The configuration is valid.\n";
   return 0;

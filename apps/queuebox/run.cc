@@ -17,6 +17,7 @@
 #include "apps/queuebox/commands.h"
 #include "apps/queuebox/common.h"
 #include "apps/queuebox/sd_notify.h"
+#include "apps/queuebox/transforms.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
@@ -30,6 +31,11 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   log::Init(config->logging.format, config->logging.level);
   log::Info("QueueBox C++ is starting",
             {{"version", QUEUEBOX_VERSION}, {"database", config->database.type}});
+
+  // Every transform compiles before anything connects (QueueBox reference §13.6 step 2); the
+  // engine loads only when one is configured.
+  auto transforms = BuildDeliveryTransforms(*config);
+  if (!transforms.ok()) return StartFailed(transforms.status());
 
   Metrics metrics;
   auto destinations =
@@ -85,6 +91,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   relay_options.outbox = config->outbox;
   relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
   relay_options.routes = config->routes;
+  relay_options.transforms = std::move(transforms).value();
   auto relay =
       Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
@@ -174,8 +181,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->Stop(std::chrono::milliseconds(2000));
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)},
-                                     {"max_rss_kb", std::to_string(usage.ru_maxrss)}});
+  log::Info("QueueBox C++ stopped",
+            {{"abandoned", std::to_string(abandoned)},
+             {"max_rss_kb", std::to_string(usage.ru_maxrss)},
+             {"jsonata_engine", TransformEngineLoaded() ? "loaded" : "not loaded"}});
   if (abandoned > 0) {
     // Publishes still run on worker threads; the leases return their rows. Leave at once.
     std::fflush(nullptr);

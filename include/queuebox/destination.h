@@ -24,6 +24,14 @@ struct OutboundMessage {
   // The route's routingKeyTemplate, rendered (QueueBox reference §6, §7.6); unset when the route
   // has none. RabbitMQ uses it as the routing key, Kafka as the record key.
   std::optional<std::string> routing_key;
+  // The body after the route and destination transforms (QueueBox reference §8), JSON text;
+  // unset: the row's payload. Address and key templates still read the row (its payload).
+  std::optional<std::string> transformed_body = std::nullopt;
+
+  // What the destination sends: the transformed body, else the row's payload.
+  std::string_view body() const {
+    return transformed_body ? std::string_view(*transformed_body) : std::string_view(row->payload);
+  }
 
   // Broker-native metadata a producer asks for beyond the row (additive; empty for relay rows).
   // Source: the BabelQueue RabbitMQ binding (broker-bindings §2, include/babelqueue/bindings.h),

@@ -49,6 +49,8 @@ class Metrics final : public RelayObserver {
   void OnPublish(const Destination& d, bool success, double seconds) override;
   void OnQueueDepth(const std::string& destination, int64_t delta) override;
   void OnPollCycle(bool ok) override;
+  // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.
+  void OnTransformFailure(std::string_view strategy) override;
 
   // queuebox_claims_lost_total{component} for other components (e.g. "inbox").
   void OnClaimsLost(std::string_view component, int64_t n);
