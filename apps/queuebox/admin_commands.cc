@@ -1,9 +1,10 @@
 // migrate, check-config: commands that need no running relay.
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
-#include "apps/queuebox/transforms.h"
+#include "commands.h"
+#include "common.h"
+#include "config/load.h"
+#include "transforms.h"
 #include "core/log.h"
 
 namespace queuebox::app {

@@ -1,11 +1,13 @@
-#include "apps/queuebox/common.h"
+#include "common.h"
 
 #include <iostream>
 
+#include "config/load.h"
 #include "core/log.h"
 #include "core/redaction.h"
 #include "core/startup.h"
 #include "destinations/registry.h"
+#include "store/open_store.h"
 
 namespace queuebox::app {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/queuebox/commands.h"
+#include "commands.h"
 #include "queuebox/config.h"
 #include "queuebox/destination.h"
 #include "queuebox/store.h"

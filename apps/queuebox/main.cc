@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   // glibc gives each thread that allocates its own arena (up to 8 per core) and keeps freed

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "admin/cli.h"
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
+#include "commands.h"
+#include "common.h"
 #include "core/log.h"
 
 namespace queuebox::app {

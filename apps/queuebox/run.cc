@@ -14,14 +14,14 @@
 #include "admin/admin_server.h"
 #include "admin/metrics.h"
 #include "admin/retention.h"
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
-#include "apps/queuebox/sd_notify.h"
-#include "apps/queuebox/transforms.h"
+#include "commands.h"
+#include "common.h"
+#include "transforms.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
-#include "store/postgres/pg_notify.h"
+#include "sd_notify.h"
+#include "store/open_store.h"
 
 namespace queuebox::app {
 
@@ -123,13 +123,14 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (Status s = (*admin)->Start(); !s.ok()) return StartFailed(s);
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
-  std::unique_ptr<store::PgNotifyListener> listener;
-  if (config->outbox.notify && config->database.type == "postgresql") {
-    auto created =
-        store::PgNotifyListener::Create(config->database, [relay_ptr] { relay_ptr->Wake(); });
+  std::unique_ptr<InsertListener> listener;
+  if (config->outbox.notify) {
+    auto created = OpenInsertListener(config->database, [relay_ptr] { relay_ptr->Wake(); });
     if (!created.ok()) return StartFailed(created.status());
     listener = std::move(created).value();
-    if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    if (listener) {
+      if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    }
   }
   if (retention) {
     if (Status s = retention->Start(); !s.ok()) return StartFailed(s);

@@ -1,5 +1,5 @@
 // transforms.cc: see transforms.h.
-#include "apps/queuebox/transforms.h"
+#include "transforms.h"
 
 #include <algorithm>
 

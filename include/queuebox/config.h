@@ -1,6 +1,6 @@
-// config.h: the whole QueueBox C++ configuration, loaded from YAML + QUEUEBOX_* environment
-// (QueueBox reference §12). Loading is strict: every problem is collected and reported in one
-// message, each with its YAML path (and env var name) and a did-you-mean where one fits.
+// config.h: the whole QueueBox C++ configuration as plain values (QueueBox reference §12). The
+// relay and the components read it; src/config (config/load.h) loads and validates it from YAML
+// and QUEUEBOX_* environment variables.
 //
 // Thread-safety: a loaded Config is immutable and may be shared.
 #pragma once
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "queuebox/status.h"
 #include "queuebox/store.h"
 
 namespace queuebox {
@@ -135,21 +134,5 @@ struct Config {
   RetentionConfig retention;
   LoggingConfig logging;
 };
-
-// Where configuration comes from. `file` empty: QUEUEBOX_CONFIG_FILE, else none.
-struct ConfigSource {
-  std::string file;
-  std::map<std::string, std::string> env;  // the process environment (injectable for tests)
-};
-
-// Loads and validates. kInvalidArgument with one message listing every problem:
-//   "The configuration has N errors. Fix each one and start QueueBox again.\n  - path: reason"
-Result<Config> LoadConfig(const ConfigSource& source);
-
-// The environment of this process as a map (for ConfigSource::env).
-std::map<std::string, std::string> ProcessEnvironment();
-
-// The configuration as YAML-like text with every secret masked (`check-config`, start log).
-std::string RenderMasked(const Config& config);
 
 }  // namespace queuebox

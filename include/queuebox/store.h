@@ -33,7 +33,8 @@ struct OutboxColumns {
               created_at = "created_at", updated_at = "updated_at", claimed_at = "claimed_at",
               claim_token = "claim_token", lease_expires_at = "lease_expires_at",
               last_error = "last_error", sequence = "sequence";
-  bool IsDefault() const;
+  bool operator==(const OutboxColumns&) const = default;
+  bool IsDefault() const { return *this == OutboxColumns{}; }
 };
 
 // database.* configuration (QueueBox reference §12.2).
@@ -213,9 +214,5 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // has one writer and no replica table (SQLite): every claim then takes every key.
   virtual ReplicaMembership* replica_membership() { return nullptr; }
 };
-
-// Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the
-// database (see WaitForDatabase in core). kInvalidArgument for an unknown type or a bad URL.
-Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config);
 
 }  // namespace queuebox

@@ -1,6 +1,6 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "queuebox/config.h"
+#include "config/load.h"
 
 #include "config/env.h"
 #include "config/schema.h"

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "config/load.h"
 #include "queuebox/config.h"
 
 namespace queuebox::testing {

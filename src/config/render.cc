@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "config/load.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "core/redaction.h"

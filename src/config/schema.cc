@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "destinations/registry.h"
-#include "store/common.h"
+#include "store/columns.h"
 
 namespace queuebox::cfg {
 namespace {

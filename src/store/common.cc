@@ -33,21 +33,6 @@ bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
 
 }  // namespace
 
-}  // namespace queuebox::store
-
-namespace queuebox {
-
-bool OutboxColumns::IsDefault() const {
-  for (const auto& f : store::kFields) {
-    if (this->*(f.member) != f.name) return false;
-  }
-  return true;
-}
-
-}  // namespace queuebox
-
-namespace queuebox::store {
-
 std::span<const OutboxColumnField> OutboxColumnFields() { return kFields; }
 
 bool IsValidIdentifier(std::string_view name) {
@@ -277,8 +262,10 @@ Result<std::optional<ReplayStatement>> BuildReplay(const ReplayFilter& filter,
     return std::optional<ReplayStatement>();
   }
   ReplayStatement st;
-  auto param = [&st, &d](SqlParam p) {
-    st.params.push_back(std::move(p));
+  // Every replay parameter is text; built in place, never as a moved variant (which g++ 12 at
+  // -O3 reports as maybe-uninitialized).
+  auto param = [&st, &d](std::string value) {
+    st.params.emplace_back(std::move(value));
     return d.param(st.params.size());
   };
   std::string where = "{state} IN ('sent', 'dead')";

@@ -19,19 +19,9 @@
 
 #include "queuebox/status.h"
 #include "queuebox/store.h"
+#include "store/columns.h"
 
 namespace queuebox::store {
-
-// One outbox column: its logical name (the SQL-template placeholder and the default column
-// name), its setting key (database.columnMapping.outbox.<setting>) and its OutboxColumns member.
-// The one list of outbox columns; src/config declares its options from it.
-struct OutboxColumnField {
-  const char* name;
-  const char* setting;
-  std::string OutboxColumns::*member;
-};
-// Every outbox column, in the seed's order.
-std::span<const OutboxColumnField> OutboxColumnFields();
 
 // True when `name` matches ^[A-Za-z_][A-Za-z0-9_]*$.
 bool IsValidIdentifier(std::string_view name);

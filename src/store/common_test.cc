@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/open_store.h"
 #include "store/postgres/pg_connection.h"
 #include "store/sqlite/sqlite_store.h"
 #include "testing/status_matchers.h"

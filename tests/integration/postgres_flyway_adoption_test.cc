@@ -1,4 +1,4 @@
-// Adopting a PostgreSQL database that QueueBox migrated (issue 13 item 5): QueueBox's own V1..V11
+// Adopting a PostgreSQL database that QueueBox migrated: QueueBox's own V1..V11
 // statements (tests/testing/queuebox_flyway/) with flyway_schema_history filled as Flyway fills
 // it; OutboxStore::Migrate records QueueBox's versions as the baseline, applies only QueueBox
 // C++'s later ones, and refuses a history with a failed or unknown migration, changing nothing.
@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "testing/env.h"
 #include "testing/pg.h"
 #include "testing/queuebox_flyway.h"

@@ -246,48 +246,60 @@ natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message
 
 void NatsDestination::PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
                                        std::vector<std::optional<Outcome>>& outcomes) {
-  const int max_chars = settings_.max_error_body_bytes;
   auto state = std::make_shared<Batch>(batch.size());
   {
     std::lock_guard<std::mutex> lock(inflight_mu_);
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (outcomes[i]) continue;
-    const OutboxRow& row = *batch[i].row;
-    TemplateContext ctx = TemplateContext::ForRow(row);
-    std::string subject = subject_.Render(row, ctx);
-    std::optional<Outcome> failed;
-    if (subject.empty()) {
-      failed =
-          Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
-    }
-    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-    if (!failed && !headers.ok()) {
-      failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
-    }
-    std::string reason;
-    natsMsg* m = failed ? nullptr : BuildMessage(subject, batch[i], *headers, true, &reason);
-    if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
-    if (failed) {
-      std::lock_guard<std::mutex> lock(inflight_mu_);
-      state->outcomes[i] = std::move(failed);
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(inflight_mu_);
-      inflight_[row.id].push_back(InFlight{state, i});
-      ++state->pending;
-    }
-    natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
-    natsMsg_Destroy(m);  // no-op when the library took it
-    if (s != NATS_OK) {
-      Settle(row.id, Outcome::Retry(FailureReason(
-                         "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
-                         max_chars)));
-    }
+    if (!outcomes[i]) PublishAsync(conn, batch[i], i, state);
   }
+  if (AwaitPubAcks(state, outcomes)) {
+    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
+    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
+    natsMsgList pending;
+    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+}
 
+void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& message, size_t index,
+                                   const std::shared_ptr<Batch>& state) {
+  const int max_chars = settings_.max_error_body_bytes;
+  const OutboxRow& row = *message.row;
+  TemplateContext ctx = TemplateContext::ForRow(row);
+  std::string subject = subject_.Render(row, ctx);
+  std::optional<Outcome> failed;
+  if (subject.empty()) {
+    failed = Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
+  }
+  Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+  if (!failed && !headers.ok()) {
+    failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+  }
+  std::string reason;
+  natsMsg* m = failed ? nullptr : BuildMessage(subject, message, *headers, true, &reason);
+  if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
+  if (failed) {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    state->outcomes[index] = std::move(failed);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    inflight_[row.id].push_back(InFlight{state, index});
+    ++state->pending;
+  }
+  natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
+  natsMsg_Destroy(m);  // no-op when the library took it
+  if (s != NATS_OK) {
+    Settle(row.id, Outcome::Retry(FailureReason(
+                       "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
+                       max_chars)));
+  }
+}
+
+bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
+                                   std::vector<std::optional<Outcome>>& outcomes) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
   std::unique_lock<std::mutex> lock(inflight_mu_);
   state->cv.wait_until(lock, deadline, [&] { return state->pending == 0; });
@@ -301,22 +313,16 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
           q.end());
       it = q.empty() ? inflight_.erase(it) : std::next(it);
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!state->outcomes[i]) {
-        state->outcomes[i] = Outcome::Retry("no JetStream PubAck within " +
-                                            std::to_string(settings_.timeout_ms) + "ms");
+    for (auto& outcome : state->outcomes) {
+      if (!outcome) {
+        outcome = Outcome::Retry("no JetStream PubAck within " +
+                                 std::to_string(settings_.timeout_ms) + "ms");
       }
     }
     state->pending = 0;
   }
   outcomes = state->outcomes;
-  lock.unlock();
-  if (timed_out) {
-    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
-    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
-    natsMsgList pending;
-    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
-  }
+  return timed_out;
 }
 
 void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMessage> batch,

@@ -85,8 +85,18 @@ class NatsDestination final : public Destination {
   explicit NatsDestination(NatsDestinationSettings settings, AddressSpec subject);
   Result<std::shared_ptr<Connection>> CurrentConnection();
   Result<std::shared_ptr<Connection>> Connect();
+  // JetStream: every message is sent asynchronously (PublishAsync), then the PubAcks are awaited.
   void PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
                         std::vector<std::optional<Outcome>>& outcomes);
+  // Sends one message and registers it in inflight_; a message that cannot be sent gets its
+  // outcome in `state` at once.
+  void PublishAsync(Connection& conn, const OutboundMessage& message, size_t index,
+                    const std::shared_ptr<Batch>& state);
+  // Waits up to timeoutMs for the batch's PubAcks and copies its outcomes out. True when it gave
+  // up on some: they are Retry and removed from inflight_, so a late PubAck is ignored.
+  bool AwaitPubAcks(const std::shared_ptr<Batch>& state,
+                    std::vector<std::optional<Outcome>>& outcomes);
+  // Core NATS: publish every message, then one flush confirms them all.
   void PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                    std::vector<std::optional<Outcome>>& outcomes);
   // PubAck callback target: settles the oldest in-flight message with this Nats-Msg-Id.

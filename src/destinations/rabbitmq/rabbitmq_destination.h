@@ -79,9 +79,27 @@ class RabbitMqDestination final : public Destination {
 
  private:
   class Connection;
+  struct Batch;
 
   RabbitMqDestination(RabbitMqDestinationSettings settings, AddressSpec exchange,
                       Template routing_key);
+  // The passes of PublishBatch, in order. Each message keeps the first outcome it gets.
+  // 1 (no lock): exchange, headers, message id and routing key of every message; a message that
+  //   can never be sent (bad row headers or AMQP property) is rejected here.
+  void Prepare(Batch& b) const;
+  // Replaces a connection the broker closed while idle (under mu_ from here on).
+  void DropIfClosedWhileIdle();
+  // 2: declares each exchange once per connection; a failed declare closes the channel, so its
+  //   messages fail and the next exchange gets a fresh connection. False when nothing is left to
+  //   publish or no connection can be had (every open message then failed).
+  bool DeclareExchanges(Batch& b);
+  // 3: publishes every open message (mandatory), remembering which delivery tag is which.
+  void Publish(Batch& b);
+  // 4: reads confirms and returns until every published message has its answer, the confirm
+  //   timeout passes or the connection breaks.
+  void AwaitConfirms(Batch& b);
+  // 5: a broken connection fails what is still open and is dropped.
+  void Finish(Batch& b);
   // Opens conn_ (honouring the reconnect backoff unless `now` is set).
   Status EnsureConnected(bool ignore_backoff);
   void Drop(const std::string& reason);
