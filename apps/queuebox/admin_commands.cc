@@ -4,8 +4,8 @@
 #include "commands.h"
 #include "common.h"
 #include "config/load.h"
-#include "transforms.h"
 #include "core/log.h"
+#include "transforms.h"
 
 namespace queuebox::app {
 

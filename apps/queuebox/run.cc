@@ -16,12 +16,12 @@
 #include "admin/retention.h"
 #include "commands.h"
 #include "common.h"
-#include "transforms.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
 #include "sd_notify.h"
 #include "store/open_store.h"
+#include "transforms.h"
 
 namespace queuebox::app {
 
@@ -116,6 +116,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     deps.retention_healthy = [r] { return r->Healthy(); };
   }
   deps.destinations = destination_list;
+  deps.transform_test = MakeTransformTestHandler(*config);
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 

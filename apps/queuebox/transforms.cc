@@ -6,6 +6,7 @@
 #if QB_WITH_TRANSFORMS
 #include "queuebox/transform/jsonata.h"
 #include "queuebox/transform/stages.h"
+#include "queuebox/transform/transform_tester.h"
 #endif
 
 namespace queuebox::app {
@@ -17,10 +18,22 @@ Status CheckTransforms(const Config& config) { return transform::CheckTransforms
 Result<std::shared_ptr<const DeliveryTransforms>> BuildDeliveryTransforms(const Config& config) {
   // The relay runs one publish worker per unit of outbox.concurrency, at most 16 (core/relay.cc).
   const int workers = std::clamp(config.outbox.concurrency, 1, 16);
-  QB_ASSIGN_OR_RETURN(std::shared_ptr<transform::DeliveryStages> stages,
-                      transform::DeliveryStages::Create(
-                          config, transform::DefaultEvaluationThreads(workers)));
+  QB_ASSIGN_OR_RETURN(
+      std::shared_ptr<transform::DeliveryStages> stages,
+      transform::DeliveryStages::Create(config, transform::DefaultEvaluationThreads(workers)));
   return std::shared_ptr<const DeliveryTransforms>(std::move(stages));
+}
+
+std::function<std::pair<int, std::string>(std::string_view)> MakeTransformTestHandler(
+    const Config& config) {
+  if (!config.admin.enabled) return {};
+  transform::TransformTester::Options options;
+  options.max_transform_timeout_ms = config.admin.max_transform_timeout_ms;
+  auto tester = std::make_shared<transform::TransformTester>(std::move(options));
+  return [tester](std::string_view body) {
+    transform::TransformTestAnswer answer = tester->Handle(body);
+    return std::make_pair(answer.status, std::move(answer.body));
+  };
 }
 
 bool TransformEngineLoaded() { return transform::EnginesLoaded(); }
@@ -51,6 +64,11 @@ Status CheckTransforms(const Config& config) {
 Result<std::shared_ptr<const DeliveryTransforms>> BuildDeliveryTransforms(const Config& config) {
   QB_RETURN_IF_ERROR(CheckTransforms(config));
   return std::shared_ptr<const DeliveryTransforms>();
+}
+
+std::function<std::pair<int, std::string>(std::string_view)> MakeTransformTestHandler(
+    const Config& /*config*/) {
+  return {};
 }
 
 bool TransformEngineLoaded() { return false; }

@@ -3,7 +3,11 @@
 // transform block instead of ignoring it.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "queuebox/config.h"
 #include "queuebox/relay.h"
@@ -19,6 +23,12 @@ Status CheckTransforms(const Config& config);
 // The relay's transform stages with their evaluation threads (one per core, at most one per relay
 // worker); null when no route or destination has a transform, so nothing loads.
 Result<std::shared_ptr<const DeliveryTransforms>> BuildDeliveryTransforms(const Config& config);
+
+// The handler of POST /admin/transform/test (AdminServerDeps::transform_test): a tester with its
+// own evaluation thread, kept alive by the handler; its engine loads on the first request.
+// Empty when admin.enabled is false or the build has no transforms (the route then answers 404).
+std::function<std::pair<int, std::string>(std::string_view)> MakeTransformTestHandler(
+    const Config& config);
 
 // Whether this process loaded the JSONata engine (logged at stop: a relay without transforms
 // never does).

@@ -43,9 +43,9 @@ struct HttpConfig {
 // A JSONata transform block (QueueBox reference §8): routes[i].transform,
 // destinations.<name>.transform and sources.<name>.transform.
 struct TransformConfig {
-  std::string expression;       // JSONata; compiled at start
-  int64_t timeout_ms = 100;     // wall-clock limit of one evaluation
-  int max_depth = 100;          // evaluation depth limit (jsonata's frames)
+  std::string expression;         // JSONata; compiled at start
+  int64_t timeout_ms = 100;       // wall-clock limit of one evaluation
+  int max_depth = 100;            // evaluation depth limit (jsonata's frames)
   std::string on_error = "Fail";  // Fail | Skip | Dead (exact case)
 };
 

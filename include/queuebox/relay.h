@@ -30,12 +30,12 @@ class RelayObserver {
   // status: "sent" | "failed" (retry scheduled) | "dead"  (queuebox_outbox_messages_total)
   virtual void OnMessages(std::string_view /*status*/, int64_t /*n*/) {}
   virtual void OnReclaimed(int64_t /*n*/) {}
-  virtual void OnClaimsLost(int64_t /*n*/) {}            // component="outbox"
-  virtual void OnProcessError() {}                        // queuebox_outbox_process_errors_total
+  virtual void OnClaimsLost(int64_t /*n*/) {}               // component="outbox"
+  virtual void OnProcessError() {}                          // queuebox_outbox_process_errors_total
   virtual void OnProcessingDuration(double /*seconds*/) {}  // claim -> outcome written
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
-  virtual void OnPollCycle(bool /*ok*/) {}                // the poller's liveness for health
+  virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
   // A route or destination transform failed; strategy: "fail" | "skip" | "dead"
   // (queuebox_transform_failures_total{strategy}).
   virtual void OnTransformFailure(std::string_view /*strategy*/) {}

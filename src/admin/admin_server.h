@@ -16,6 +16,9 @@
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
 //                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
+//   POST /admin/transform/test  when admin.enabled and deps.transform_test is set (else 404):
+//                      the same body and auth rules, errors as {"success":false,"error":...};
+//                      the answer is deps.transform_test's (QueueBox reference §13.2)
 // Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
@@ -27,6 +30,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "queuebox/config.h"
@@ -45,7 +50,7 @@ class Metrics;
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
-  Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
+  Metrics* metrics = nullptr;         // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.
   std::function<bool()> poller_healthy;
@@ -61,6 +66,10 @@ struct AdminServerDeps {
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
   std::function<void(httplib::Server&)> extra_data_routes;
+  // POST /admin/transform/test: the answer {HTTP status, JSON body} to a body already read under
+  // admin.maxPayloadBytes and authenticated. Unset (a build without transforms): no route.
+  // Called on the server's worker threads, several at once.
+  std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
 
 class AdminServer {

@@ -138,9 +138,9 @@ TEST_F(TransformConfigTest, EnvironmentSetsTransformKeys) {
   EXPECT_EQ(c->destinations.at("billing").transform->timeout_ms, 250);
   EXPECT_EQ(c->admin.max_transform_timeout_ms, 2000);
 
-  std::string m = Error(std::string(kBase) +
-                            "routes:\n  - topicPattern: '**'\n    destination: billing\n",
-                        {{"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
+  std::string m =
+      Error(std::string(kBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
+            {{"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
   EXPECT_THAT(m, HasSubstr("routes[0].transform.onError"));
   EXPECT_THAT(m, HasSubstr("QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR"));
 }

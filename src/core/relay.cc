@@ -404,8 +404,7 @@ class RelayImpl final : public Relay {
           retry_rows.push_back(&row);
           break;
         case RowDecision::Kind::kDead:
-          LogFailure(row, *task.destination, d, true,
-                     outcomes[i].kind == Outcome::Kind::kReject);
+          LogFailure(row, *task.destination, d, true, outcomes[i].kind == Outcome::Kind::kReject);
           deads.push_back({fence, d.error});
           dead_rows.push_back(&row);
           break;

@@ -322,13 +322,15 @@ DeliveryTransforms::Result ByPayload(const OutboxRow& row) {
   DeliveryTransforms::Result r;
   if (row.payload.find("fail") != std::string::npos) {
     r.kind = Kind::kRetry;
-    r.error = "Transform failed: T2001 at position 3: The left side of the \"+\" operator must "
-              "evaluate to a number";
+    r.error =
+        "Transform failed: T2001 at position 3: The left side of the \"+\" operator must "
+        "evaluate to a number";
     r.failed_strategy = "fail";
   } else if (row.payload.find("dead") != std::string::npos) {
     r.kind = Kind::kDead;
-    r.error = "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms "
-              "and was stopped";
+    r.error =
+        "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms "
+        "and was stopped";
     r.failed_strategy = "dead";
   } else if (row.payload.find("skip") != std::string::npos) {
     r.failed_strategy = "skip";  // delivers the row's payload

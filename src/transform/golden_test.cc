@@ -79,8 +79,8 @@ int RunCases(const Json& cases, const char* what) {
       ADD_FAILURE() << name << ": " << c["expr"].get<std::string>() << "\n  " << problem;
     }
   }
-  std::printf("%s (embedded engine): %zu cases\n%d passed, %d failed\n", what, cases.size(),
-              passed, failed);
+  std::printf("%s (embedded engine): %zu cases\n%d passed, %d failed\n", what, cases.size(), passed,
+              failed);
   return failed;
 }
 

@@ -21,8 +21,8 @@ namespace {
 Limits KeyLimits() { return Limits{std::chrono::milliseconds(100), 100}; }
 
 std::string JsonString(std::string_view s) {
-  return nlohmann::json(std::string(s)).dump(-1, ' ', false,
-                                              nlohmann::json::error_handler_t::replace);
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -92,8 +92,7 @@ std::optional<std::string> EvaluateKeyExpression(const Expression& expression,
   auto out = expression.Evaluate(body);
   if (!out.ok()) {
     log::Warn("The " + std::string(key) + "Expression of source '" + std::string(source) +
-                  "' failed, so it gives no value: " +
-                  SanitizeError(out.error().ToString(), 2000),
+                  "' failed, so it gives no value: " + SanitizeError(out.error().ToString(), 2000),
               {{"source", std::string(source)}});
     return std::nullopt;
   }

@@ -90,7 +90,8 @@ TEST(SourceStage, BindsTheSourceVariables) {
   EXPECT_EQ(r.payload, R"(["",null,null])");
 }
 
-// QueueBox's how-to "Normalise a webhook at the source" (testdata/queuebox_examples.json).
+// QueueBox's how-to "Normalise a webhook at the source"
+// (tests/vendor/queuebox/transform_examples.json).
 TEST(SourceStage, TheDocumentedGitHubExample) {
   std::ifstream in(QB_EXAMPLES_FILE);
   std::stringstream text;
@@ -100,8 +101,8 @@ TEST(SourceStage, TheDocumentedGitHubExample) {
     if (c["name"] == "queuebox-docs/source normalises a webhook") example = c;
   }
   ASSERT_TRUE(example.is_object());
-  auto stages = MustCreate({{"github", Block(example["expr"].get<std::string>(), "Skip"), {}, {},
-                             {}}});
+  auto stages =
+      MustCreate({{"github", Block(example["expr"].get<std::string>(), "Skip"), {}, {}, {}}});
   SourceMessage m = Message();
   m.headers.clear();
   for (const auto& [name, value] : example["bindings"]["headers"].items()) {
@@ -151,8 +152,7 @@ TEST(SourceStages, NothingConfiguredGivesNothing) {
 }
 
 TEST(SourceStages, ExpressionsThatDoNotCompileStopTheStartWithTheirKeys) {
-  auto created = SourceStages::Create(
-      {{"github", Block("{"), "Account.Order[0", {}, "type"}}, 1);
+  auto created = SourceStages::Create({{"github", Block("{"), "Account.Order[0", {}, "type"}}, 1);
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().message(),
             "The configuration has 2 errors. Fix each one and start QueueBox again.\n"

@@ -24,8 +24,7 @@ void LogFailure(const Stage& stage, const OutboxRow& row, const TransformError& 
   const char* what = stage.on_error == OnError::kSkip   ? "the stage's input is delivered"
                      : stage.on_error == OnError::kDead ? "the message is dead"
                                                         : "the delivery fails and is retried";
-  log::WriteLimited(FailureLimiter(), log::Level::kWarn,
-                    std::string("A transform failed; ") + what,
+  log::WriteLimited(FailureLimiter(), log::Level::kWarn, std::string("A transform failed; ") + what,
                     {{"message_id", row.id},
                      {"topic", row.topic},
                      {"attempt", std::to_string(row.attempt)},
@@ -35,8 +34,7 @@ void LogFailure(const Stage& stage, const OutboxRow& row, const TransformError& 
 }
 
 bool AllDigits(std::string_view s) {
-  return !s.empty() &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // What Create compiles: every block by its key path, and for each route the paths of its stages.
@@ -221,8 +219,7 @@ StageResult ApplyDeliveryStages(const Stage* route, const Stage* destination,
   return result;
 }
 
-Result<std::shared_ptr<DeliveryStages>> DeliveryStages::Create(const Config& config,
-                                                               int threads) {
+Result<std::shared_ptr<DeliveryStages>> DeliveryStages::Create(const Config& config, int threads) {
   Plan plan = MakePlan(config);
   if (PlanIsEmpty(plan)) return std::shared_ptr<DeliveryStages>();
   std::shared_ptr<DeliveryStages> stages(new DeliveryStages());
@@ -252,8 +249,7 @@ void DeliveryStages::Apply(std::span<const Message> messages, std::span<Result> 
       return;
     }
     const RouteStages& rs = routes_[m.route];
-    results[i] =
-        ApplyDeliveryStages(rs.route ? &*rs.route : nullptr, rs.destination, *m.row);
+    results[i] = ApplyDeliveryStages(rs.route ? &*rs.route : nullptr, rs.destination, *m.row);
   });
 }
 

@@ -31,7 +31,7 @@ void ExpectError(const TransformTestAnswer& a, const std::string& error) {
 }
 
 // The requests of QueueBox's docs (transform-payloads how-to, http-api reference), vendored in
-// testdata/queuebox_examples.json, give the documented result.
+// tests/vendor/queuebox/transform_examples.json, give the documented result.
 TEST(TransformTester, TheDocumentedRequestsGiveTheDocumentedAnswers) {
   std::ifstream in(QB_EXAMPLES_FILE);
   std::stringstream text;
@@ -81,8 +81,7 @@ TEST(TransformTester, NoValueIsANullResult) {
 
 TEST(TransformTester, InvalidRequests) {
   TransformTester tester(Fixed());
-  ExpectError(tester.Handle("not valid json"),
-              "Invalid request: the body is not a JSON document");
+  ExpectError(tester.Handle("not valid json"), "Invalid request: the body is not a JSON document");
   ExpectError(tester.Handle("[1]"), "Invalid request: the body must be a JSON object");
   ExpectError(tester.Handle(R"({"payload": {}})"),
               "Invalid request: field 'expression' is required");

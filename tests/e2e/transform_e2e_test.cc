@@ -1,7 +1,7 @@
 // End to end: JSONata transforms (QueueBox reference §8) in the queuebox binary, against a real
 // PostgreSQL and a real HTTP receiver on loopback.
 //
-// - QueueBox's documented transform examples (src/transform/testdata/queuebox_examples.json,
+// - QueueBox's documented transform examples (tests/vendor/queuebox/transform_examples.json,
 //   vendored from its docs) run unchanged: the documented YAML with only `baseUrl` pointed at the
 //   receiver, the documented row in, the documented body out.
 // - The runaway cases end at their limit with the configured onError outcome while the other
@@ -29,8 +29,8 @@
 namespace queuebox {
 namespace {
 
-using testing::ChildProcess;
 using ::testing::AnyOf;
+using testing::ChildProcess;
 using ::testing::HasSubstr;
 using testing::HttpReceiver;
 using testing::TempDir;
@@ -39,7 +39,8 @@ using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr const char* kBinary = QB_QUEUEBOX_BIN;
-constexpr const char* kExamples = QUEUEBOX_SOURCE_DIR "/src/transform/testdata/queuebox_examples.json";
+constexpr const char* kExamples =
+    QUEUEBOX_SOURCE_DIR "/tests/vendor/queuebox/transform_examples.json";
 
 Json LoadExamples() {
   std::ifstream in(kExamples);
@@ -233,8 +234,8 @@ TEST_F(TransformE2ETest, RunawaysEndAtTheirLimitWithTheirOnErrorWhileOthersFlow)
   ASSERT_EQ(Count("state NOT IN ('sent', 'dead')"), 0) << relay.Log();
 
   auto row = [&](const std::string& topic) {
-    auto r = pg_->Query("SELECT state, attempt, last_error FROM outbox WHERE topic = '" + topic +
-                        "'");
+    auto r =
+        pg_->Query("SELECT state, attempt, last_error FROM outbox WHERE topic = '" + topic + "'");
     EXPECT_EQ(r.size(), 1u) << topic;
     return r.empty() ? std::vector<std::string>{"", "", ""} : r[0];
   };
@@ -247,7 +248,8 @@ TEST_F(TransformE2ETest, RunawaysEndAtTheirLimitWithTheirOnErrorWhileOthersFlow)
   auto loop = row("runaway.loop");
   EXPECT_EQ(loop[0], "dead");
   EXPECT_EQ(loop[1], "1");
-  EXPECT_EQ(loop[2], "Transform failed: D1012: The evaluation ran longer than 100 ms and was stopped");
+  EXPECT_EQ(loop[2],
+            "Transform failed: D1012: The evaluation ran longer than 100 ms and was stopped");
   // A 5,000,000-element range: the memory limit; Skip: the row's payload is delivered.
   auto range = row("runaway.range");
   EXPECT_EQ(range[0], "sent");
@@ -293,6 +295,73 @@ TEST_F(TransformE2ETest, RunawaysEndAtTheirLimitWithTheirOnErrorWhileOthersFlow)
   EXPECT_THAT(relay.Log(), HasSubstr("\"jsonata_engine\":\"loaded\""));
 }
 
+// POST /admin/transform/test in the binary (reference §13.2): QueueBox's documented requests
+// (the how-to's curl and the HTTP API page) answer the documented result behind bearer auth; a
+// wrong token is 401 and an oversized body 413, both in the endpoint's error shape.
+TEST_F(TransformE2ETest, TheTransformTestEndpointAnswersTheDocumentedRequests) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  std::string config = WriteConfig(
+      "admin:\n  enabled: true\n  maxPayloadBytes: 4096\n"
+      "  auth: {type: bearer, token: the-admin-token}\n"
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+      receiver_.BaseUrl() + "\nroutes:\n  - topicPattern: \"**\"\n    destination: receiver\n");
+  Migrate(config);
+  ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("admin.log"));
+  httplib::Client c("127.0.0.1", http_port_);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(30);
+  const httplib::Headers auth = {{"Authorization", "Bearer the-admin-token"}};
+  httplib::Result ready;
+  for (auto deadline = std::chrono::steady_clock::now() + 60s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+    ready = c.Get("/health/live");
+    if (ready && ready->status == 200) break;
+  }
+  ASSERT_TRUE(ready && ready->status == 200) << relay.Log();
+
+  int ran = 0;
+  for (const Json& example : LoadExamples()) {
+    if (example["stage"] != "admin") continue;
+    SCOPED_TRACE(example["name"].get<std::string>());
+    auto r = c.Post("/admin/transform/test", auth, example["request"].dump(), "application/json");
+    ASSERT_TRUE(r) << relay.Log();
+    EXPECT_EQ(r->status, 200) << r->body;
+    Json answer = Json::parse(r->body);
+    EXPECT_EQ(answer["success"], true);
+    EXPECT_EQ(answer["result"], example["result"]);
+    EXPECT_EQ(answer["context"]["topic"], example["request"]["mockTopic"]);
+    EXPECT_EQ(answer["context"]["attempt"], 0);
+    EXPECT_EQ(answer["context"]["messageId"].get<std::string>().size(), 36u);
+    ++ran;
+  }
+  EXPECT_EQ(ran, 2);
+
+  auto r = c.Post("/admin/transform/test", auth,
+                  R"({"expression": "Account.Order[0", "payload": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Json::parse(r->body),
+            Json({{"success", false},
+                  {"error",
+                   "Invalid expression: S0203 at position 15: Expected \"]\" before end "
+                   "of expression"}}));
+  r = c.Post("/admin/transform/test", {{"Authorization", "Bearer wrong"}},
+             R"({"expression": "$", "payload": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Json::parse(r->body), Json({{"success", false}, {"error", "Invalid bearer token"}}));
+  r = c.Post("/admin/transform/test", auth, std::string(5000, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Json::parse(r->body),
+            Json({{"success", false}, {"error", "Request body exceeds 4096 bytes"}}));
+  // Nothing was sent or written.
+  EXPECT_EQ(receiver_.RequestCount(), 0u);
+  EXPECT_EQ(Count("true"), 0);
+  relay.Kill(SIGTERM);
+  ASSERT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+
 // Reference §8 / §13.6: every expression compiles at start; the error names the key path,
 // JSONata's code and position, and the start stops before the database is touched.
 TEST_F(TransformE2ETest, AnExpressionThatDoesNotCompileStopsTheStart) {
@@ -334,8 +403,8 @@ TEST_F(TransformE2ETest, AnExpressionThatDoesNotCompileStopsTheStart) {
 // A relay without transforms keeps its footprint: it never loads the JSONata engine (reported
 // at stop); the same relay with one route transform does.
 TEST_F(TransformE2ETest, ARelayWithoutTransformsNeverLoadsTheEngine) {
-  const std::string destinations = "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
-                                   receiver_.BaseUrl() + "\n";
+  const std::string destinations =
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " + receiver_.BaseUrl() + "\n";
   std::string plain = WriteConfig(
       destinations + "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n", "plain");
   Migrate(plain);

@@ -5,8 +5,8 @@
 //
 //   node golden_node.js <golden.json> <node_modules/jsonata/jsonata.js> [more.json ...]
 //
-// More files (QueueBox's documented examples, testdata/queuebox_examples.json) run after the
-// golden cases, in the same way; only golden.json needs 300 cases.
+// More files (QueueBox's documented examples, tests/vendor/queuebox/transform_examples.json) run
+// after the golden cases, in the same way; only golden.json needs 300 cases.
 //
 // Mirrors the engine: maxDepth is jsonata's `stack` option (default 100), the input and the
 // bindings go through JSON text, and functions serialize as no value (src/transform/js/driver.js).
