@@ -156,7 +156,7 @@ TEST(SourceStages, ExpressionsThatDoNotCompileStopTheStartWithTheirKeys) {
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().message(),
             "The configuration has 2 errors. Fix each one and start QueueBox again.\n"
-            "  - sources.github.transform.expression: S0203 at position 1: Expected \"}\" before "
+            "  - sources.github.transform.expression: S0203 at position 1: Expected \":\" before "
             "end of expression\n"
             "  - sources.github.idempotencyKeyExpression: S0203 at position 15: Expected \"]\" "
             "before end of expression");

@@ -100,7 +100,7 @@ TEST(TransformTester, InvalidRequests) {
 TEST(TransformTester, InvalidExpressionAndEvaluationErrors) {
   TransformTester tester(Fixed());
   ExpectError(tester.Handle(R"({"expression": "{ unclosed", "payload": {}})"),
-              "Invalid expression: S0203 at position 10: Expected \"}\" before end of "
+              "Invalid expression: S0203 at position 10: Expected \":\" before end of "
               "expression");
   ExpectError(tester.Handle(R"j({"expression": "$undefined()", "payload": {}})j"),
               "T1006 at position 11: Attempted to invoke a non-function");
