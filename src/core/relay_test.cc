@@ -364,7 +364,12 @@ TEST(RelayTransformTest, FailRetriesCountingAnAttemptAndEndsDeadAtTheCeiling) {
   std::string id = h.Insert("order.created", "k", /*max_attempts=*/2, R"({"fail":1})");
   std::string other = h.Insert("order.created", "other", 5, R"({"n":2})");
   h.Start();
-  h.WaitIdle();
+  // WaitIdle returns while a retry is scheduled (not yet claimable): run cycles until the row's
+  // retries are spent.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    h.WaitIdle();
+  } while (h.store.Get(id).state != "dead" && std::chrono::steady_clock::now() < deadline);
   auto row = h.store.Get(id);
   EXPECT_EQ(row.state, "dead");
   EXPECT_EQ(row.row.attempt, 2);  // evaluated on attempts 0, 1 and 2, as a failed delivery
