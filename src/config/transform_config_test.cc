@@ -115,8 +115,8 @@ TEST_F(TransformConfigTest, BadBlocksAreReportedWithTheirPath) {
                            "missing"));
   EXPECT_THAT(m, HasSubstr("  - destinations.billing.transform.timeoutMs: must be at least 1, "
                            "got 0"));
-  EXPECT_THAT(m, HasSubstr("  - destinations.billing.transform.maxDepth: must be at least 1, "
-                           "got -1"));
+  EXPECT_THAT(m, HasSubstr("  - destinations.billing.transform.maxDepth: must be between 1 and "
+                           "2147483647, got -1"));
   EXPECT_THAT(m, HasSubstr("  - routes[0].transform.timeout: unknown key; did you mean "
                            "timeoutMs?"));
   EXPECT_THAT(m, HasSubstr("  - routes[1].transform:"));
@@ -125,7 +125,10 @@ TEST_F(TransformConfigTest, BadBlocksAreReportedWithTheirPath) {
 TEST_F(TransformConfigTest, EnvironmentSetsTransformKeys) {
   Result<Config> c =
       Load(std::string(kBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
-           {{"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "{'id': $messageId}"},
+           // A list set by variables replaces the YAML list, so the route is set whole.
+           {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
+            {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
+            {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "{'id': $messageId}"},
             {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "Skip"},
             {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_EXPRESSION", "$"},
             {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_TIMEOUTMS", "250"},
@@ -140,7 +143,10 @@ TEST_F(TransformConfigTest, EnvironmentSetsTransformKeys) {
 
   std::string m =
       Error(std::string(kBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
-            {{"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
+            {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
+             {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
+             {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "$"},
+             {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
   EXPECT_THAT(m, HasSubstr("routes[0].transform.onError"));
   EXPECT_THAT(m, HasSubstr("QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR"));
 }

@@ -311,13 +311,13 @@ TEST_F(TransformE2ETest, TheTransformTestEndpointAnswersTheDocumentedRequests) {
   c.set_connection_timeout(5);
   c.set_read_timeout(30);
   const httplib::Headers auth = {{"Authorization", "Bearer the-admin-token"}};
-  httplib::Result ready;
+  bool live = false;
   for (auto deadline = std::chrono::steady_clock::now() + 60s;
-       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
-    ready = c.Get("/health/live");
-    if (ready && ready->status == 200) break;
+       !live && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+    auto r = c.Get("/health/live");
+    live = r && r->status == 200;
   }
-  ASSERT_TRUE(ready && ready->status == 200) << relay.Log();
+  ASSERT_TRUE(live) << relay.Log();
 
   int ran = 0;
   for (const Json& example : LoadExamples()) {
@@ -414,19 +414,19 @@ TEST_F(TransformE2ETest, ARelayWithoutTransformsNeverLoadsTheEngine) {
   EXPECT_EQ(receiver_.RequestCount(), 2u);
   EXPECT_THAT(out, HasSubstr("\"jsonata_engine\":\"not loaded\""));
   std::smatch rss;
-  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"("max_rss_kb":"(\d+)")")));
+  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"re("max_rss_kb":"(\d+)")re")));
   const long plain_rss_kb = std::stol(rss[1]);
 
   if (!BuiltWithTransforms()) return;
-  std::string transformed = WriteConfig(
-      destinations +
-          "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
-          "    transform: {expression: '{\"n\": n}', timeoutMs: 10000}\n",
-      "transformed");
+  std::string transformed =
+      WriteConfig(destinations +
+                      "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+                      "    transform: {expression: '{\"n\": n}', timeoutMs: 10000}\n",
+                  "transformed");
   pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('c', '{\"n\":3}')");
   ASSERT_EQ(RunUntilIdle(transformed, &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("\"jsonata_engine\":\"loaded\""));
-  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"("max_rss_kb":"(\d+)")")));
+  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"re("max_rss_kb":"(\d+)")re")));
   std::printf("peak RSS: %ld KiB without transforms, %ld KiB with one route transform\n",
               plain_rss_kb, std::stol(rss[1]));
 }
