@@ -32,7 +32,7 @@ struct OutboxConfig {
   int64_t pending_gauge_interval_ms = 5000;  // outbox.pendingGaugeIntervalMs
   int64_t shutdown_timeout_ms = 30000;       // outbox.shutdownTimeoutMs
   bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
-  // outbox.keyAffinity.enabled: replicas split the keys (PG; OutboxStore::EnableKeyAffinity).
+  // outbox.keyAffinity.enabled: replicas split the keys (PG; ReplicaMembership::EnableKeyAffinity).
   bool key_affinity = true;
 };
 
