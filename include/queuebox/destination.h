@@ -30,11 +30,11 @@ struct OutboundMessage {
   // The route's routingKeyTemplate, rendered (QueueBox reference §6, §7.6); unset when the route
   // has none. RabbitMQ uses it as the routing key, Kafka as the record key.
   std::optional<std::string> routing_key;
+  // Not owned, may be null (always null for relay rows); outlives PublishBatch.
+  const MessageExtension* extension = nullptr;
   // The body after the route and destination transforms (QueueBox reference §8), JSON text;
   // unset: the row's payload. Address and key templates still read the row (its payload).
   std::optional<std::string> transformed_body = std::nullopt;
-  // Not owned, may be null (always null for relay rows); outlives PublishBatch.
-  const MessageExtension* extension = nullptr;
 
   // What the destination sends: the transformed body, else the row's payload.
   std::string_view body() const {

@@ -342,7 +342,9 @@ class RelayImpl final : public Relay {
       if (!r.failed_strategy.empty()) observer_->OnTransformFailure(r.failed_strategy);
       switch (r.kind) {
         case DeliveryTransforms::Result::Kind::kDeliver:
-          messages.push_back({&task.rows[i], task.routing_keys[i], std::move(r.body)});
+          messages.push_back({.row = &task.rows[i],
+                              .routing_key = task.routing_keys[i],
+                              .transformed_body = std::move(r.body)});
           index.push_back(i);
           break;
         case DeliveryTransforms::Result::Kind::kRetry:
