@@ -20,6 +20,7 @@
 #include "core/startup.h"
 #include "queuebox/relay.h"
 #include "sd_notify.h"
+#include "store/change_capture.h"
 #include "store/open_store.h"
 #include "transforms.h"
 
@@ -105,9 +106,28 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   deps.store = store->get();
   deps.metrics = &metrics;
   Relay* relay_ptr = relay->get();
-  // The poller is healthy while it completes cycles; a database outage stops them.
-  const double poller_bound_s =
-      std::max(10.0, 3.0 * static_cast<double>(config->outbox.poll_interval_ms) / 1000.0);
+
+  // Change capture (outbox.capture.enabled; QueueBox reference Appendix A): wakes the poller from
+  // the database's log; a fault stops capture, never delivery. Started after the relay.
+  const CaptureConfig& capture_config = config->outbox.capture;
+  auto opened =
+      OpenChangeCapture(config->database, capture_config, [relay_ptr] { relay_ptr->Wake(); });
+  if (!opened.ok()) return StartFailed(opened.status());
+  std::unique_ptr<ChangeCapture> capture = std::move(opened).value();
+  if (capture) {
+    ChangeCapture* c = capture.get();
+    deps.capture_healthy = [c] { return c->healthy(); };
+    metrics.SetCaptureProbe([c] {
+      return Metrics::CaptureReading{c->healthy(), c->wakes(), c->slot_retained_bytes()};
+    });
+  }
+
+  // The poller is healthy while it completes cycles; a database outage stops them. In capture
+  // mode an idle poller waits up to reconciliationIntervalMs between cycles.
+  const int64_t longest_wait = capture_config.mode == "polling"
+                                   ? config->outbox.poll_interval_ms
+                                   : capture_config.reconciliation_interval_ms;
+  const double poller_bound_s = std::max(10.0, 3.0 * static_cast<double>(longest_wait) / 1000.0);
   deps.poller_healthy = [relay_ptr, poller_bound_s] {
     return relay_ptr->SecondsSinceLastCycle() < poller_bound_s;
   };
@@ -132,6 +152,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     if (listener) {
       if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
     }
+  }
+  if (capture) {
+    if (Status s = capture->Start(); !s.ok()) return StartFailed(s);
   }
   if (retention) {
     if (Status s = retention->Start(); !s.ok()) return StartFailed(s);
@@ -176,6 +199,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   NotifyServiceManager("STOPPING=1");
   (*admin)->StartDraining();
   if (listener) listener->Stop();
+  if (capture) capture->Stop();
   int64_t abandoned = (*relay)->Stop();
   if (replicas != nullptr) replicas->LeaveReplicaSet();
   if (retention) retention->Stop();

@@ -22,6 +22,35 @@ struct ServerConfig {
   std::string address = "127.0.0.1";   // server.address: the interface to bind
 };
 
+// outbox.capture.connection.* (QueueBox reference §12.2): the capture connection's overrides of
+// database.url's host, port and database and of database.username / database.password; unset:
+// those. encrypt and trustServerCertificate are SQL Server's (accepted, unused on PostgreSQL).
+struct CaptureConnectionConfig {
+  std::optional<std::string> hostname;
+  std::optional<int> port;
+  std::optional<std::string> database;
+  std::optional<std::string> username;
+  std::optional<std::string> password;  // secret
+  bool encrypt = true;
+  bool trust_server_certificate = false;
+};
+
+// outbox.capture.* (QueueBox reference Appendix A, §12.2; docs/capture.md): change capture wakes
+// delivery from the database's log; SQL stays the truth.
+struct CaptureConfig {
+  std::string mode = "polling";  // polling | postgres-logical | sqlserver-cdc (not in this build)
+  bool enabled = false;          // this replica owns capture (mode must not be polling)
+  std::string identity = "queuebox";
+  std::string state_directory;        // required when enabled
+  std::optional<std::string> schema;  // of the outbox table; unset: public
+  std::string publication = "queuebox_outbox";
+  std::string slot = "queuebox_outbox";
+  int64_t reconciliation_interval_ms = 1000;  // the poller's longest wait in capture mode
+  // QueueBox C++ only: the WAL (bytes) the slot may retain before a warning.
+  int64_t slot_retention_warn_bytes = int64_t{1} << 30;
+  CaptureConnectionConfig connection;
+};
+
 struct OutboxConfig {
   int64_t poll_interval_ms = 100;            // outbox.pollIntervalMs
   int batch_size = 100;                      // outbox.batchSize
@@ -34,6 +63,7 @@ struct OutboxConfig {
   bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
   // outbox.keyAffinity.enabled: replicas split the keys (PG; ReplicaMembership::EnableKeyAffinity).
   bool key_affinity = true;
+  CaptureConfig capture;  // outbox.capture.*
 };
 
 struct HttpConfig {

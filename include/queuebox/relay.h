@@ -36,6 +36,7 @@ class RelayObserver {
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
   virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
+<<<<<<< HEAD
   // A route or destination transform failed; strategy: "fail" | "skip" | "dead"
   // (queuebox_transform_failures_total{strategy}).
   virtual void OnTransformFailure(std::string_view /*strategy*/) {}
@@ -71,6 +72,8 @@ class DeliveryTransforms {
   // Runs the stages of every message (messages[i] -> results[i]; the spans have one size) and
   // returns when all are done. It may block for up to the stages' timeouts.
   virtual void Apply(std::span<const Message> messages, std::span<Result> results) const = 0;
+=======
+>>>>>>> main
 };
 
 struct RelayOptions {
@@ -93,7 +96,12 @@ class Relay {
       RelayObserver* observer = nullptr, ReplicaMembership* replicas = nullptr);
   virtual ~Relay() = default;
 
-  // Starts the poller and lease keeper threads.
+  // Starts the poller and lease keeper threads. Between cycles the poller waits
+  // outbox.pollIntervalMs, or in capture mode (outbox.capture.mode is not `polling`; QueueBox
+  // reference §13.8), where change capture wakes it for new rows,
+  // OutboxClaims::NextWakeDelayMs(outbox.capture.reconciliationIntervalMs): the next due time or
+  // lease deadline (the reconciliation interval when that query fails). A Wake or a finished
+  // message ends the wait early.
   virtual Status Start() = 0;
   // Wakes the poller now (e.g. a LISTEN/NOTIFY notification). Cheap; conflated.
   virtual void Wake() = 0;

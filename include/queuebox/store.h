@@ -129,6 +129,16 @@ class OutboxClaims {
   // Every `processing` row whose lease is null or passed goes back to `pending`, attempt kept,
   // claimed_at null. Returns the number of rows moved.
   virtual Result<int64_t> ReclaimExpired() = 0;
+  // The poller's wait in capture mode (QueueBox reference §4.4 nextWakeDelayMs, §13.8), where
+  // change capture wakes it for new rows but nothing wakes it for a due time: milliseconds from
+  // the database's now to the nearest future scheduled_at of a pending row or lease_expires_at
+  // of a processing row, clamped to [1, max_wait_ms]; max_wait_ms when there is none.
+  // kInvalidArgument unless max_wait_ms >= 1. The default (no capture on the dialect) is
+  // max_wait_ms.
+  virtual Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) {
+    if (max_wait_ms < 1) return InvalidArgument("NextWakeDelayMs: max_wait_ms must be at least 1");
+    return max_wait_ms;
+  }
 };
 
 // What operators do with the outbox (`queuebox status/replay/dead list`, the admin API,

@@ -58,6 +58,7 @@ struct CheckTracker {
 struct Check {
   std::string name;
   std::function<bool()> run;
+  bool advisory = false;  // shown, but never makes readiness fail
 };
 
 // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second process bind a port
@@ -313,6 +314,9 @@ struct AdminServer::Impl {
       checks_list.push_back(
           {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
     }
+    if (deps.capture_healthy) {
+      checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
+    }
     return checks_list;
   }
 
@@ -361,7 +365,7 @@ struct AdminServer::Impl {
     bool healthy = true;
     for (size_t i = 0; i < list.size(); ++i) {
       bool up = results->state[i] == 1;
-      healthy = healthy && up;
+      healthy = healthy && (up || list[i].advisory);
       components[list[i].name] = {{"status", up ? "up" : "down"}};
     }
     lock.unlock();

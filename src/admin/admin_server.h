@@ -8,8 +8,9 @@
 //   GET /              200 text "QueueBox is running!" (data port only)
 //   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
 //   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
-//                      database, outbox-poller, retention-service (when enabled) and one per
-//                      broker destination "<type>.<name>"; each check runs off-thread, bounded
+//                      database, outbox-poller, retention-service (when enabled), one per
+//                      broker destination "<type>.<name>" and outbox-capture (when enabled;
+//                      advisory: shown, never decides); each check runs off-thread, bounded
 //                      at 3 s (timeout = down)
 //   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
 //   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
@@ -56,6 +57,9 @@ struct AdminServerDeps {
   std::function<bool()> poller_healthy;
   // retention-service: shown when set (retention enabled).
   std::function<bool()> retention_healthy;
+  // outbox-capture: shown when set (outbox.capture.enabled); advisory, QueueBox reference §13.3:
+  // its status is reported but never makes readiness fail, since delivery goes on by SQL.
+  std::function<bool()> capture_healthy;
   // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
   // with Destination::Health(). http and file destinations are skipped.
   std::vector<Destination*> destinations;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/router.h"
+#include "store/change_capture.h"
 
 namespace queuebox {
 namespace {
@@ -53,15 +54,43 @@ std::string Seconds(double s) {
   return buf;
 }
 
+// "12.3 MiB (12897484 bytes)".
+std::string Bytes(int64_t n) {
+  if (n < 0) return "unknown";
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return std::to_string(n) + " bytes";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u], static_cast<long long>(n));
+  return buf;
+}
+
+// The capture part of `queuebox status`: nullopt when capture is not PostgreSQL's.
+std::optional<CaptureReport> CaptureReportFor(const Config& config, std::ostream& err) {
+  auto report = ReadCaptureReport(config.database, config.outbox.capture);
+  if (!report.ok()) {
+    err << "The capture slot query failed: " << report.status().ToString() << "\n";
+    return std::nullopt;
+  }
+  return *report;
+}
+
 }  // namespace
 
-int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
-                     const Config& /*config*/, bool json, std::ostream& out, std::ostream& err) {
+int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
+                     bool json, std::ostream& out, std::ostream& err) {
   auto stats = store.Stats();
   if (!stats.ok()) {
     err << "The status query failed: " << stats.status().ToString() << "\n";
     return 1;
   }
+  const CaptureConfig& cap = config.outbox.capture;
+  const std::optional<CaptureReport> capture = CaptureReportFor(config, err);
   // Key affinity; empty without a replica set.
   const std::vector<ReplicaInfo> live =
       replica_set != nullptr ? replica_set->Replicas() : std::vector<ReplicaInfo>{};
@@ -88,6 +117,21 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
                       {"oldestPendingAgeSeconds", stats->oldest_pending_age_seconds},
                       {"deadByTopic", dead},
                       {"replicas", replicas}};
+    if (capture) {
+      ordered_json slot = {{"name", cap.slot}, {"exists", capture->slot.has_value()}};
+      if (capture->slot) {
+        slot["active"] = capture->slot->active;
+        slot["confirmedFlushLsn"] = capture->slot->confirmed_flush_lsn;
+        slot["restartLsn"] = capture->slot->restart_lsn;
+        slot["walStatus"] = capture->slot->wal_status;
+        slot["retainedBytes"] = capture->slot->retained_bytes;
+        slot["overThreshold"] = capture->slot->retained_bytes > cap.slot_retention_warn_bytes;
+      }
+      j["capture"] = {{"mode", cap.mode},
+                      {"identity", cap.identity},
+                      {"recorded", capture->recorded},
+                      {"slot", slot}};
+    }
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -112,6 +156,29 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
           {std::to_string(i), r.name, Seconds(r.heartbeat_age_seconds) + " s", r.started_at});
     }
     out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
+  }
+  if (capture) {
+    out << "\nChange capture: " << cap.mode << ", identity " << cap.identity
+        << (capture->recorded ? " (recorded in queuebox_capture_state)"
+                              : " (not recorded yet: capture has not started once)")
+        << "\n";
+    if (!capture->slot) {
+      out << "The replication slot " << cap.slot
+          << " does not exist (capture creates it on its first start).\n";
+    } else {
+      const auto& slot = *capture->slot;
+      out << Table({"SLOT", "ACTIVE", "CONFIRMED", "RETAINED WAL"},
+                   {{cap.slot, slot.active ? "yes" : "no", slot.confirmed_flush_lsn,
+                     Bytes(slot.retained_bytes)}});
+      if (slot.retained_bytes > cap.slot_retention_warn_bytes) {
+        out << "Warning: the slot retains more WAL than outbox.capture.slotRetentionWarnBytes ("
+            << cap.slot_retention_warn_bytes
+            << "). A slot that nobody reads keeps WAL until the disk fills: start the relay that "
+               "owns capture, or drop the slot of a retired capture identity (SELECT "
+               "pg_drop_replication_slot('"
+            << cap.slot << "');).\n";
+      }
+    }
   }
   return 0;
 }

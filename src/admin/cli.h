@@ -21,6 +21,10 @@
 namespace queuebox {
 
 // `replica_set` (nullable): the replica set whose live members are listed (key affinity).
+// With outbox.capture.mode postgres-logical on PostgreSQL it also shows the capture slot (also
+// while no relay runs): whether it exists and is active, its confirmed position and the WAL it
+// retains, with a warning above outbox.capture.slotRetentionWarnBytes. A capture query that
+// fails is reported on `err` without failing the command.
 int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
                      bool json, std::ostream& out, std::ostream& err);
 

@@ -229,6 +229,14 @@ struct Metrics::Impl {
 
   std::atomic<int64_t> last_poll_ns{-1};
 
+  // Change capture (SetCaptureProbe).
+  std::mutex capture_mu;
+  std::function<CaptureReading()> capture_probe;
+  prometheus::Gauge* capture_streaming = nullptr;
+  prometheus::Counter* capture_wakeups = nullptr;
+  prometheus::Gauge* capture_retained = nullptr;
+  int64_t capture_wakeups_seen = 0;
+
   // Pending refresher state.
   std::mutex pending_mu;  // serialises Stats() calls
   OutboxOperations* store = nullptr;
@@ -374,8 +382,48 @@ void Metrics::StopPendingRefresher() {
   impl_->store = nullptr;
 }
 
+void Metrics::SetCaptureProbe(std::function<CaptureReading()> probe) {
+  std::lock_guard<std::mutex> lock(impl_->capture_mu);
+  auto& registry = *impl_->registry;
+  if (impl_->capture_streaming == nullptr) {
+    impl_->capture_streaming =
+        &prometheus::BuildGauge()
+             .Name("queuebox_capture_streaming")
+             .Help("1 while change capture streams from its replication slot, else 0")
+             .Register(registry)
+             .Add({});
+    impl_->capture_wakeups = &prometheus::BuildCounter()
+                                  .Name("queuebox_capture_wakeups_total")
+                                  .Help("Delivery wake-ups sent by change capture")
+                                  .Register(registry)
+                                  .Add({});
+    impl_->capture_retained =
+        &prometheus::BuildGauge()
+             .Name("queuebox_capture_slot_retained_bytes")
+             .Help("WAL bytes the capture slot retains: pg_current_wal_lsn() - confirmed_flush_lsn")
+             .Register(registry)
+             .Add({});
+  }
+  impl_->capture_probe = std::move(probe);
+}
+
 std::string Metrics::Render() {
   RefreshPending(/*only_if_stale=*/true);
+  {
+    std::lock_guard<std::mutex> lock(impl_->capture_mu);
+    if (impl_->capture_probe) {
+      CaptureReading r = impl_->capture_probe();
+      impl_->capture_streaming->Set(r.streaming ? 1 : 0);
+      if (r.wakeups > impl_->capture_wakeups_seen) {
+        impl_->capture_wakeups->Increment(
+            static_cast<double>(r.wakeups - impl_->capture_wakeups_seen));
+        impl_->capture_wakeups_seen = r.wakeups;
+      }
+      if (r.slot_retained_bytes >= 0) {
+        impl_->capture_retained->Set(static_cast<double>(r.slot_retained_bytes));
+      }
+    }
+  }
   impl_->uptime.Set(std::chrono::duration<double>(Clock::now() - impl_->started).count());
   impl_->processing_max.Refresh();
   impl_->publish_max.Refresh();

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +62,19 @@ class Metrics final : public RelayObserver {
   void OnCleanup(std::string_view table, int64_t deleted, double seconds);
   // Sets the pending gauges directly (what the refresher does with Stats()).
   void SetPending(int64_t pending, double oldest_pending_age_seconds);
+
+  // Change capture (outbox.capture.enabled; QueueBox C++ only): what the capture engine reports,
+  // read on every scrape. `wakeups`: a running total; `slot_retained_bytes`: the WAL its slot
+  // retains, -1 while unknown.
+  struct CaptureReading {
+    bool streaming = false;
+    int64_t wakeups = 0;
+    int64_t slot_retained_bytes = -1;
+  };
+  // Registers queuebox_capture_streaming, queuebox_capture_wakeups_total and
+  // queuebox_capture_slot_retained_bytes (the families exist only with capture) and reads
+  // `probe` on every Render. `probe` must be cheap, thread-safe and outlive this object's use.
+  void SetCaptureProbe(std::function<CaptureReading()> probe);
 
   // Starts the background refresher of the pending gauges: Stats() every `interval`, and on
   // a scrape when the last refresh is older than `interval`. `store` must outlive Stop().

@@ -1,13 +1,13 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "config/load.h"
-
 #include "config/env.h"
+#include "config/load.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
+#include "store/change_capture.h"
 
 extern char** environ;
 
@@ -42,6 +42,39 @@ void CheckDatabase(const json& root, const DatabaseConfig& db, Diagnostics& d) {
   }
 }
 
+// outbox.capture.* (QueueBox reference §12.2, Appendix A).
+void CheckCapture(const Config& c, Diagnostics& d) {
+  const CaptureConfig& cap = c.outbox.capture;
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"outbox.capture.identity", &cap.identity},
+        {"outbox.capture.publication", &cap.publication},
+        {"outbox.capture.slot", &cap.slot}}) {
+    if (!IsCaptureName(*value)) {
+      d.Add(key, "must match ^[a-z][a-z0-9_]{0,62}$ (got '" + *value + "')");
+    }
+  }
+  if (cap.mode == "sqlserver-cdc") {
+    d.Add("outbox.capture.mode",
+          "sqlserver-cdc is not supported by this build of QueueBox C++ (it has no SQL Server "
+          "store); use postgres-logical with PostgreSQL, or polling");
+  } else if (cap.mode == "postgres-logical" && c.database.type != "postgresql") {
+    d.Add("outbox.capture.mode",
+          "postgres-logical needs database.type postgresql (the capture mode must match the "
+          "database)");
+  }
+  if (cap.enabled && cap.mode == "polling") {
+    d.Add("outbox.capture.enabled",
+          "true needs outbox.capture.mode postgres-logical (polling captures nothing)");
+  }
+  if (cap.enabled && cap.state_directory.empty()) {
+    d.Add("outbox.capture.stateDirectory", "required when outbox.capture.enabled is true");
+  }
+  if (cap.enabled) {
+    Status target = CheckCaptureConnection(c.database, cap);
+    if (!target.ok()) d.Add("outbox.capture.connection.hostname", target.message());
+  }
+}
+
 // Rules across keys, checked on the bound values (`root`: the validated tree, for presence).
 void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Diagnostics& d) {
   if (c.server.management_port && *c.server.management_port == c.server.http_port) {
@@ -49,6 +82,7 @@ void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Di
           "must differ from server.httpPort (both are " + std::to_string(c.server.http_port) + ")");
   }
   CheckDatabase(root, c.database, d);
+  CheckCapture(c, d);
   const RetentionPolicy& p = c.retention.outbox;
   if (p.policy == "AGE" && !p.max_age_ms) {
     d.Add("retention.outbox.maxAge", "required when retention.outbox.policy is AGE (e.g. 7d)");

@@ -61,9 +61,60 @@ OptionTable<DatabaseConfig> DatabaseOptions() {
   return t;
 }
 
+OptionTable<CaptureConnectionConfig> CaptureConnectionOptions() {
+  using S = CaptureConnectionConfig;
+  return {
+      opt::Text("hostname", &S::hostname, nullptr,
+                "Capture's host instead of database.url's (required when the URL names several)"),
+      opt::Int("port", &S::port, nullptr, "Capture's port instead of database.url's")
+          .Range(1, 65535),
+      opt::Text("database", &S::database, nullptr, "Capture's database instead of database.url's"),
+      opt::Text("username", &S::username, nullptr,
+                "Capture's role instead of database.username (needs REPLICATION and SELECT)"),
+      opt::Secret("password", &S::password, "Capture's password instead of database.password"),
+      opt::Flag("encrypt", &S::encrypt, true, "SQL Server only; unused on PostgreSQL"),
+      opt::Flag("trustServerCertificate", &S::trust_server_certificate, false,
+                "SQL Server only; unused on PostgreSQL"),
+  };
+}
+
+OptionTable<CaptureConfig> CaptureOptions() {
+  using S = CaptureConfig;
+  OptionTable<S> t = {
+      opt::Choice("mode", &S::mode, {"polling", "postgres-logical", "sqlserver-cdc"}, "polling",
+                  "What wakes delivery: polling, or the database's change stream "
+                  "(postgres-logical; sqlserver-cdc is not in this build); must match "
+                  "database.type"),
+      opt::Flag("enabled", &S::enabled, false,
+                "This replica owns capture (one replica per identity); needs mode other than "
+                "polling"),
+      opt::Text("identity", &S::identity, "queuebox",
+                "Name of the capture owner, ^[a-z][a-z0-9_]{0,62}$"),
+      opt::Text("stateDirectory", &S::state_directory, "",
+                "Durable directory of the capture state (identity, offsets.dat); required when "
+                "enabled"),
+      opt::Text("schema", &S::schema, nullptr, "Schema of the outbox table (unset: public)")
+          .Identifier(),
+      opt::Text("publication", &S::publication, "queuebox_outbox",
+                "PostgreSQL publication of the outbox table; never created by QueueBox"),
+      opt::Text("slot", &S::slot, "queuebox_outbox",
+                "PostgreSQL logical replication slot; created on the first start, never dropped"),
+      opt::Millis("reconciliationIntervalMs", &S::reconciliation_interval_ms, 1000,
+                  "Longest wait of the poller in capture mode (the next due time or lease "
+                  "deadline is waited for when nearer)")
+          .Min(1),
+      opt::Int("slotRetentionWarnBytes", &S::slot_retention_warn_bytes, int64_t{1} << 30,
+               "QueueBox C++ only: WAL bytes the slot may retain before a warning (log and "
+               "queuebox_capture_slot_retained_bytes)")
+          .Min(0),
+  };
+  t.Nest("connection", &S::connection, CaptureConnectionOptions());
+  return t;
+}
+
 OptionTable<OutboxConfig> OutboxOptions() {
   using S = OutboxConfig;
-  return {
+  OptionTable<S> t = {
       opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
                   "Wait between claims when the last claim found nothing")
           .Min(1),
@@ -90,6 +141,8 @@ OptionTable<OutboxConfig> OutboxOptions() {
                 "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
                 "replica claims every key"),
   };
+  t.Nest("capture", &S::capture, CaptureOptions());
+  return t;
 }
 
 OptionTable<HttpConfig> HttpOptions() {

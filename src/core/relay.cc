@@ -250,9 +250,20 @@ class RelayImpl final : public Relay {
         observer_->OnProcessError();
       }
       if (full && cycle_status.ok()) continue;  // more may be due right now
+      if (cycle_status.ok() && options_.outbox.capture.mode != "polling" && !WakePending()) {
+        const int64_t cap =
+            std::max<int64_t>(1, options_.outbox.capture.reconciliation_interval_ms);
+        auto next = outbox_->NextWakeDelayMs(cap);
+        wait_ms = next.ok() ? *next : cap;
+      }
       std::unique_lock<std::mutex> lock(mu_);
       poll_cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
     }
+  }
+
+  bool WakePending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wake_ || stopping_;
   }
 
   void Dispatch(std::vector<OutboxRow> rows) {
@@ -582,6 +593,9 @@ Result<std::unique_ptr<Relay>> Relay::Create(
   if (options.outbox.concurrency <= 0) return InvalidArgument("outbox.concurrency must be > 0");
   if (options.outbox.claim_timeout_ms <= 0) {
     return InvalidArgument("outbox.claimTimeoutMs must be > 0");
+  }
+  if (options.outbox.capture.reconciliation_interval_ms <= 0) {
+    return InvalidArgument("outbox.capture.reconciliationIntervalMs must be > 0");
   }
   for (size_t i = 0; i < options.routes.size(); ++i) {
     if (destinations.count(options.routes[i].destination) == 0) {

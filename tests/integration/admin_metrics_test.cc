@@ -91,6 +91,8 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   RetentionService cleanup(store_.get(), retention, &metrics);
   ASSERT_TRUE(cleanup.RunOnce().ok());
 
+  metrics.SetCaptureProbe([] { return Metrics::CaptureReading{true, 3, 4096}; });
+
   AdminServerDeps deps;
   deps.metrics = &metrics;
   StartServer(std::move(deps));
@@ -108,6 +110,9 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
     if (family.rfind("queuebox_", 0) != 0) continue;
     EXPECT_TRUE(documented.count(family)) << family << " is scraped but not in docs/metrics.md";
   }
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_streaming"), 1);
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_wakeups_total"), 3);
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_slot_retained_bytes"), 4096);
   metrics.StopPendingRefresher();
 }
 

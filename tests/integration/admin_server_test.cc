@@ -115,6 +115,28 @@ TEST_P(AdminServerTest, ReadinessListsComponentsAndTurnsUnhealthy) {
   EXPECT_EQ(Json(stalled)["components"]["outbox-poller"]["status"], "down");
 }
 
+TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
+  std::atomic<bool> capture{true};
+  AdminServerDeps deps;
+  deps.poller_healthy = [] { return true; };
+  deps.capture_healthy = [&] { return capture.load(); };
+  deps.health_timeout = std::chrono::milliseconds(500);
+  StartServer(std::move(deps));
+  auto cli = Data();
+  auto ready = cli.Get("/health/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(Json(ready), json::parse(R"({"status":"healthy","components":{
+      "database":{"status":"up"},"outbox-poller":{"status":"up"},
+      "outbox-capture":{"status":"up"}}})"));
+  capture = false;  // capture is down: delivery goes on by SQL, so the instance stays ready
+  auto down = cli.Get("/health/ready");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 200);
+  EXPECT_EQ(Json(down)["status"], "healthy");
+  EXPECT_EQ(Json(down)["components"]["outbox-capture"]["status"], "down");
+}
+
 TEST_P(AdminServerTest, ManagementPortTakesHealthMetricsAndAdmin) {
   config_.server.management_port = 0;
   config_.admin.enabled = true;

@@ -102,6 +102,15 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgSettings& s)
     keys.push_back("application_name");
     values.push_back(s.application_name.c_str());
   }
+  // After the URL, so they win; only the first dbname is expanded as a URL.
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"host", &s.host},
+                                   {"port", &s.port},
+                                   {"dbname", &s.dbname},
+                                   {"replication", &s.replication}}) {
+    if (value->empty()) continue;
+    keys.push_back(key);
+    values.push_back(value->c_str());
+  }
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);

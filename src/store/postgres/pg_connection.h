@@ -46,6 +46,12 @@ struct PgSettings {
   // application_name of the session; empty: the URL's, else "queuebox". The LISTEN/NOTIFY
   // listener sets "queuebox-listener" so operators can find its backend in pg_stat_activity.
   std::string application_name;
+  // Overrides of the URL's host, port and database (outbox.capture.connection.*); empty: the
+  // URL's.
+  std::string host, port, dbname;
+  // "database" opens a logical replication connection (walsender; simple queries and
+  // replication commands only), for change capture (store/postgres/capture/pg_capture.h).
+  std::string replication;
 };
 
 // The settings of database.* as the store uses them: ToLibpqUrl(url), the username/password

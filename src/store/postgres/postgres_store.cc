@@ -326,6 +326,21 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
   return ToStats(by_state, oldest, dead);
 }
 
+Result<int64_t> PostgresOutboxStore::NextWakeDelayMs(int64_t max_wait_ms) {
+  if (max_wait_ms < 1) return InvalidArgument("NextWakeDelayMs: max_wait_ms must be at least 1");
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("SELECT GREATEST(1, LEAST($1::bigint, ceil(EXTRACT(EPOCH FROM min(due) - "
+          "clock_timestamp()) * 1000)::bigint)) FROM ("
+          "SELECT min({scheduled_at}) AS due FROM {T} WHERE {state} = 'pending' AND "
+          "{scheduled_at} > clock_timestamp() "
+          "UNION ALL SELECT min({lease_expires_at}) FROM {T} WHERE {state} = 'processing' AND "
+          "{lease_expires_at} > clock_timestamp()) AS next_due",
+          {max_wait_ms}));
+  if (rows.empty() || rows[0].empty() || !rows[0][0]) return max_wait_ms;
+  return ParseInt(*rows[0][0]).value_or(max_wait_ms);
+}
+
 Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {
   QB_ASSIGN_OR_RETURN(SqlRows rows, Run("SELECT DISTINCT {topic} FROM {T} ORDER BY 1"));
   return FirstColumn(rows);

@@ -40,6 +40,9 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
+  // Rounded up to whole milliseconds. Two index probes (idx_outbox_pending_due; the processing
+  // rows through idx_outbox_processing_claimed).
+  Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) override;
   Result<std::vector<std::string>> DistinctTopics() override;
   Result<int64_t> Replay(const ReplayFilter& filter) override;
   Result<std::vector<DeadRow>> ListDead(int limit) override;
