@@ -36,7 +36,6 @@ class RelayObserver {
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
   virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
-<<<<<<< HEAD
   // A route or destination transform failed; strategy: "fail" | "skip" | "dead"
   // (queuebox_transform_failures_total{strategy}).
   virtual void OnTransformFailure(std::string_view /*strategy*/) {}
@@ -72,8 +71,6 @@ class DeliveryTransforms {
   // Runs the stages of every message (messages[i] -> results[i]; the spans have one size) and
   // returns when all are done. It may block for up to the stages' timeouts.
   virtual void Apply(std::span<const Message> messages, std::span<Result> results) const = 0;
-=======
->>>>>>> main
 };
 
 struct RelayOptions {
