@@ -428,74 +428,74 @@ TEST(RelayTransformTest, RoutesWithoutAStageAreNotHandedToTheStages) {
   ASSERT_EQ(h.destination->count(), 1u);
   EXPECT_EQ(h.destination->published()[0].body, R"({"n":1})");
   EXPECT_EQ(t->applied, 0);
+}
 
-  // Capture mode (QueueBox reference §13.8): nothing but a wake or the store's next due time ends
-  // the poller's wait. Both intervals are an hour, so every delivery below came from one of them.
-  RelayOptions CaptureMode() {
-    RelayOptions o = Harness::Defaults();
-    o.outbox.poll_interval_ms = 3600000;
-    o.outbox.capture.mode = "postgres-logical";
-    o.outbox.capture.reconciliation_interval_ms = 3600000;
-    return o;
-  }
+// Capture mode (QueueBox reference §13.8): nothing but a wake or the store's next due time ends
+// the poller's wait. Both intervals are an hour, so every delivery below came from one of them.
+RelayOptions CaptureMode() {
+  RelayOptions o = Harness::Defaults();
+  o.outbox.poll_interval_ms = 3600000;
+  o.outbox.capture.mode = "postgres-logical";
+  o.outbox.capture.reconciliation_interval_ms = 3600000;
+  return o;
+}
 
-  TEST(RelayTest, InCaptureModeAWakeDeliversANewRow) {
-    Harness h(CaptureMode());
-    h.Start();
-    std::string id = h.Insert("t", std::nullopt);
-    h.relay->Wake();  // what change capture does for the insert
-    ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
-    EXPECT_EQ(h.destination->published()[0].id, id);
-  }
+TEST(RelayTest, InCaptureModeAWakeDeliversANewRow) {
+  Harness h(CaptureMode());
+  h.Start();
+  std::string id = h.Insert("t", std::nullopt);
+  h.relay->Wake();  // what change capture does for the insert
+  ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
+  EXPECT_EQ(h.destination->published()[0].id, id);
+}
 
-  TEST(RelayTest, InCaptureModeTheWaitEndsAtTheNextDueTime) {
-    Harness h(CaptureMode());
-    std::string id = h.Insert("t", std::nullopt);
-    ASSERT_TRUE(h.store.Update(id, [&](FakeStore::Row& r) { r.scheduled_at_ms += 200; }));
-    h.Start();  // its first cycle finds nothing due; no wake follows
-    ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
-    EXPECT_EQ(h.destination->published()[0].id, id);
-  }
+TEST(RelayTest, InCaptureModeTheWaitEndsAtTheNextDueTime) {
+  Harness h(CaptureMode());
+  std::string id = h.Insert("t", std::nullopt);
+  ASSERT_TRUE(h.store.Update(id, [&](FakeStore::Row& r) { r.scheduled_at_ms += 200; }));
+  h.Start();  // its first cycle finds nothing due; no wake follows
+  ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
+  EXPECT_EQ(h.destination->published()[0].id, id);
+}
 
-  TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
-    RelayOptions o = CaptureMode();
-    o.outbox.retry_base_delay_ms = 100;
-    Harness h(o);
-    std::atomic<int> calls{0};
-    h.configure = [&](FakeDestination& d) {
-      d.set_decider([&](const OutboxRow&) {
-        return calls.fetch_add(1) == 0 ? Outcome::Retry("HTTP 503: Service Unavailable")
-                                       : Outcome::Delivered();
-      });
-    };
-    std::string id = h.Insert("t", std::nullopt);
-    h.Start();
-    ASSERT_TRUE(h.destination->WaitForCount(2, 20s));
-    auto published = h.destination->published();
-    EXPECT_EQ(published[1].attempt, 1);
-    for (int i = 0; i < 400 && h.store.Get(id).state != "sent"; ++i)
-      std::this_thread::sleep_for(5ms);
-    EXPECT_EQ(h.store.Get(id).state, "sent");
-  }
+TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
+  RelayOptions o = CaptureMode();
+  o.outbox.retry_base_delay_ms = 100;
+  Harness h(o);
+  std::atomic<int> calls{0};
+  h.configure = [&](FakeDestination& d) {
+    d.set_decider([&](const OutboxRow&) {
+      return calls.fetch_add(1) == 0 ? Outcome::Retry("HTTP 503: Service Unavailable")
+                                     : Outcome::Delivered();
+    });
+  };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(2, 20s));
+  auto published = h.destination->published();
+  EXPECT_EQ(published[1].attempt, 1);
+  for (int i = 0; i < 400 && h.store.Get(id).state != "sent"; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(h.store.Get(id).state, "sent");
+}
 
-  TEST(RelayTest, CreateRefusesANonPositiveReconciliationInterval) {
-    RelayOptions o = CaptureMode();
-    o.outbox.capture.reconciliation_interval_ms = 0;
-    FakeStore store;
-    std::map<std::string, std::unique_ptr<Destination>> ds;
-    ds.emplace("sink", std::make_unique<FakeDestination>("sink"));
-    auto r = Relay::Create(o, &store, std::move(ds));
-    EXPECT_THAT(r.status().message(), HasSubstr("reconciliationIntervalMs"));
-  }
+TEST(RelayTest, CreateRefusesANonPositiveReconciliationInterval) {
+  RelayOptions o = CaptureMode();
+  o.outbox.capture.reconciliation_interval_ms = 0;
+  FakeStore store;
+  std::map<std::string, std::unique_ptr<Destination>> ds;
+  ds.emplace("sink", std::make_unique<FakeDestination>("sink"));
+  auto r = Relay::Create(o, &store, std::move(ds));
+  EXPECT_THAT(r.status().message(), HasSubstr("reconciliationIntervalMs"));
+}
 
-  TEST(RelayTest, CreateRefusesARouteToAMissingDestination) {
-    RelayOptions o = Harness::Defaults();
-    o.routes = {{"**", "nowhere", {}, ""}};
-    FakeStore store;
-    auto r = Relay::Create(o, &store, {});
-    ASSERT_FALSE(r.ok());
-    EXPECT_THAT(r.status().message(), HasSubstr("routes[0].destination"));
-  }
+TEST(RelayTest, CreateRefusesARouteToAMissingDestination) {
+  RelayOptions o = Harness::Defaults();
+  o.routes = {{"**", "nowhere", {}, ""}};
+  FakeStore store;
+  auto r = Relay::Create(o, &store, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("routes[0].destination"));
+}
 
 }  // namespace
 }  // namespace queuebox
