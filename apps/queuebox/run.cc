@@ -23,6 +23,7 @@
 #include "sd_notify.h"
 #include "store/change_capture.h"
 #include "store/open_store.h"
+#include "transforms.h"
 
 namespace queuebox::app {
 
@@ -39,6 +40,11 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
         "from the QUEUEBOX_* variables alone",
         {{"file", config->origin.skipped}});
   }
+
+  // Every transform compiles before anything connects (QueueBox reference §13.6 step 2); the
+  // engine loads only when one is configured.
+  auto transforms = BuildDeliveryTransforms(*config);
+  if (!transforms.ok()) return StartFailed(transforms.status());
 
   Metrics metrics;
   {
@@ -116,6 +122,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   relay_options.outbox = config->outbox;
   relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
   relay_options.routes = config->routes;
+  relay_options.transforms = std::move(transforms).value();
   auto relay =
       Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
@@ -183,6 +190,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     };
   }
   deps.destinations = destination_list;
+  deps.transform_test = MakeTransformTestHandler(*config);
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
@@ -260,8 +268,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->Stop(std::chrono::milliseconds(2000));
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)},
-                                     {"max_rss_kb", std::to_string(usage.ru_maxrss)}});
+  log::Info("QueueBox C++ stopped",
+            {{"abandoned", std::to_string(abandoned)},
+             {"max_rss_kb", std::to_string(usage.ru_maxrss)},
+             {"jsonata_engine", TransformEngineLoaded() ? "loaded" : "not loaded"}});
   if (abandoned > 0) {
     // Publishes still run on worker threads; the leases return their rows. Leave at once.
     std::fflush(nullptr);

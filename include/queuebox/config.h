@@ -89,11 +89,21 @@ struct HttpConfig {
   bool block_private_addresses = false;  // http.blockPrivateAddresses: start-up check of hosts
 };
 
+// A JSONata transform block (QueueBox reference §8): routes[i].transform,
+// destinations.<name>.transform and sources.<name>.transform.
+struct TransformConfig {
+  std::string expression;         // JSONata; compiled at start
+  int64_t timeout_ms = 100;       // wall-clock limit of one evaluation
+  int max_depth = 100;            // evaluation depth limit (jsonata's frames)
+  std::string on_error = "Fail";  // Fail | Skip | Dead (exact case)
+};
+
 struct RouteConfig {
   std::string topic_pattern;                        // glob: * one segment, ** anything
   std::string destination;                          // a key of destinations
   std::optional<std::string> routing_key_template;  // RabbitMQ routing key / Kafka record key
   std::string routing_key_missing_field_default;    // default ""
+  std::optional<TransformConfig> transform = std::nullopt;  // rewrites the delivered body
 };
 
 struct DestinationConfig {
@@ -103,6 +113,8 @@ struct DestinationConfig {
   // Every key of the block, validated against the type's option table, defaults filled,
   // secrets resolved, durations in ms. Read by the destination's factory.
   nlohmann::json options = nlohmann::json::object();
+  // Rewrites the delivered body after the route's transform (QueueBox reference §8).
+  std::optional<TransformConfig> transform = std::nullopt;
 };
 
 // admin.auth: `type` and the block's other keys, validated and with defaults filled.
@@ -139,6 +151,7 @@ struct AdminConfig {
   std::optional<AdminAuthConfig> auth;
   bool insecure = false;
   int64_t max_payload_bytes = 65536;
+  int64_t max_transform_timeout_ms = 1000;  // upper bound of POST /admin/transform/test timeoutMs
 };
 
 struct RetentionPolicy {

@@ -32,6 +32,14 @@ struct OutboundMessage {
   std::optional<std::string> routing_key;
   // Not owned, may be null (always null for relay rows); outlives PublishBatch.
   const MessageExtension* extension = nullptr;
+  // The body after the route and destination transforms (QueueBox reference §8), JSON text;
+  // unset: the row's payload. Address and key templates still read the row (its payload).
+  std::optional<std::string> transformed_body = std::nullopt;
+
+  // What the destination sends: the transformed body, else the row's payload.
+  std::string_view body() const {
+    return transformed_body ? std::string_view(*transformed_body) : std::string_view(row->payload);
+  }
 };
 
 struct Outcome {

@@ -19,6 +19,9 @@
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
 //                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
 //                      "table": "inbox" it replays inbox rows (admin/replay.h)
+//   POST /admin/transform/test  when admin.enabled and deps.transform_test is set (else 404):
+//                      the same body and auth rules, errors as {"success":false,"error":...};
+//                      the answer is deps.transform_test's (QueueBox reference §13.2)
 // Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
@@ -30,6 +33,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "queuebox/config.h"
@@ -72,6 +77,10 @@ struct AdminServerDeps {
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
   std::function<void(httplib::Server&)> extra_data_routes;
+  // POST /admin/transform/test: the answer {HTTP status, JSON body} to a body already read under
+  // admin.maxPayloadBytes and authenticated. Unset (a build without transforms): no route.
+  // Called on the server's worker threads, several at once.
+  std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
 
 class AdminServer {

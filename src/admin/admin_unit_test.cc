@@ -306,6 +306,22 @@ TEST(MetricsTest, ThePoolIsExportedUnderHikariNames) {
   EXPECT_THAT(m.Render(), HasSubstr("\nhikaricp_connections_timeout_total{pool=\"queuebox\"} 3\n"));
 }
 
+// queuebox_transform_failures_total{strategy}: the three strategies from the start, at 0.
+TEST(MetricsTest, TransformFailuresStartAtZeroForEveryStrategy) {
+  Metrics m;
+  std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"fail\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"skip\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"dead\"} 0"));
+  m.OnTransformFailure("skip");
+  m.OnTransformFailure("skip");
+  m.OnTransformFailure("dead");
+  text = m.Render();
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"fail\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"skip\"} 2"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"dead\"} 1"));
+}
+
 TEST(RetentionValidateTest, PolicyNeedsItsLimit) {
   RetentionConfig c;
   c.enabled = true;

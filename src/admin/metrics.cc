@@ -186,6 +186,11 @@ struct Metrics::Impl {
           .Name("queuebox_http_publish_responses_total")
           .Help("HTTP destination responses by status class: 1xx..5xx, other")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& transform_failures =
+      prometheus::BuildCounter()
+          .Name("queuebox_transform_failures_total")
+          .Help("Route and destination transform failures by onError strategy: fail, skip, dead")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& cleanup_deleted =
       prometheus::BuildCounter()
           .Name("queuebox_cleanup_messages_deleted_total")
@@ -287,6 +292,10 @@ Metrics::Metrics(std::string version) : impl_(std::make_unique<Impl>()) {
   for (const char* cls : {"1xx", "2xx", "3xx", "4xx", "5xx", "other"}) {
     impl_->http_responses_by.Get({cls});
   }
+  // Every strategy from the start, at 0, so a rate() over it works before the first failure.
+  for (const char* strategy : {"fail", "skip", "dead"}) {
+    impl_->transform_failures.Add({{"strategy", strategy}});
+  }
 }
 
 void Metrics::ExportDestinations(const std::vector<std::string>& names) {
@@ -384,6 +393,10 @@ void Metrics::OnPublish(const Destination& d, bool success, double seconds) {
   impl_->publish_by_type.Get({std::string(d.type())}).Observe(seconds);
   impl_->publish_max.Observe({{"destination_type", std::string(d.type())}}, seconds);
   impl_->destination_messages_by.Get({d.name(), success ? "success" : "failure"}).Increment();
+}
+
+void Metrics::OnTransformFailure(std::string_view strategy) {
+  impl_->transform_failures.Add({{"strategy", std::string(strategy)}}).Increment();
 }
 
 void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {

@@ -56,6 +56,8 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnPublish(const Destination& d, bool success, double seconds) override;
   void OnQueueDepth(const std::string& destination, int64_t delta) override;
   void OnPollCycle(bool ok) override;
+  // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.
+  void OnTransformFailure(std::string_view strategy) override;
 
   // --- InboxRelayObserver ---
   void OnInboxForwarded(int64_t n) override;  // queuebox_inbox_messages_total{status="forwarded"}

@@ -219,6 +219,7 @@ std::string RenderMasked(const Config& config) {
     item["type"] = d.type;
     for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
     item["headers"] = cfg::MaskHeaders(d.headers);
+    if (d.transform) item["transform"] = cfg::RenderRows(cfg::TransformOptions(), *d.transform);
     destinations[name] = std::move(item);
   }
   root["destinations"] = std::move(destinations);

@@ -214,6 +214,9 @@ OptionTable<AdminConfig> AdminOptions() {
       opt::Int("maxPayloadBytes", &S::max_payload_bytes, 65536,
                "Largest admin request body; larger gets 413")
           .Range(1, INT_MAX),
+      opt::Millis("maxTransformTimeoutMs", &S::max_transform_timeout_ms, 1000,
+                  "Upper bound of the timeoutMs a POST /admin/transform/test request asks for")
+          .Min(1),
   };
 }
 
@@ -351,6 +354,29 @@ const OptionTable<RouteConfig>& RouteOptions() {
                 "RabbitMQ routing key / Kafka record key, e.g. `{{ topic }}`"),
       opt::Text("routingKeyMissingFieldDefault", &S::routing_key_missing_field_default, "",
                 "Rendered for a placeholder whose value is missing"),
+      opt::Block("transform", &S::transform, TransformOptions(),
+                 "JSONata rewrite of the delivered body for this route's rows (described "
+                 "below); the row keeps its payload"),
+  };
+  return *table;
+}
+
+const OptionTable<TransformConfig>& TransformOptions() {
+  using S = TransformConfig;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Text("expression", &S::expression, nullptr,
+                "JSONata expression; `$` is the input, `$messageId`, `$topic`, `$attempt`, "
+                "`$timestamp` the stage's variables. Compiled at start: a syntax error stops it")
+          .Required(),
+      opt::Millis("timeoutMs", &S::timeout_ms, 100,
+                  "Wall-clock limit of one evaluation; past it the evaluation fails")
+          .Min(1),
+      opt::Int("maxDepth", &S::max_depth, 100,
+               "Depth limit of one evaluation (JSONata's evaluation frames)")
+          .Min(1),
+      opt::Choice("onError", &S::on_error, {"Fail", "Skip", "Dead"}, "Fail",
+                  "What a failed evaluation does (exact case). Route/destination: Fail retries "
+                  "the delivery, Skip delivers the stage's input, Dead marks the row dead"),
   };
   return *table;
 }
@@ -359,6 +385,9 @@ const OptionTable<DestinationConfig>& DestinationCommonOptions() {
   static const OptionTable<DestinationConfig>* const table = new OptionTable<DestinationConfig>{
       opt::TextMap("headers", &DestinationConfig::headers,
                    "Static headers on every message; a row header of the same name wins"),
+      opt::Block("transform", &DestinationConfig::transform, TransformOptions(),
+                 "JSONata rewrite of the delivered body, after the route's transform "
+                 "(described below); the row keeps its payload"),
   };
   return *table;
 }

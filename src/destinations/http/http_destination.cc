@@ -445,7 +445,7 @@ class HttpDestination::Worker {
   CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
   void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
-  Status Prepare(const std::string& url, const OutboxRow& row, Request& r);
+  Status Prepare(const std::string& url, const OutboundMessage& message, Request& r);
   Outcome Finish(Request& r, CURLcode result);
   // Removes the auth secrets from a failure text (no-op without auth).
   std::string Scrub(std::string text) const {
@@ -460,9 +460,10 @@ class HttpDestination::Worker {
   CURLM* multi_ = nullptr;
 };
 
-Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow& row, Request& r) {
-  Result<std::vector<std::string>> lines =
-      BuildHeaders(row, settings_.static_headers, auth_header_);
+Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMessage& message,
+                                        Request& r) {
+  const OutboxRow& row = *message.row;
+  Result<std::vector<std::string>> lines = BuildHeaders(row, settings_.static_headers, auth_header_);
   if (!lines.ok()) return lines.status();
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {
@@ -484,8 +485,10 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow&
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, row.payload.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(row.payload.size()));
+  // Not copied: the message (and its body) outlives the request.
+  const std::string_view body = message.body();
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers.get());
   curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
@@ -570,7 +573,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
       size_t i = next++;
       auto r = std::make_unique<Request>();
       r->index = i;
-      Status prepared = Prepare(url, *row, *r);
+      Status prepared = Prepare(url, batch[i], *r);
       if (!prepared.ok()) {
         if (r->easy != nullptr) GiveBack(r->easy);
         owner_.ReleasePermit();

@@ -326,8 +326,9 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     k.u.mem.size = key.size();
   }
   rd_kafka_vu_t& value = add(RD_KAFKA_VTYPE_VALUE);
-  value.u.mem.ptr = const_cast<char*>(row.payload.data());
-  value.u.mem.size = row.payload.size();
+  const std::string_view body = message.body();
+  value.u.mem.ptr = const_cast<char*>(body.data());
+  value.u.mem.size = body.size();
   add(RD_KAFKA_VTYPE_MSGFLAGS).u.i = RD_KAFKA_MSG_F_COPY;
   add(RD_KAFKA_VTYPE_HEADERS).u.headers = hdrs;
   add(RD_KAFKA_VTYPE_OPAQUE).u.ptr = slot;

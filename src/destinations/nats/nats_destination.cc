@@ -260,11 +260,13 @@ void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
 namespace {
 
 // A message with the headers of §9.1; nullptr + reason on failure.
-natsMsg* BuildMessage(const std::string& subject, const OutboxRow& row, const HeaderList& headers,
-                      bool jet_stream, std::string* reason) {
+natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message,
+                      const HeaderList& headers, bool jet_stream, std::string* reason) {
+  const OutboxRow& row = *message.row;
+  const std::string_view body = message.body();
   natsMsg* m = nullptr;
-  natsStatus s = natsMsg_Create(&m, subject.c_str(), nullptr, row.payload.data(),
-                                static_cast<int>(row.payload.size()));
+  natsStatus s =
+      natsMsg_Create(&m, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
   for (const auto& [k, v] : headers) {
     if (s == NATS_OK) s = natsMsgHeader_Set(m, k.c_str(), v.c_str());
   }
@@ -316,7 +318,7 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
     failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
   }
   std::string reason;
-  natsMsg* m = failed ? nullptr : BuildMessage(subject, row, *headers, true, &reason);
+  natsMsg* m = failed ? nullptr : BuildMessage(subject, message, *headers, true, &reason);
   if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
   if (failed) {
     std::lock_guard<std::mutex> lock(inflight_mu_);
@@ -384,7 +386,7 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
       continue;
     }
     std::string reason;
-    natsMsg* m = BuildMessage(subject, row, *headers, false, &reason);
+    natsMsg* m = BuildMessage(subject, batch[i], *headers, false, &reason);
     natsStatus s = m ? natsConnection_PublishMsg(conn.nc, m) : NATS_ERR;
     natsMsg_Destroy(m);
     if (s != NATS_OK) {

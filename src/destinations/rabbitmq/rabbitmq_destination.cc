@@ -643,7 +643,8 @@ void RabbitMqDestination::Publish(Batch& b) {
     }
     props.headers.num_entries = static_cast<int>(entries.size());
     props.headers.entries = entries.data();
-    amqp_bytes_t body{row.payload.size(), const_cast<char*>(row.payload.data())};
+    const std::string_view payload = message.body();
+    amqp_bytes_t body{payload.size(), const_cast<char*>(payload.data())};
     int rc = amqp_basic_publish(state, kChannel, amqp_cstring_bytes(p.exchange.c_str()),
                                 amqp_cstring_bytes(p.routing_key.c_str()), /*mandatory=*/1,
                                 /*immediate=*/0, &props, body);
