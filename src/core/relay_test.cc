@@ -210,6 +210,9 @@ TEST(RelayTest, APoisonRowHoldsOnlyItsOwnKey) {
   for (int i = 0; i < 50; ++i) others.push_back(h.Insert("ok", "k" + std::to_string(2 + i % 5)));
   h.Start();
   ASSERT_TRUE(h.destination->WaitForCount(51, 10s));
+  // A delivery is counted before its outcome is written; idle = every outcome written (the
+  // poison row's retry is 200 ms ahead, not yet claimable).
+  h.WaitIdle();
   for (const auto& id : others) EXPECT_EQ(h.store.Get(id).state, "sent");
   EXPECT_EQ(h.store.Get(behind).state, "pending") << "k1's next row waits behind the poison row";
   h.WaitIdle();
