@@ -210,9 +210,10 @@ Status CheckNewInboxMessage(const NewInboxMessage& m) {
 Status ValidateInboxRetention(const std::string& state, int64_t limit, const char* limit_name,
                               int batch) {
   if (state != kInboxStateProcessed && state != kInboxStateDead) {
-    return InvalidArgument("Cannot delete active work: inbox retention deletes only processed "
-                           "and dead rows, not '" +
-                           state + "'.");
+    return InvalidArgument(
+        "Cannot delete active work: inbox retention deletes only processed "
+        "and dead rows, not '" +
+        state + "'.");
   }
   if (limit < 0) return InvalidArgument(std::string(limit_name) + " must be 0 or more.");
   if (batch <= 0) return InvalidArgument("The retention batch size must be above 0.");
@@ -296,6 +297,48 @@ int64_t JavaStringHash(std::string_view text) {
   uint32_t h = 0;
   for (char c : text) h = 31 * h + static_cast<unsigned char>(c);
   return static_cast<int64_t>(static_cast<int32_t>(h));
+}
+
+Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,
+                                                       const InboxBatchInsert& insert) {
+  std::vector<InboxStoreOutcome> out(messages.size());
+  std::vector<const NewInboxMessage*> ok;
+  std::vector<size_t> ok_index;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Status s = CheckNewInboxMessage(messages[i]);
+    if (!s.ok()) {
+      out[i].kind = InboxStoreOutcome::Kind::kRejected;
+      out[i].error = std::move(s);
+      continue;
+    }
+    ok.push_back(&messages[i]);
+    ok_index.push_back(i);
+  }
+  if (ok.empty()) return out;
+  Result<std::vector<InboxStoreOutcome>> stored = insert(ok);
+  if (!stored.ok() && stored.status().code() == StatusCode::kInvalidArgument && ok.size() > 1) {
+    // A value the checks let through and the database refused: store one at a time, so
+    // only that message is rejected.
+    std::vector<InboxStoreOutcome> each;
+    for (const NewInboxMessage* m : ok) {
+      Result<std::vector<InboxStoreOutcome>> one = insert({m});
+      if (one.ok()) {
+        each.push_back((*one)[0]);
+      } else if (one.status().code() == StatusCode::kInvalidArgument) {
+        each.push_back({InboxStoreOutcome::Kind::kRejected, "", one.status()});
+      } else {
+        return one.status();
+      }
+    }
+    stored = std::move(each);
+  }
+  if (!stored.ok()) {
+    if (stored.status().code() != StatusCode::kInvalidArgument) return stored.status();
+    out[ok_index[0]] = {InboxStoreOutcome::Kind::kRejected, "", stored.status()};
+    return out;
+  }
+  for (size_t k = 0; k < ok_index.size(); ++k) out[ok_index[k]] = std::move((*stored)[k]);
+  return out;
 }
 
 }  // namespace queuebox::store

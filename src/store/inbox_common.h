@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,17 @@ std::string RenderInboxSql(std::string_view tmpl, const DatabaseConfig& config);
 // valid JSON, UTF-8, nesting at most kMaxJsonDepth, no NUL character in a string (PostgreSQL's
 // jsonb refuses \u0000, so SQLite refuses it too). Headers: a JSON object of strings.
 Status CheckNewInboxMessage(const NewInboxMessage& message);
+
+// A dialect's one-statement insert of checked messages; outcomes in the batch's order.
+using InboxBatchInsert = std::function<Result<std::vector<InboxStoreOutcome>>(
+    const std::vector<const NewInboxMessage*>&)>;
+
+// InboxIntake::Store for every dialect: CheckNewInboxMessage on each message (a failure is that
+// message's kRejected), one `insert` for the rest, and, when the database refuses a value the
+// checks let through (kInvalidArgument), one insert per message so only that one is rejected.
+// Other errors are returned as they are.
+Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,
+                                                       const InboxBatchInsert& insert);
 
 // The deepest JSON nesting stored: SQLite's json_valid stops at 1000 levels.
 inline constexpr int kMaxJsonDepth = 1000;

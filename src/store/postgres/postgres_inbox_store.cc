@@ -96,8 +96,7 @@ std::string ClaimTemplate() {
          "qb_fast AS MATERIALIZED (SELECT qb_id, qb_at, qb_created FROM (SELECT w.*, "
          "row_number() OVER (PARTITION BY coalesce(w.qb_agg, '#' || w.qb_id::text) "
          "ORDER BY " +
-         order +
-         ") AS qb_n FROM qb_window AS w) AS w WHERE qb_n = 1 AND (qb_agg IS NULL OR " +
+         order + ") AS qb_n FROM qb_window AS w) AS w WHERE qb_n = 1 AND (qb_agg IS NULL OR " +
          not_busy("w.qb_agg") + ") ORDER BY " + order +
          " LIMIT $1), "
          "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1 AND "
@@ -161,44 +160,8 @@ Result<SqlRows> PostgresInboxStore::Run(const std::string& tmpl,
 
 Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Store(
     std::span<const NewInboxMessage> messages) {
-  std::vector<InboxStoreOutcome> out(messages.size());
-  std::vector<const NewInboxMessage*> ok;
-  std::vector<size_t> ok_index;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    Status s = CheckNewInboxMessage(messages[i]);
-    if (!s.ok()) {
-      out[i].kind = InboxStoreOutcome::Kind::kRejected;
-      out[i].error = std::move(s);
-      continue;
-    }
-    ok.push_back(&messages[i]);
-    ok_index.push_back(i);
-  }
-  if (ok.empty()) return out;
-  Result<std::vector<InboxStoreOutcome>> stored = Insert(ok);
-  if (!stored.ok() && stored.status().code() == StatusCode::kInvalidArgument && ok.size() > 1) {
-    // A value the checks above let through and the database refused: store one at a time, so
-    // only that message is rejected.
-    std::vector<InboxStoreOutcome> each;
-    for (const NewInboxMessage* m : ok) {
-      Result<std::vector<InboxStoreOutcome>> one = Insert({m});
-      if (one.ok()) {
-        each.push_back((*one)[0]);
-      } else if (one.status().code() == StatusCode::kInvalidArgument) {
-        each.push_back({InboxStoreOutcome::Kind::kRejected, "", one.status()});
-      } else {
-        return one.status();
-      }
-    }
-    stored = std::move(each);
-  }
-  if (!stored.ok()) {
-    if (stored.status().code() != StatusCode::kInvalidArgument) return stored.status();
-    out[ok_index[0]] = {InboxStoreOutcome::Kind::kRejected, "", stored.status()};
-    return out;
-  }
-  for (size_t k = 0; k < ok_index.size(); ++k) out[ok_index[k]] = std::move((*stored)[k]);
-  return out;
+  return StoreInboxBatch(
+      messages, [this](const std::vector<const NewInboxMessage*>& batch) { return Insert(batch); });
 }
 
 Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
@@ -217,9 +180,9 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
     states.push_back(m->dead ? kInboxStateDead : kInboxStatePending);
     errors.push_back(m->dead ? std::optional<std::string>(m->last_error) : std::nullopt);
     delays.push_back(std::to_string(m->delay_ms));
-    publish.push_back(m->publish_time_ms ? std::optional<std::string>(
-                                               std::to_string(*m->publish_time_ms))
-                                         : std::nullopt);
+    publish.push_back(m->publish_time_ms
+                          ? std::optional<std::string>(std::to_string(*m->publish_time_ms))
+                          : std::nullopt);
   }
   // created_at: the statement's clock plus n microseconds for the n-th message (arrival order).
   // scheduled_at (QueueBox reference §11.5): min(publish time, now) + delay with a publish time,
@@ -246,13 +209,13 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
       "ON CONFLICT DO NOTHING RETURNING {id}::text, {source}, {idempotency_key}";
   QB_ASSIGN_OR_RETURN(
       SqlRows rows,
-      Run(tmpl,
-          {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs), PgArrayOrNull(events),
-           PgArrayOrNull(corrs), PgArray(payloads), PgArray(headers), PgArray(consumptions),
-           PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish)}));
+      Run(tmpl, {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs), PgArrayOrNull(events),
+                 PgArrayOrNull(corrs), PgArray(payloads), PgArray(headers), PgArray(consumptions),
+                 PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish)}));
   std::map<std::pair<std::string, std::string>, std::string> inserted;
   for (const SqlRow& r : rows) {
-    if (r.size() < 3 || !r[0] || !r[1] || !r[2]) return Internal("The inbox insert returned no id.");
+    if (r.size() < 3 || !r[0] || !r[1] || !r[2])
+      return Internal("The inbox insert returned no id.");
     inserted[{*r[1], *r[2]}] = *r[0];
   }
   std::vector<InboxStoreOutcome> out;
@@ -275,9 +238,9 @@ Result<std::vector<ClaimedInboxRow>> PostgresInboxStore::ClaimPush(int limit, in
   // One claimer of this inbox at a time (docs/inbox.md, "The claim"); released at COMMIT.
   QB_RETURN_IF_ERROR(
       conn->Exec("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(claim_lock_key_) + ")"));
-  Result<SqlRows> rows =
-      conn->Query(ClaimSql(config_), {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor},
-                  nullptr, PgConnection::Plan::kPerCall);
+  Result<SqlRows> rows = conn->Query(
+      ClaimSql(config_), {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}, nullptr,
+      PgConnection::Plan::kPerCall);
   if (!rows.ok()) {
     (void)conn->Exec("ROLLBACK");
     return rows.status();

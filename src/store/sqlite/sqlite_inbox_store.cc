@@ -117,10 +117,9 @@ std::string StoreTemplate() {
          field("source") + ", " + field("key") + ", " + field("agg") + ", " + field("event") +
          ", " + field("corr") + ", " + field("payload") + ", " + field("headers") + ", " +
          field("consumption") + ", " + field("state") + ", " + field("error") + ", " + kNow +
-         ", CASE WHEN " + field("state") + " = 'dead' THEN " + kNow + " WHEN " +
-         field("publish") + " IS NOT NULL THEN " +
-         Plus("min(" + publish + ", " + kNow + ")", field("delay")) + " ELSE " +
-         Plus(kNow, field("delay")) +
+         ", CASE WHEN " + field("state") + " = 'dead' THEN " + kNow + " WHEN " + field("publish") +
+         " IS NOT NULL THEN " + Plus("min(" + publish + ", " + kNow + ")", field("delay")) +
+         " ELSE " + Plus(kNow, field("delay")) +
          " END FROM json_each(?1) AS m WHERE NOT EXISTS (SELECT 1 FROM json_each(?1) AS e WHERE "
          "json_extract(e.value, '$.source') = " +
          field("source") + " AND json_extract(e.value, '$.key') = " + field("key") +
@@ -143,44 +142,8 @@ std::string SqliteInboxStore::ClaimSql(const DatabaseConfig& config) {
 
 Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Store(
     std::span<const NewInboxMessage> messages) {
-  std::vector<InboxStoreOutcome> out(messages.size());
-  std::vector<const NewInboxMessage*> ok;
-  std::vector<size_t> ok_index;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    Status s = CheckNewInboxMessage(messages[i]);
-    if (!s.ok()) {
-      out[i].kind = InboxStoreOutcome::Kind::kRejected;
-      out[i].error = std::move(s);
-      continue;
-    }
-    ok.push_back(&messages[i]);
-    ok_index.push_back(i);
-  }
-  if (ok.empty()) return out;
-  Result<std::vector<InboxStoreOutcome>> stored = Insert(ok);
-  if (!stored.ok() && stored.status().code() == StatusCode::kInvalidArgument && ok.size() > 1) {
-    // A value the checks let through and the database refused: one at a time, so only that
-    // message is rejected.
-    std::vector<InboxStoreOutcome> each;
-    for (const NewInboxMessage* m : ok) {
-      Result<std::vector<InboxStoreOutcome>> one = Insert({m});
-      if (one.ok()) {
-        each.push_back((*one)[0]);
-      } else if (one.status().code() == StatusCode::kInvalidArgument) {
-        each.push_back({InboxStoreOutcome::Kind::kRejected, "", one.status()});
-      } else {
-        return one.status();
-      }
-    }
-    stored = std::move(each);
-  }
-  if (!stored.ok()) {
-    if (stored.status().code() != StatusCode::kInvalidArgument) return stored.status();
-    out[ok_index[0]] = {InboxStoreOutcome::Kind::kRejected, "", stored.status()};
-    return out;
-  }
-  for (size_t k = 0; k < ok_index.size(); ++k) out[ok_index[k]] = std::move((*stored)[k]);
-  return out;
+  return StoreInboxBatch(
+      messages, [this](const std::vector<const NewInboxMessage*>& batch) { return Insert(batch); });
 }
 
 Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
@@ -205,7 +168,8 @@ Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
   QB_ASSIGN_OR_RETURN(SqlRows rows, outbox_.Write(Sql(tmpl), {ToJson(items)}));
   std::map<std::pair<std::string, std::string>, std::string> inserted;
   for (const SqlRow& r : rows) {
-    if (r.size() < 3 || !r[0] || !r[1] || !r[2]) return Internal("The inbox insert returned no id.");
+    if (r.size() < 3 || !r[0] || !r[1] || !r[2])
+      return Internal("The inbox insert returned no id.");
     inserted[{*r[1], *r[2]}] = *r[0];
   }
   std::vector<InboxStoreOutcome> out;
@@ -224,9 +188,9 @@ Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
 
 Result<std::vector<ClaimedInboxRow>> SqliteInboxStore::ClaimPush(int limit, int64_t lease_ms) {
   QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
-  QB_ASSIGN_OR_RETURN(SqlRows rows,
-                      outbox_.Write(ClaimSql(outbox_.config_),
-                                    {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}));
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows, outbox_.Write(ClaimSql(outbox_.config_),
+                                  {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}));
   std::vector<std::pair<int64_t, ClaimedInboxRow>> claimed;
   claimed.reserve(rows.size());
   for (const SqlRow& r : rows) {
@@ -266,9 +230,9 @@ Result<std::vector<std::string>> SqliteInboxStore::Forward(std::span<const Inbox
     batch.push_back(std::move(j));
   }
   const std::string batch_json = ToJson(batch);
-  static const std::string mark_tmpl = FencedUpdate(
-      std::string("{state} = 'processed', {processed_at} = ") + kNow +
-      ", {claim_token} = NULL, {lease_expires_at} = NULL");
+  static const std::string mark_tmpl =
+      FencedUpdate(std::string("{state} = 'processed', {processed_at} = ") + kNow +
+                   ", {claim_token} = NULL, {lease_expires_at} = NULL");
   // The outbox rows of exactly the rows the fenced UPDATE changed (?2), in claim order.
   static const std::string insert_tmpl =
       "INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, {o.max_attempts}) "
