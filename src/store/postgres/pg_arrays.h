@@ -1,11 +1,14 @@
 // pg_arrays.h: the text forms the PostgreSQL stores bind for their batch statements
-// (`unnest($1::uuid[], ...)`), shared by the outbox and inbox stores.
+// (`unnest($1::uuid[], ...)`) and the replay dialect built on them, shared by the outbox and inbox
+// stores.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "store/common.h"
 
 namespace queuebox::store {
 
@@ -36,6 +39,19 @@ inline bool IsUuid(const std::string& s) {
     }
   }
   return true;
+}
+
+// Replay's PostgreSQL forms (common.h BuildReplay / BuildInboxReplay): $n placeholders, array
+// parameters, database-clock timestamps. Ids are UUIDs: a malformed one is kInvalidArgument
+// (SQLSTATE 22P02).
+inline const ReplayDialect& PgReplayDialect() {
+  static const ReplayDialect kDialect{
+      "clock_timestamp()", [](size_t n) { return "$" + std::to_string(n); },
+      [](const std::string& col, const std::string& p) {
+        return col + " = ANY (" + p + (col == "{id}" ? "::uuid[])" : "::text[])");
+      },
+      &PgArray, [](const std::string& p) { return p + "::timestamptz"; }};
+  return kDialect;
 }
 
 }  // namespace queuebox::store

@@ -374,13 +374,8 @@ Result<double> PostgresInboxStore::OldestPendingAgeSeconds() {
 }
 
 Result<int64_t> PostgresInboxStore::Replay(const InboxReplayFilter& filter) {
-  static const ReplayDialect kDialect{
-      "clock_timestamp()", [](size_t n) { return "$" + std::to_string(n); },
-      [](const std::string& col, const std::string& p) {
-        return col + " = ANY (" + p + (col == "{id}" ? "::uuid[])" : "::text[])");
-      },
-      &PgArray, [](const std::string& p) { return p + "::timestamptz"; }};
-  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildInboxReplay(filter, kDialect));
+  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st,
+                      BuildInboxReplay(filter, PgReplayDialect()));
   if (!st) return int64_t{0};
   int64_t changes = 0;
   QB_RETURN_IF_ERROR(Run(st->sql, st->params, &changes).status());

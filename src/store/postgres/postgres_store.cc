@@ -322,14 +322,7 @@ Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {
 }
 
 Result<int64_t> PostgresOutboxStore::Replay(const ReplayFilter& filter) {
-  static const ReplayDialect kDialect{
-      "clock_timestamp()", [](size_t n) { return "$" + std::to_string(n); },
-      [](const std::string& col, const std::string& p) {
-        // ids are UUIDs: a malformed one is kInvalidArgument (SQLSTATE 22P02).
-        return col + " = ANY (" + p + (col == "{id}" ? "::uuid[])" : "::text[])");
-      },
-      &PgArray, [](const std::string& p) { return p + "::timestamptz"; }};
-  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildReplay(filter, kDialect));
+  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildReplay(filter, PgReplayDialect()));
   if (!st) return int64_t{0};
   int64_t changes = 0;
   QB_RETURN_IF_ERROR(Run(st->sql, st->params, &changes).status());
