@@ -1,13 +1,18 @@
 #include "admin/admin_server.h"
 
+#include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "admin/auth.h"
-#include "admin/http_server.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
 #include "core/log.h"
@@ -20,16 +25,33 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-HttpResponse JsonError(int status, const std::string& error) {
-  return HttpResponse::Error(status, error);
+constexpr const char* kJson = "application/json";
+
+void JsonError(httplib::Response& res, int status, const std::string& error) {
+  res.status = status;
+  res.set_content(json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                  kJson);
+}
+
+// Pool threads of each HTTP server (data, management).
+constexpr size_t kServerThreads = 64;
+
+constexpr const char* kTransformTestPath = "/admin/transform/test";
+
+// The transform test endpoint's error shape (QueueBox's TransformTestResponse).
+void TransformTestError(httplib::Response& res, int status, const std::string& error) {
+  res.status = status;
+  res.set_content(json{{"success", false}, {"error", error}}.dump(-1, ' ', false,
+                                                                  json::error_handler_t::replace),
+                  kJson);
 }
 
 bool IsBroker(std::string_view type) {
   return type == "rabbitmq" || type == "kafka" || type == "nats";
 }
 
-// Health checks and replays still running on their own threads (a check may outlive its request
-// after the 3 s bound); Stop waits for them so none touches a store that is gone.
+// Health checks still running (a check may outlive its request after the 3 s bound); Stop
+// waits for them so no check touches a store that is gone.
 struct CheckTracker {
   std::mutex mu;
   std::condition_variable cv;
@@ -39,22 +61,52 @@ struct CheckTracker {
 struct Check {
   std::string name;
   std::function<bool()> run;
+  bool advisory = false;  // shown, but never makes readiness fail
 };
 
-// Runs `work` on a thread of its own, counted by `tracker`.
-void Detach(const std::shared_ptr<CheckTracker>& tracker, std::function<void()> work) {
-  {
-    std::lock_guard<std::mutex> lock(tracker->mu);
-    ++tracker->running;
+// cpp-httplib's default socket options set SO_REUSEPORT, which lets a second process bind a port
+// that one already listens on: two relays would both report that they listen and the kernel
+// would split probes and scrapes between them. SO_REUSEADDR alone still lets a restarted relay
+// bind while its old connections sit in TIME_WAIT, and refuses a port with a live listener.
+void ExclusiveSocketOptions(socket_t sock) {
+  int yes = 1;
+  (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+// Why `address`:`port` cannot be bound: cpp-httplib reports only failure, so bind a probe socket
+// with the same options and read errno.
+std::string ListenFailureReason(const std::string& address, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
+      rc != 0) {
+    return std::string("the address does not resolve (") + gai_strerror(rc) + ")";
   }
-  std::thread([tracker, work = std::move(work)] {
-    work();
-    {
-      std::lock_guard<std::mutex> lock(tracker->mu);
-      --tracker->running;
-    }
-    tracker->cv.notify_all();
-  }).detach();
+  int err = 0;
+  for (addrinfo* ai = found; ai != nullptr && err != EADDRINUSE; ai = ai->ai_next) {
+    int sock = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (sock < 0) continue;
+    ExclusiveSocketOptions(sock);
+    if (bind(sock, ai->ai_addr, ai->ai_addrlen) != 0 || listen(sock, 1) != 0) err = errno;
+    close(sock);
+  }
+  freeaddrinfo(found);
+  switch (err) {
+    case EADDRINUSE:
+      return "the port is already in use (another process, perhaps another QueueBox relay, "
+             "listens on it)";
+    case EACCES:
+      return "permission denied (ports below 1024 need privileges)";
+    case EADDRNOTAVAIL:
+      return "the address is not one of this host's";
+    case 0:
+      return "the bind failed (the port may have been freed since)";
+    default:
+      return std::string("the bind failed (errno ") + std::to_string(err) + ")";
+  }
 }
 
 }  // namespace
@@ -65,102 +117,211 @@ struct AdminServer::Impl {
   Router router;
   std::unique_ptr<RequestAuth> auth;
 
-  std::unique_ptr<HttpServer> data;
-  std::unique_ptr<HttpServer> management;
+  httplib::Server data;
+  std::unique_ptr<httplib::Server> management;
+  std::thread data_thread, management_thread;
+  int data_port = -1;
+  std::optional<int> management_port;
 
   std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
+  int inflight = 0;
   std::shared_ptr<CheckTracker> checks = std::make_shared<CheckTracker>();
 
   explicit Impl(Router r) : router(std::move(r)) {}
 
-  std::unique_ptr<HttpServer> MakeServer(const char* key, int port) {
-    HttpServerOptions o;
-    o.address = config.server.address;
-    o.port = port;
-    o.port_key = key;
-    o.max_body_bytes = config.inbox.max_body_bytes;
-    o.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
-    auto s = std::make_unique<HttpServer>(o);
-    s->SetGate([this](const HttpRequest&) -> std::optional<HttpResponse> {
-      if (draining.load()) return JsonError(503, "QueueBox is shutting down");
-      return std::nullopt;
+  // Counts a request as in flight for the drain.
+  class InFlight {
+   public:
+    explicit InFlight(Impl* impl) : impl_(impl) {
+      std::lock_guard<std::mutex> lock(impl_->inflight_mu);
+      ++impl_->inflight;
+    }
+    ~InFlight() {
+      {
+        std::lock_guard<std::mutex> lock(impl_->inflight_mu);
+        --impl_->inflight;
+      }
+      impl_->inflight_cv.notify_all();
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    Impl* impl_;
+  };
+
+  template <typename H>
+  auto Guarded(H handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      InFlight f(this);
+      try {
+        handler(req, res);
+      } catch (const std::exception& e) {
+        log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+        JsonError(res, 500, "Internal error");
+      }
+    };
+  }
+
+  void Configure(httplib::Server& s) {
+    s.set_socket_options(ExclusiveSocketOptions);
+    s.set_keep_alive_timeout(1);
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (draining.load()) {
+        JsonError(res, 503, "QueueBox is shutting down");
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // A declared length over the cap is refused before the body is read.
+      if (config.admin.enabled && req.path.rfind("/admin/", 0) == 0 &&
+          req.has_header("Content-Length")) {
+        auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+        if (declared > config.admin.max_payload_bytes) {
+          TooLarge(res, req.path == kTransformTestPath ? TransformTestError : JsonError);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      } else if (req.has_header("Content-Length")) {
+        // Every other route (the inbox sources among them): inbox.maxBodyBytes, QueueBox
+        // reference §13.1. A chunked body is counted by the route that reads it.
+        auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+        if (declared > config.inbox.max_body_bytes) {
+          JsonError(res, 413,
+                    "Request body exceeds " + std::to_string(config.inbox.max_body_bytes) +
+                        " bytes");
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
     });
-    return s;
+    // Webhook senders keep connections alive and send concurrently: a larger pool than
+    // cpp-httplib's default (hardware threads - 1) and more requests per connection. Each
+    // connection holds a pool thread while it is open; idle ones close after 1 s.
+    s.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    s.set_keep_alive_max_count(1000);
   }
 
-  static HttpHandler Sync(std::function<HttpResponse(const HttpRequest&)> f) {
-    return [f = std::move(f)](HttpRequest req, Responder respond) { respond(f(req)); };
+  using ErrorWriter = void (*)(httplib::Response&, int, const std::string&);
+
+  void TooLarge(httplib::Response& res, ErrorWriter error = JsonError) {
+    error(res, 413,
+          "Request body exceeds " + std::to_string(config.admin.max_payload_bytes) + " bytes");
+    res.set_header("Connection", "close");
   }
 
-  void RegisterData(HttpServer& s) {
-    s.Route("GET", "/", Sync([](const HttpRequest&) {
-              HttpResponse r;
-              r.body = "QueueBox is running!";
-              r.content_type = "text/plain; charset=utf-8";
-              return r;
-            }));
+  void RegisterData(httplib::Server& s) {
+    s.Get("/", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_content("QueueBox is running!", "text/plain; charset=utf-8");
+          }));
     if (deps.extra_data_routes) deps.extra_data_routes(s);
   }
 
-  void RegisterManagement(HttpServer& s) {
-    s.Route("GET", "/health/live", Sync([](const HttpRequest&) {
-              return HttpResponse::Json(
-                  200, R"({"status":"healthy","components":{"process":{"status":"up"}}})");
-            }));
-    auto ready = [this](HttpRequest, Responder respond) {
-      Detach(checks, [this, respond] { respond(Ready()); });
-    };
-    s.Route("GET", "/health/ready", ready);
-    s.Route("GET", "/health", ready);
-    s.Route("GET", "/metrics", Sync([this](const HttpRequest&) {
-              HttpResponse r;
-              r.body = deps.metrics != nullptr ? deps.metrics->Render() : std::string();
-              r.content_type = std::string(kMetricsContentType);
-              return r;
-            }));
+  void RegisterManagement(httplib::Server& s) {
+    s.Get("/health/live", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"status":"healthy","components":{"process":{"status":"up"}}})",
+                            kJson);
+          }));
+    auto ready = Guarded([this](const httplib::Request&, httplib::Response& res) { Ready(res); });
+    s.Get("/health/ready", ready);
+    s.Get("/health", ready);
+    s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
+            std::string body = deps.metrics != nullptr ? deps.metrics->Render() : std::string();
+            res.set_content(body, std::string(kMetricsContentType).c_str());
+          }));
     if (config.admin.enabled) {
-      s.Route(
-          "POST", "/admin/replay",
-          [this](HttpRequest req, Responder respond) {
-            auto shared = std::make_shared<HttpRequest>(std::move(req));
-            Detach(checks, [this, shared, respond] {
-              try {
-                respond(Replay(*shared));
-              } catch (const std::exception& e) {
-                log::Error("An admin request failed.",
-                           {{"path", shared->path}, {"reason", e.what()}});
-                respond(JsonError(500, "Internal error"));
-              }
-            });
-          },
-          config.admin.max_payload_bytes);
+      s.Post("/admin/replay", [this](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& reader) {
+        InFlight f(this);
+        try {
+          Replay(req, res, reader);
+        } catch (const std::exception& e) {
+          log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+          JsonError(res, 500, "Internal error");
+        }
+      });
+      if (deps.transform_test) {
+        s.Post(kTransformTestPath, [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& reader) {
+          InFlight f(this);
+          try {
+            TransformTest(req, res, reader);
+          } catch (const std::exception& e) {
+            log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+            TransformTestError(res, 500, "Internal error");
+          }
+        });
+      }
     }
   }
 
-  HttpResponse Replay(const HttpRequest& req) {
+  // Reads the body under admin.maxPayloadBytes, then checks admin.auth against it (the body
+  // comes first so HMAC can sign it). nullopt after answering 413 or 401 with `error`.
+  std::optional<std::string> ReadAuthenticated(const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& reader,
+                                               ErrorWriter error) {
+    std::string body;
+    bool too_large = false;
+    reader([&](const char* data_ptr, size_t n) {
+      if (static_cast<int64_t>(body.size() + n) > config.admin.max_payload_bytes) {
+        too_large = true;
+        return false;
+      }
+      body.append(data_ptr, n);
+      return true;
+    });
+    if (too_large) {
+      TooLarge(res, error);
+      return std::nullopt;
+    }
     if (auth) {
       int64_t now = deps.now_ms ? deps.now_ms()
                                 : std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::chrono::system_clock::now().time_since_epoch())
                                       .count();
-      Status s = auth->Check([&req](std::string_view name) { return req.Header(name); },
-                             req.body, now);
+      Status s = auth->Check(
+          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
+          body, now);
       if (!s.ok()) {
         log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
-        return JsonError(401, s.message());
+        error(res, 401, s.message());
+        return std::nullopt;
       }
     }
-    auto request = ParseReplayRequest(req.body);
-    if (!request.ok()) return JsonError(400, "Invalid request: " + request.status().message());
-    if (!request->HasFilter()) return JsonError(400, std::string(kReplayNeedsFilter));
-    auto moved = RunReplay(*request, router, *deps.store);
+    return body;
+  }
+
+  void TransformTest(const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& reader) {
+    std::optional<std::string> body = ReadAuthenticated(req, res, reader, TransformTestError);
+    if (!body) return;
+    auto [status, answer] = deps.transform_test(*body);
+    res.status = status;
+    res.set_content(answer, kJson);
+  }
+
+  void Replay(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader) {
+    std::optional<std::string> read = ReadAuthenticated(req, res, reader, JsonError);
+    if (!read) return;
+    const std::string& body = *read;
+    auto request = ParseReplayRequest(body);
+    if (!request.ok()) return JsonError(res, 400, "Invalid request: " + request.status().message());
+    if (!request->HasFilter()) return JsonError(res, 400, std::string(kReplayNeedsFilter));
+    if (request->inbox() && deps.inbox == nullptr) {
+      return JsonError(res, 400, "Invalid request: this store has no inbox");
+    }
+    auto moved = request->inbox() ? RunInboxReplay(*request, *deps.inbox)
+                                  : RunReplay(*request, router, *deps.store);
     if (!moved.ok()) {
       log::Error("The replay failed.", {{"reason", moved.status().ToString()}});
-      return JsonError(moved.status().code() == StatusCode::kUnavailable ? 503 : 500,
+      return JsonError(res, moved.status().code() == StatusCode::kUnavailable ? 503 : 500,
                        "Replay failed");
     }
-    return HttpResponse::Json(200, json{{"moved", *moved}}.dump());
+    res.status = 200;
+    res.set_content(json{{"moved", *moved}}.dump(), kJson);
   }
 
   std::vector<Check> Checks() {
@@ -169,6 +330,9 @@ struct AdminServer::Impl {
     checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
     auto poller = deps.poller_healthy;
     checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});
+    if (deps.inbox_relay_healthy) {
+      checks_list.push_back({"inbox-relay", deps.inbox_relay_healthy});
+    }
     if (deps.retention_healthy)
       checks_list.push_back({"retention-service", deps.retention_healthy});
     for (Destination* d : deps.destinations) {
@@ -176,10 +340,13 @@ struct AdminServer::Impl {
       checks_list.push_back(
           {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
     }
+    if (deps.capture_healthy) {
+      checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
+    }
     return checks_list;
   }
 
-  HttpResponse Ready() {
+  void Ready(httplib::Response& res) {
     std::vector<Check> list = Checks();
     struct Results {
       std::mutex mu;
@@ -188,8 +355,13 @@ struct AdminServer::Impl {
     };
     auto results = std::make_shared<Results>();
     results->state.assign(list.size(), -1);
+    auto tracker = checks;
     for (size_t i = 0; i < list.size(); ++i) {
-      Detach(checks, [results, i, run = list[i].run] {
+      {
+        std::lock_guard<std::mutex> lock(tracker->mu);
+        ++tracker->running;
+      }
+      std::thread([results, tracker, i, run = list[i].run] {
         bool up = false;
         try {
           up = run();
@@ -201,7 +373,12 @@ struct AdminServer::Impl {
           results->state[i] = up ? 1 : 0;
         }
         results->cv.notify_all();
-      });
+        {
+          std::lock_guard<std::mutex> lock(tracker->mu);
+          --tracker->running;
+        }
+        tracker->cv.notify_all();
+      }).detach();
     }
     std::unique_lock<std::mutex> lock(results->mu);
     results->cv.wait_until(lock, Clock::now() + deps.health_timeout, [&] {
@@ -214,14 +391,30 @@ struct AdminServer::Impl {
     bool healthy = true;
     for (size_t i = 0; i < list.size(); ++i) {
       bool up = results->state[i] == 1;
-      healthy = healthy && up;
+      healthy = healthy && (up || list[i].advisory);
       components[list[i].name] = {{"status", up ? "up" : "down"}};
     }
     lock.unlock();
     ordered_json body = {{"status", healthy ? "healthy" : "unhealthy"}, {"components", components}};
-    return HttpResponse::Json(healthy ? 200 : 503, body.dump());
+    res.status = healthy ? 200 : 503;
+    res.set_content(body.dump(), kJson);
   }
 
+  // `key` names the setting the port comes from ("server.httpPort"), for the message.
+  Status Bind(httplib::Server& s, const char* key, int port, int* bound) {
+    const std::string& address = config.server.address;
+    if (port == 0) {
+      *bound = s.bind_to_any_port(address);
+    } else {
+      *bound = s.bind_to_port(address, port) ? port : -1;
+    }
+    if (*bound <= 0) {
+      return Unavailable("Cannot listen on " + address + ":" + std::to_string(port) + " (" + key +
+                         "): " + ListenFailureReason(address, port) + ". Set '" + key +
+                         "' to a free port, or stop the process that holds it.");
+    }
+    return Status::Ok();
+  }
 };
 
 AdminServer::AdminServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -242,40 +435,50 @@ Result<std::unique_ptr<AdminServer>> AdminServer::Create(const Config& config,
   if (config.admin.max_payload_bytes <= 0) {
     return InvalidArgument("admin.maxPayloadBytes must be > 0");
   }
-  if (config.inbox.max_body_bytes <= 0) return InvalidArgument("inbox.maxBodyBytes must be > 0");
   return std::unique_ptr<AdminServer>(new AdminServer(std::move(impl)));
 }
 
 Status AdminServer::Start() {
   Impl& m = *impl_;
-  m.data = m.MakeServer("server.httpPort", m.config.server.http_port);
-  m.RegisterData(*m.data);
-  HttpServer* management_server = m.data.get();
+  m.Configure(m.data);
+  m.RegisterData(m.data);
+  httplib::Server* management_server = &m.data;
   if (m.config.server.management_port) {
-    m.management = m.MakeServer("server.managementPort", *m.config.server.management_port);
+    m.management = std::make_unique<httplib::Server>();
+    m.Configure(*m.management);
     management_server = m.management.get();
   }
   m.RegisterManagement(*management_server);
-  QB_RETURN_IF_ERROR(m.data->Start());
+
+  QB_RETURN_IF_ERROR(m.Bind(m.data, "server.httpPort", m.config.server.http_port, &m.data_port));
   if (m.management) {
-    if (Status s = m.management->Start(); !s.ok()) {
-      m.data->Stop();
+    int bound = -1;
+    Status s =
+        m.Bind(*m.management, "server.managementPort", *m.config.server.management_port, &bound);
+    if (!s.ok()) {
+      m.data.stop();
       return s;
     }
+    m.management_port = bound;
+    m.management_thread = std::thread([&m] { m.management->listen_after_bind(); });
+  }
+  m.data_thread = std::thread([&m] { m.data.listen_after_bind(); });
+  // stop() only stops a server that is already running: wait for both loops to start.
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while ((!m.data.is_running() || (m.management && !m.management->is_running())) &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   log::Info("The HTTP server is listening.",
             {{"address", m.config.server.address},
-             {"port", std::to_string(m.data->port())},
+             {"port", std::to_string(m.data_port)},
              {"management_port",
-              m.management ? std::to_string(m.management->port()) : std::string("none")}});
+              m.management_port ? std::to_string(*m.management_port) : std::string("none")}});
   return Status::Ok();
 }
 
-int AdminServer::data_port() const { return impl_->data ? impl_->data->port() : -1; }
-std::optional<int> AdminServer::management_port() const {
-  if (!impl_->management) return std::nullopt;
-  return impl_->management->port();
-}
+int AdminServer::data_port() const { return impl_->data_port; }
+std::optional<int> AdminServer::management_port() const { return impl_->management_port; }
 
 void AdminServer::StartDraining() { impl_->draining = true; }
 
@@ -283,21 +486,21 @@ int AdminServer::Stop(std::chrono::milliseconds grace) {
   Impl& m = *impl_;
   if (m.stopped.exchange(true)) return 0;
   m.draining = true;
-  auto in_flight = [&m] {
-    return (m.data ? m.data->InFlight() : 0) + (m.management ? m.management->InFlight() : 0);
-  };
-  auto deadline = Clock::now() + grace;
-  while (in_flight() > 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  int left = 0;
+  {
+    std::unique_lock<std::mutex> lock(m.inflight_mu);
+    m.inflight_cv.wait_for(lock, grace, [&m] { return m.inflight == 0; });
+    left = m.inflight;
   }
-  int left = in_flight();
   if (left > 0) {
     log::Warn("The HTTP server stopped with requests still in flight.",
               {{"in_flight", std::to_string(left)}});
   }
-  if (m.data) m.data->Stop();
-  if (m.management) m.management->Stop();
-  // Checks and replays that outlived their request: each is bounded by its own I/O timeout.
+  m.data.stop();
+  if (m.management) m.management->stop();
+  if (m.data_thread.joinable()) m.data_thread.join();
+  if (m.management_thread.joinable()) m.management_thread.join();
+  // Health checks that outlived their request: each is bounded by its own I/O timeout.
   std::unique_lock<std::mutex> lock(m.checks->mu);
   m.checks->cv.wait_for(lock, std::chrono::seconds(30), [&m] { return m.checks->running == 0; });
   return left;

@@ -1,5 +1,4 @@
-// admin_server.h: QueueBox's HTTP surface (reference §13.1-13.3, §13.7) on HttpServer
-// (src/admin/http_server.h, libmicrohttpd).
+// admin_server.h: QueueBox's HTTP surface (reference §13.1-13.3, §13.7) on cpp-httplib.
 //
 // Ports: server.httpPort on server.address (the data port) and, when set, server.managementPort.
 // With a management port, /health*, /metrics and /admin/* are served there only and the data
@@ -9,21 +8,24 @@
 //   GET /              200 text "QueueBox is running!" (data port only)
 //   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
 //   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
-//                      database, outbox-poller, retention-service (when enabled) and one per
-//                      broker destination "<type>.<name>"; each check runs off-thread, bounded
+//                      database, outbox-poller, inbox-relay (when the relay runs),
+//                      retention-service (when enabled), one per broker destination
+//                      "<type>.<name>" and outbox-capture (when enabled; advisory:
+//                      shown, never decides); each check runs off-thread, bounded
 //                      at 3 s (timeout = down)
 //   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
 //   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
-//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
-// Data-port rules: a declared Content-Length over inbox.maxBodyBytes gets 413 {"error":"Request
-// body exceeds <n> bytes"} on every route before the body is read (a chunked body is counted);
-// after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
+//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
+//                      "table": "inbox" it replays inbox rows (admin/replay.h)
+//   POST /admin/transform/test  when admin.enabled and deps.transform_test is set (else 404):
+//                      the same body and auth rules, errors as {"success":false,"error":...};
+//                      the answer is deps.transform_test's (QueueBox reference §13.2)
+// Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
-// server's threads (health checks and replays on threads of their own, so a slow database never
-// holds a connection thread).
+// server's worker threads.
 #pragma once
 
 #include <chrono>
@@ -31,27 +33,40 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "queuebox/config.h"
 #include "queuebox/destination.h"
+#include "queuebox/inbox.h"
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
+namespace httplib {
+class Server;
+}
+
 namespace queuebox {
 
-class HttpServer;
 class Metrics;
 
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
+  // The inbox, for POST /admin/replay with "table": "inbox"; nullptr answers that replay 400.
+  InboxOperations* inbox = nullptr;
   Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.
   std::function<bool()> poller_healthy;
   // retention-service: shown when set (retention enabled).
   std::function<bool()> retention_healthy;
+  // outbox-capture: shown when set (outbox.capture.enabled); advisory, QueueBox reference §13.3:
+  // its status is reported but never makes readiness fail, since delivery goes on by SQL.
+  std::function<bool()> capture_healthy;
+  // inbox-relay: shown when set (inbox.relay.enabled); true while the relay cycles.
+  std::function<bool()> inbox_relay_healthy;
   // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
   // with Destination::Health(). http and file destinations are skipped.
   std::vector<Destination*> destinations;
@@ -61,7 +76,11 @@ struct AdminServerDeps {
   std::chrono::milliseconds health_timeout{3000};
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
-  std::function<void(HttpServer&)> extra_data_routes;
+  std::function<void(httplib::Server&)> extra_data_routes;
+  // POST /admin/transform/test: the answer {HTTP status, JSON body} to a body already read under
+  // admin.maxPayloadBytes and authenticated. Unset (a build without transforms): no route.
+  // Called on the server's worker threads, several at once.
+  std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
 
 class AdminServer {

@@ -1,7 +1,11 @@
 #include "sources/http_source.h"
 
+#include <httplib.h>
+
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "admin/auth.h"
 #include "admin/metrics.h"
@@ -18,6 +22,18 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxKeyChars = 255;
+
+// One answer of a source route: status, JSON body (empty: none) and extra headers.
+struct Answer {
+  int status = 500;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+Answer Error(int status, const std::string& error) {
+  return Answer{status, json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                {}};
+}
 
 Result<std::vector<JsonPath>> CompileAll(const std::vector<std::string>& paths,
                                          const std::string& key) {
@@ -63,80 +79,87 @@ struct WebhookSources::Source {
   Metrics* metrics = nullptr;
   InboxWriter* writer = nullptr;
   std::function<int64_t()> now_ms;
+  size_t max_body_bytes = 1048576;  // inbox.maxBodyBytes
 
   void Reject(const char* reason) const {
     if (metrics != nullptr) metrics->OnInboxRejection(reason);
   }
 
   // A key from `header` (when set) then `paths`: trimmed, empty = missing.
-  std::optional<std::string> Read(const HttpRequest& req, const std::optional<std::string>& header,
+  std::optional<std::string> Read(const httplib::Request& req,
+                                  const std::optional<std::string>& header,
                                   const std::vector<JsonPath>& paths, const json& body) const {
     if (header) {
-      std::string v = Trimmed(req.Header(*header));
+      std::string v = Trimmed(req.get_header_value(header->c_str()));
       if (!v.empty()) return v;
     }
     return FirstText(paths, body);
   }
 
-  void Handle(HttpRequest req, const Responder& respond) const {
+  // Steps 1-8 of the processing order (http_source.h) for a body already read under the cap.
+  Answer Handle(const httplib::Request& req, std::string body_text) const {
     // 1. Rate limit: no body, Retry-After in seconds.
     if (limiter) {
       if (int64_t wait_s = limiter->TryAcquire(); wait_s > 0) {
         Reject("rate_limited");
-        HttpResponse r;
-        r.status = 429;
-        r.content_type.clear();
-        r.headers.emplace_back("Retry-After", std::to_string(wait_s));
-        return respond(std::move(r));
+        Answer a{429, "", {}};
+        a.headers.emplace_back("Retry-After", std::to_string(wait_s));
+        return a;
       }
     }
     // 2. Auth over the raw bytes.
     if (auth) {
-      Status s = auth->Check([&req](std::string_view name) { return req.Header(name); }, req.body,
-                             now_ms());
+      Status s = auth->Check(
+          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
+          body_text, now_ms());
       if (!s.ok()) {
         Reject("auth_failed");
         log::Warn("A webhook was refused.",
                   {{"source", settings.name}, {"status", "401"}, {"reason", s.message()}});
-        return respond(HttpResponse::Error(401, s.message()));
+        return Error(401, s.message());
       }
     }
     // 3. Header filter.
     if (!filter.empty()) {
       auto failed = filter.FirstFailure([&req](std::string_view name) -> std::optional<std::string> {
-        if (!req.HasHeader(name)) return std::nullopt;
-        return req.Header(name);
+        std::string n(name);
+        if (!req.has_header(n.c_str())) return std::nullopt;
+        return req.get_header_value(n.c_str());
       });
       if (failed) {
         if (metrics != nullptr) metrics->OnInboxFiltered(settings.name);
         log::Debug("A webhook was filtered out.", {{"source", settings.name}, {"rule", *failed}});
-        return respond(HttpResponse::Json(202, R"({"status":"filtered"})"));
+        return Answer{202, R"({"status":"filtered"})", {}};
       }
     }
     // 4. Correlation id, echoed on every answer from here on.
-    std::string correlation = SanitizeCorrelationId(req.Header("X-Correlation-Id"));
+    std::string correlation = SanitizeCorrelationId(req.get_header_value("X-Correlation-Id"));
     if (correlation.empty()) correlation = NewUuid();
-    auto answer = [respond, correlation](HttpResponse r) {
-      r.headers.emplace_back("X-Correlation-Id", correlation);
-      respond(std::move(r));
+    auto answer = [&correlation](Answer a) {
+      a.headers.emplace_back("X-Correlation-Id", correlation);
+      return a;
     };
-    // 5. JSON, whatever Content-Type says.
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded() || JsonDepth(req.body, kMaxJsonDepth) > kMaxJsonDepth) {
+    // 5. JSON, whatever Content-Type says; the depth guard runs first so the parser never
+    // recurses past it.
+    if (JsonDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
       Reject("invalid_json");
-      return answer(HttpResponse::Error(400, "Invalid JSON"));
+      return answer(Error(400, "Invalid JSON"));
+    }
+    json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+      Reject("invalid_json");
+      return answer(Error(400, "Invalid JSON"));
     }
     // 6. Keys, from the original body and the headers.
     NewInboxMessage m;
     m.source = settings.name;
-    std::optional<std::string> key =
-        Read(req, settings.idempotency_key_header, key_paths, body);
+    std::optional<std::string> key = Read(req, settings.idempotency_key_header, key_paths, body);
     if (!key) {
       Reject("extraction_failed");
       std::string where;
       if (settings.idempotency_key_header) where = "header " + *settings.idempotency_key_header;
       if (!key_paths.empty()) where += (where.empty() ? "" : " or ") + Describe(key_paths);
-      return answer(HttpResponse::Error(400, "No idempotency key: " + where + " gave no value"));
+      return answer(Error(400, "No idempotency key: " + where + " gave no value"));
     }
     m.idempotency_key = std::move(*key);
     m.aggregate_id = Read(req, settings.aggregate_id_header, aggregate_paths, body);
@@ -150,14 +173,14 @@ struct WebhookSources::Source {
                                                                        : nullptr;
     if (long_key != nullptr) {
       Reject("extraction_failed");
-      return answer(HttpResponse::Error(
-          400, std::string("The ") + long_key + " is longer than 255 characters"));
+      return answer(
+          Error(400, std::string("The ") + long_key + " is longer than 255 characters"));
     }
     if (settings.keys.initial_delay_ms) m.delay_ms = *settings.keys.initial_delay_ms;
     if (settings.keys.scheduled_at_header || !publish_paths.empty()) {
       std::optional<std::string> raw;
       if (settings.keys.scheduled_at_header) {
-        std::string v = Trimmed(req.Header(*settings.keys.scheduled_at_header));
+        std::string v = Trimmed(req.get_header_value(settings.keys.scheduled_at_header->c_str()));
         if (!v.empty()) raw = v;
       }
       if (!raw) raw = FirstText(publish_paths, body);
@@ -166,34 +189,42 @@ struct WebhookSources::Source {
         if (!m.publish_time_ms) {
           log::Warn("The publish time of a message of source '" + settings.name +
                         "' is not a time, so it is ignored.",
-                    {{"source", settings.name}, {"publish_time", raw->substr(0, 64)}});
+                    {{"source", settings.name}});
         }
       }
     }
     m.correlation_id = correlation;
-    m.payload = std::move(req.body);
-    m.headers = StoredHeaders(req.headers, credential_header);
+    m.payload = std::move(body_text);
+    std::vector<std::pair<std::string, std::string>> headers(req.headers.begin(),
+                                                             req.headers.end());
+    m.headers = StoredHeaders(headers, credential_header);
     m.consumption = consumption;
-    // 8. Store, group-committed with the requests arriving meanwhile.
-    writer->Submit(std::move(m), [this, answer](Result<InboxStoreOutcome> outcome) {
-      if (!outcome.ok()) {
-        Reject("storage_failed");
-        log::Error("A webhook could not be stored.",
-                   {{"source", settings.name}, {"reason", outcome.status().ToString()}});
-        return answer(HttpResponse::Error(500, "Storage failed"));
-      }
-      switch (outcome->kind) {
-        case InboxStoreOutcome::Kind::kStored:
-          if (metrics != nullptr) metrics->OnInboxMessages("new", 1);
-          return answer(HttpResponse::Json(202, json{{"messageId", outcome->id}}.dump()));
-        case InboxStoreOutcome::Kind::kDuplicate:
-          if (metrics != nullptr) metrics->OnInboxMessages("duplicate", 1);
-          return answer(HttpResponse::Json(200, R"({"status":"duplicate"})"));
-        case InboxStoreOutcome::Kind::kRejected:
-          Reject("invalid_message");
-          return answer(HttpResponse::Error(400, outcome->error.message()));
-      }
+    // 7. (transforms: refused at start in this build.) 8. Store, group-committed with the
+    // requests arriving meanwhile; this thread waits for its outcome.
+    std::promise<Result<InboxStoreOutcome>> promise;
+    std::future<Result<InboxStoreOutcome>> future = promise.get_future();
+    writer->Submit(std::move(m), [&promise](Result<InboxStoreOutcome> outcome) {
+      promise.set_value(std::move(outcome));
     });
+    Result<InboxStoreOutcome> outcome = future.get();
+    if (!outcome.ok()) {
+      Reject("storage_failed");
+      log::Error("A webhook could not be stored.",
+                 {{"source", settings.name}, {"reason", outcome.status().ToString()}});
+      return answer(Error(500, "Storage failed"));
+    }
+    switch (outcome->kind) {
+      case InboxStoreOutcome::Kind::kStored:
+        if (metrics != nullptr) metrics->OnInboxMessages("new", 1);
+        return answer(Answer{202, json{{"messageId", outcome->id}}.dump(), {}});
+      case InboxStoreOutcome::Kind::kDuplicate:
+        if (metrics != nullptr) metrics->OnInboxMessages("duplicate", 1);
+        return answer(Answer{200, R"({"status":"duplicate"})", {}});
+      case InboxStoreOutcome::Kind::kRejected:
+        break;
+    }
+    Reject("invalid_message");
+    return answer(Error(400, outcome->error.message()));
   }
 };
 
@@ -223,6 +254,7 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
     auto src = std::make_unique<Source>();
     const std::string key = "sources." + name;
     src->route = config.inbox.base_path + s.path;
+    src->max_body_bytes = static_cast<size_t>(config.inbox.max_body_bytes);
     if (s.auth) {
       QB_ASSIGN_OR_RETURN(src->auth, RequestAuth::Create(*s.auth, key + ".auth"));
       src->credential_header = src->auth->credential_header();
@@ -255,11 +287,38 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
   return out;
 }
 
-void WebhookSources::Register(HttpServer& server) {
+void WebhookSources::Register(httplib::Server& server) {
   for (const auto& src : sources_) {
     const Source* s = src.get();
-    server.Route("POST", s->route,
-                 [s](HttpRequest req, Responder respond) { s->Handle(std::move(req), respond); });
+    server.Post(s->route, [s](const httplib::Request& req, httplib::Response& res,
+                              const httplib::ContentReader& reader) {
+      Answer a;
+      try {
+        // The body, counted while it is read (a chunked body declares no length).
+        std::string body;
+        bool too_large = false;
+        reader([&](const char* data, size_t n) {
+          if (body.size() + n > s->max_body_bytes) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, n);
+          return true;
+        });
+        if (too_large) {
+          a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
+          a.headers.emplace_back("Connection", "close");
+        } else {
+          a = s->Handle(req, std::move(body));
+        }
+      } catch (const std::exception& e) {
+        log::Error("A webhook failed.", {{"source", s->settings.name}, {"reason", e.what()}});
+        a = Error(500, "Internal error");
+      }
+      res.status = a.status;
+      for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
+      if (!a.body.empty()) res.set_content(a.body, "application/json");
+    });
   }
 }
 

@@ -20,7 +20,10 @@
 // queuebox_inbox_rejections_total{reason}, queuebox_inbox_filtered_total{source}. Logs name the
 // source and the reason; never a credential, a header value or the body.
 //
-// Thread-safety: Handle runs on the server's threads, concurrently; WebhookSources::Stop from the
+// The server is the data port's cpp-httplib server (admin/admin_server.h, extra_data_routes): each
+// request runs on a pool thread, which waits for its group commit.
+//
+// Thread-safety: handlers run on the server's threads, concurrently; WebhookSources::Stop from the
 // controlling thread after the server stopped.
 #pragma once
 
@@ -31,10 +34,13 @@
 #include <string>
 #include <vector>
 
-#include "admin/http_server.h"
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+
+namespace httplib {
+class Server;
+}
 
 namespace queuebox {
 
@@ -66,8 +72,9 @@ class WebhookSources {
                                                         WebhookOptions options = {});
   ~WebhookSources();
 
-  // Adds one POST route per http source.
-  void Register(HttpServer& server);
+  // Adds one POST route per http source. Bodies are read under `max_body_bytes`
+  // (inbox.maxBodyBytes; a declared length over it is refused by the server before this).
+  void Register(httplib::Server& server);
   // "POST /inbox/stripe (stripe)", one per source, for the start log.
   std::vector<std::string> Routes() const;
   // Stores what is queued and joins the writers (after the server stopped). Idempotent.
