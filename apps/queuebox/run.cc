@@ -134,8 +134,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (inbox != nullptr && config->inbox.relay.enabled) {
     InboxRelayOptions inbox_options = InboxRelayOptions::FromConfig(*config);
     for (const auto& [name, source] : config->sources) {
-      if (const auto topic = source.options.find("topic"); topic != source.options.end() &&
-                                                          topic->is_string()) {
+      if (const auto topic = source.options.find("topic");
+          topic != source.options.end() && topic->is_string()) {
         inbox_options.topic_templates[name] = topic->get<std::string>();
       }
     }
@@ -207,9 +207,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     }
     sources::WebhookOptions webhook_options;
     // SQLite has one writer; PostgreSQL commits groups on a few connections of the pool.
-    webhook_options.writers = config->database.type == "sqlite"
-                                  ? 1
-                                  : std::clamp(config->database.pool_size / 3, 1, 4);
+    webhook_options.writers =
+        config->database.type == "sqlite" ? 1 : std::clamp(config->database.pool_size / 3, 1, 4);
     auto created = sources::WebhookSources::Create(*config, inbox, &metrics, webhook_options);
     if (!created.ok()) return StartFailed(created.status());
     webhooks = std::move(created).value();

@@ -168,9 +168,9 @@ struct SourceConfig {
 // The keys every source kind takes (QueueBox reference §11.4, §11.5), bound from
 // sources.<name>.*. A list of paths is tried in order; the first that gives a value wins.
 struct SourceKeys {
-  std::string consumption = "push";             // push | pull, stored on the row at receipt
-  std::vector<std::string> aggregate_id_path;   // aggregateIdPath: definite JSONPath(s)
-  std::vector<std::string> event_type_path;     // eventTypePath
+  std::string consumption = "push";                // push | pull, stored on the row at receipt
+  std::vector<std::string> aggregate_id_path;      // aggregateIdPath: definite JSONPath(s)
+  std::vector<std::string> event_type_path;        // eventTypePath
   std::optional<std::string> scheduled_at_header;  // scheduledAtHeader: publish time
   std::vector<std::string> scheduled_at_path;      // scheduledAtPath
   std::optional<int64_t> initial_delay_ms;         // initialDelay (<int><s|m|h|d>)

@@ -188,9 +188,9 @@ struct AdminServer::Impl {
         // reference §13.1. A chunked body is counted by the route that reads it.
         auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
         if (declared > config.inbox.max_body_bytes) {
-          JsonError(res, 413,
-                    "Request body exceeds " + std::to_string(config.inbox.max_body_bytes) +
-                        " bytes");
+          JsonError(
+              res, 413,
+              "Request body exceeds " + std::to_string(config.inbox.max_body_bytes) + " bytes");
           res.set_header("Connection", "close");
           return httplib::Server::HandlerResponse::Handled;
         }

@@ -147,8 +147,7 @@ Result<std::unique_ptr<RequestAuth>> RequestAuth::Create(const AdminAuthConfig& 
   const std::string type = Lower(config.type);
   // An empty credential would accept an empty header: refuse it.
   auto required = [&path](const std::string& value, const char* key) {
-    return value.empty() ? InvalidArgument(path + "." + key + " is required")
-                         : Status::Ok();
+    return value.empty() ? InvalidArgument(path + "." + key + " is required") : Status::Ok();
   };
   if (type == "bearer") {
     BearerAuthSettings s;

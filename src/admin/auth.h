@@ -1,6 +1,6 @@
 // auth.h: request authentication for the admin routes and HTTP sources (admin.auth,
-// sources.<name>.auth; QueueBox reference §11.1, §13.2). Three kinds, their keys and defaults declared in
-// src/config/schema.cc (BearerAuthOptions, ApiKeyAuthOptions, HmacAuthOptions):
+// sources.<name>.auth; QueueBox reference §11.1, §13.2). Three kinds, their keys and defaults
+// declared in src/config/schema.cc (BearerAuthOptions, ApiKeyAuthOptions, HmacAuthOptions):
 //   bearer  Authorization: Bearer <token> (scheme any case)
 //   api-key <headerName>: <key>
 //   hmac    <headerName>: signaturePrefix + lowercase hex HMAC(secret, payload), payload = the

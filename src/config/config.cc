@@ -1,10 +1,9 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "config/load.h"
-
 #include <sys/stat.h>
 
 #include "config/env.h"
+#include "config/load.h"
 #include "config/schema.h"
 #include "config/sources.h"
 #include "config/validate.h"
@@ -113,8 +112,8 @@ void CheckCrossKeys(const json& root, Config& c, bool admin_auth_given, Diagnost
   check_retention("inbox", c.retention.inbox);
   if (!c.inbox.base_path.empty() &&
       (c.inbox.base_path[0] != '/' || c.inbox.base_path.back() == '/')) {
-    d.Add("inbox.basePath", "must start with / and not end with / (e.g. /inbox), got '" +
-                                c.inbox.base_path + "'");
+    d.Add("inbox.basePath",
+          "must start with / and not end with / (e.g. /inbox), got '" + c.inbox.base_path + "'");
   }
   if (c.admin.enabled && !admin_auth_given && !c.admin.insecure) {
     d.Add("admin.auth", cfg::kAdminGuardMessage);
@@ -178,8 +177,19 @@ void FillSources(const json& tree, Config& c, Diagnostics& d) {
     if (value.is_object() && (!value.contains("type") || value["type"].is_null())) {
       value["type"] = "http";
     }
-    std::optional<cfg::VariantResult> v = cfg::ValidateVariant(
-        value, cfg::SourceVariants(), {}, cfg::KnownSourceTypes(), path, d);
+    if (value.is_object() && value["type"].is_string()) {
+      const std::string type = value["type"].get<std::string>();
+      if (type == "rabbitmq" || type == "kafka" || type == "nats") {
+        // QueueBox's broker sources: declared by the next issue, refused by name until then.
+        d.Add(path + ".type", type +
+                                  " sources are not in this build yet (only http sources are); "
+                                  "remove " +
+                                  path + " or run it with QueueBox");
+        continue;
+      }
+    }
+    std::optional<cfg::VariantResult> v =
+        cfg::ValidateVariant(value, cfg::SourceVariants(), {}, cfg::KnownSourceTypes(), path, d);
     if (!v) continue;
     SourceConfig sc;
     sc.name = it.key();

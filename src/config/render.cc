@@ -7,9 +7,9 @@
 
 #include "config/load.h"
 #include "config/schema.h"
+#include "config/sources.h"
 #include "config/validate.h"
 #include "core/redaction.h"
-#include "config/sources.h"
 #include "destinations/registry.h"
 #include "queuebox/config.h"
 

@@ -283,9 +283,11 @@ std::vector<Section> BuildSections() {
                             DatabaseOptions()));
   out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
                             &Config::outbox, OutboxOptions()));
-  out.push_back(MakeSection("inbox", "The inbox: the HTTP sources' routes (see `sources` below) and the relay "
-                            "that forwards push rows to the outbox.",
-                            &Config::inbox, InboxOptions()));
+  out.push_back(
+      MakeSection("inbox",
+                  "The inbox: the HTTP sources' routes (see `sources` below) and the relay "
+                  "that forwards push rows to the outbox.",
+                  &Config::inbox, InboxOptions()));
   out.push_back(
       MakeSection("http", "Settings shared by HTTP destinations.", &Config::http, HttpOptions()));
   out.push_back(MakeSection("admin", "The admin routes (replay). `admin.auth` is described below.",

@@ -39,8 +39,9 @@ Option<S> Refused(std::string key, std::string description) {
   OptionSpec spec;
   spec.key = std::move(key);
   spec.type = OptionType::kAny;
-  spec.description = std::move(description) + " (" + kNeedsTransforms + ")";
-  return opt::Custom<S>(std::move(spec), [](S&, const json&) {}, [](const S&) { return json(); });
+  spec.description = std::move(description) + ": " + kNeedsTransforms;
+  return opt::Custom<S>(
+      std::move(spec), [](S&, const json&) {}, [](const S&) { return json(); });
 }
 
 template <typename S>
@@ -107,8 +108,8 @@ std::vector<std::string> CheckHttpSource(const json& block) {
   } else if (path.find_first_of("?# \t") != std::string::npos) {
     problems.push_back("path: must not hold ?, #, or blanks");
   }
-  for (const char* key : {"idempotencyKeyPath", "aggregateIdPath", "eventTypePath",
-                          "scheduledAtPath"}) {
+  for (const char* key :
+       {"idempotencyKeyPath", "aggregateIdPath", "eventTypePath", "scheduledAtPath"}) {
     CheckPaths(block, key, problems);
   }
   const bool key_path = Has(block, "idempotencyKeyPath");
@@ -126,8 +127,8 @@ std::vector<std::string> CheckHttpSource(const json& block) {
       credentials.push_back(Lower(auth.value("headerName", std::string())));
     }
   }
-  for (const char* key : {"idempotencyKeyHeader", "aggregateIdHeader", "eventTypeHeader",
-                          "scheduledAtHeader"}) {
+  for (const char* key :
+       {"idempotencyKeyHeader", "aggregateIdHeader", "eventTypeHeader", "scheduledAtHeader"}) {
     if (!block.contains(key) || block[key].is_null()) continue;
     const std::string name = block[key].get<std::string>();
     if (Blank(name)) {

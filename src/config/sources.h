@@ -31,7 +31,7 @@ Result<HttpSourceSettings> BindHttpSource(const SourceConfig& source);
 
 // What a key that needs the transforms issue is refused with.
 inline constexpr char kNeedsTransforms[] =
-    "not supported on sources in this build yet (JSONata transforms run on routes and "
-    "destinations only)";
+    "not supported on sources in this build yet; JSONata transforms run on routes and "
+    "destinations only";
 
 }  // namespace queuebox::cfg

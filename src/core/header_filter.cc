@@ -78,7 +78,8 @@ void ParseRules(const json& block, const char* list_name, std::vector<Rule>& out
       ++kinds;
       rule.kind = Kind::kExists;
       const json& e = r["exists"];
-      bool is_true = e.is_boolean() ? e.get<bool>() : (e.is_string() && e.get<std::string>() == "true");
+      bool is_true =
+          e.is_boolean() ? e.get<bool>() : (e.is_string() && e.get<std::string>() == "true");
       if (!is_true) {
         problems.push_back(at +
                            ".exists: only `exists: true` is a rule; to refuse messages that carry "

@@ -1,6 +1,7 @@
 #include "sources/http_source.h"
 
 #include <httplib.h>
+#include <strings.h>
 
 #include <future>
 #include <nlohmann/json.hpp>
@@ -31,8 +32,8 @@ struct Answer {
 };
 
 Answer Error(int status, const std::string& error) {
-  return Answer{status, json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace),
-                {}};
+  return Answer{
+      status, json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace), {}};
 }
 
 Result<std::vector<JsonPath>> CompileAll(const std::vector<std::string>& paths,
@@ -57,6 +58,30 @@ std::string Trimmed(std::string s) {
   if (b == std::string::npos) return std::string();
   size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
+}
+
+// Headers about this connection, not the message: the framing and hop-by-hop headers (the
+// relay's HTTP destination would otherwise resend a stale Content-Length or Host) and the
+// server's own REMOTE_*/LOCAL_* entries. They are not stored with the row.
+bool ConnectionHeader(const std::string& name) {
+  static const char* const kNames[] = {
+      "host",        "content-length", "transfer-encoding", "connection", "keep-alive",
+      "te",          "trailer",        "upgrade",           "expect",     "remote_addr",
+      "remote_port", "local_addr",     "local_port"};
+  for (const char* n : kNames) {
+    if (strcasecmp(name.c_str(), n) == 0) return true;
+  }
+  return false;
+}
+
+// cpp-httplib matches route patterns as regular expressions: the route, matched literally.
+std::string RegexLiteral(const std::string& route) {
+  std::string out;
+  for (char c : route) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
 }
 
 std::string Describe(const std::vector<JsonPath>& paths) {
@@ -121,11 +146,12 @@ struct WebhookSources::Source {
     }
     // 3. Header filter.
     if (!filter.empty()) {
-      auto failed = filter.FirstFailure([&req](std::string_view name) -> std::optional<std::string> {
-        std::string n(name);
-        if (!req.has_header(n.c_str())) return std::nullopt;
-        return req.get_header_value(n.c_str());
-      });
+      auto failed =
+          filter.FirstFailure([&req](std::string_view name) -> std::optional<std::string> {
+            std::string n(name);
+            if (!req.has_header(n.c_str())) return std::nullopt;
+            return req.get_header_value(n.c_str());
+          });
       if (failed) {
         if (metrics != nullptr) metrics->OnInboxFiltered(settings.name);
         log::Debug("A webhook was filtered out.", {{"source", settings.name}, {"rule", *failed}});
@@ -168,13 +194,12 @@ struct WebhookSources::Source {
       return v && CodePoints(*v) > kMaxKeyChars;
     };
     const char* long_key = CodePoints(m.idempotency_key) > kMaxKeyChars ? "idempotency key"
-                           : too_long(m.aggregate_id)                  ? "aggregate id"
-                           : too_long(m.event_type)                    ? "event type"
-                                                                       : nullptr;
+                           : too_long(m.aggregate_id)                   ? "aggregate id"
+                           : too_long(m.event_type)                     ? "event type"
+                                                                        : nullptr;
     if (long_key != nullptr) {
       Reject("extraction_failed");
-      return answer(
-          Error(400, std::string("The ") + long_key + " is longer than 255 characters"));
+      return answer(Error(400, std::string("The ") + long_key + " is longer than 255 characters"));
     }
     if (settings.keys.initial_delay_ms) m.delay_ms = *settings.keys.initial_delay_ms;
     if (settings.keys.scheduled_at_header || !publish_paths.empty()) {
@@ -195,8 +220,10 @@ struct WebhookSources::Source {
     }
     m.correlation_id = correlation;
     m.payload = std::move(body_text);
-    std::vector<std::pair<std::string, std::string>> headers(req.headers.begin(),
-                                                             req.headers.end());
+    std::vector<std::pair<std::string, std::string>> headers;
+    for (const auto& [name, value] : req.headers) {
+      if (!ConnectionHeader(name)) headers.emplace_back(name, value);
+    }
     m.headers = StoredHeaders(headers, credential_header);
     m.consumption = consumption;
     // 7. (transforms: refused at start in this build.) 8. Store, group-committed with the
@@ -262,7 +289,8 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
     auto filter = HeaderFilter::Parse(s.keys.filter);
     if (!filter.ok()) return InvalidArgument(key + ".filter: " + filter.status().message());
     src->filter = std::move(filter).value();
-    QB_ASSIGN_OR_RETURN(src->key_paths, CompileAll(s.idempotency_key_path, key + ".idempotencyKeyPath"));
+    QB_ASSIGN_OR_RETURN(src->key_paths,
+                        CompileAll(s.idempotency_key_path, key + ".idempotencyKeyPath"));
     QB_ASSIGN_OR_RETURN(src->aggregate_paths,
                         CompileAll(s.keys.aggregate_id_path, key + ".aggregateIdPath"));
     QB_ASSIGN_OR_RETURN(src->event_type_paths,
@@ -273,8 +301,8 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
       return InvalidArgument(key + ".idempotencyKeyPath: required (or idempotencyKeyHeader)");
     }
     if (s.requests_per_minute) {
-      src->limiter = std::make_unique<RateLimiter>(*s.requests_per_minute,
-                                                   std::chrono::seconds(60), options.steady_now);
+      src->limiter = std::make_unique<RateLimiter>(*s.requests_per_minute, std::chrono::seconds(60),
+                                                   options.steady_now);
     }
     src->consumption =
         s.keys.consumption == "pull" ? InboxConsumption::kPull : InboxConsumption::kPush;
@@ -290,8 +318,8 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
 void WebhookSources::Register(httplib::Server& server) {
   for (const auto& src : sources_) {
     const Source* s = src.get();
-    server.Post(s->route, [s](const httplib::Request& req, httplib::Response& res,
-                              const httplib::ContentReader& reader) {
+    server.Post(RegexLiteral(s->route), [s](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& reader) {
       Answer a;
       try {
         // The body, counted while it is read (a chunked body declares no length).

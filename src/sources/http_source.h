@@ -16,6 +16,9 @@
 //   8. store, group-committed (InboxWriter): 202 {"messageId":"<inbox id>"}, 200
 //      {"status":"duplicate"}, 400 {"error":"<reason>"} for a message the store refuses, 500
 //      {"error":"Storage failed"} when the database fails (nothing is written)
+// Stored headers: the request's, one value per name, without Authorization, Proxy-Authorization,
+// Cookie, the source auth's header, and the connection's own (Host, Content-Length,
+// Transfer-Encoding, Connection, Keep-Alive, TE, Trailer, Upgrade, Expect).
 // Counted: queuebox_inbox_messages_total{status=new|duplicate},
 // queuebox_inbox_rejections_total{reason}, queuebox_inbox_filtered_total{source}. Logs name the
 // source and the reason; never a credential, a header value or the body.
@@ -67,8 +70,8 @@ class WebhookSources {
   // Binds and checks every http source of `config` (auth, paths, filters). `intake` and
   // `metrics` (may be null) are borrowed and must outlive Stop(). kInvalidArgument naming the
   // source key on a bad block.
-  static Result<std::unique_ptr<WebhookSources>> Create(const Config& config,
-                                                        InboxIntake* intake, Metrics* metrics,
+  static Result<std::unique_ptr<WebhookSources>> Create(const Config& config, InboxIntake* intake,
+                                                        Metrics* metrics,
                                                         WebhookOptions options = {});
   ~WebhookSources();
 

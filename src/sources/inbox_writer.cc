@@ -73,10 +73,10 @@ void InboxWriter::StoreBatch(std::vector<Item>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) batch[i].done((*stored)[i]);
     return;
   }
-  Status error = stored.ok() ? Internal("the inbox store answered " +
-                                        std::to_string(stored->size()) + " outcomes for " +
-                                        std::to_string(batch.size()) + " messages")
-                             : stored.status();
+  Status error = stored.ok()
+                     ? Internal("the inbox store answered " + std::to_string(stored->size()) +
+                                " outcomes for " + std::to_string(batch.size()) + " messages")
+                     : stored.status();
   if (batch.size() == 1 || error.code() == StatusCode::kUnavailable) {
     for (Item& item : batch) item.done(error);
     return;

@@ -48,9 +48,9 @@ bool Digits(std::string_view s, size_t at, size_t n, int& out) {
 // YYYY-MM-DDThh:mm[:ss[.fff...]](Z|+hh:mm|-hh:mm) -> Unix ms.
 std::optional<int64_t> ParseIso(std::string_view s) {
   int y, mo, d, h, mi, sec = 0;
-  if (!Digits(s, 0, 4, y) || s.size() < 16 || s[4] != '-' || !Digits(s, 5, 2, mo) ||
-      s[7] != '-' || !Digits(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't') ||
-      !Digits(s, 11, 2, h) || s[13] != ':' || !Digits(s, 14, 2, mi)) {
+  if (!Digits(s, 0, 4, y) || s.size() < 16 || s[4] != '-' || !Digits(s, 5, 2, mo) || s[7] != '-' ||
+      !Digits(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't') || !Digits(s, 11, 2, h) ||
+      s[13] != ':' || !Digits(s, 14, 2, mi)) {
     return std::nullopt;
   }
   size_t i = 16;
@@ -135,7 +135,11 @@ std::string SanitizeCorrelationId(std::string_view value) {
   size_t code_points = 0;
   for (size_t i = 0; i < value.size() && code_points < 128;) {
     unsigned char c = static_cast<unsigned char>(value[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 1;
     if (i + len > value.size()) break;
     bool valid = true;
     for (size_t k = 1; k < len; ++k) {
