@@ -444,5 +444,52 @@ TEST_F(QueueBoxExamplesTest, ExamplesAreRefusedOnlyForTheirInbox) {
   }
 }
 
+// examples/cdc (its smoke-test.sh): capture wakes delivery well inside the 30 s reconciliation
+// timer, and the recorded position survives a restart. Mapped as its docker-compose.yml does:
+// the database host, the receiver's host, the state volume; the role is a replication role
+// there (the image's superuser), the publication is made before QueueBox starts.
+TEST_F(QueueBoxExamplesTest, CdcCaptureWakesDeliveryAndSurvivesARestart) {
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  pg_->Exec("ALTER ROLE queuebox REPLICATION");
+  pg_->Exec("CREATE PUBLICATION queuebox_outbox FOR ALL TABLES");
+  // The file's slot name is cluster-wide: one left by an aborted run of this test goes first.
+  pg_->Exec(
+      "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = "
+      "'queuebox_outbox' AND NOT active");
+  Env env = Deployment("examples/cdc/queuebox.yml");
+  env["QUEUEBOX_DESTINATIONS_RECEIVER_BASEURL"] = receiver.BaseUrl();    // receiver:8080
+  env["QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY"] = dir_.File("capture");  // the named volume
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+
+  auto delivered = [&](const std::string& id) {
+    for (const auto& r : receiver.Requests()) {
+      if (r.body.find(id) != std::string::npos) return true;
+    }
+    return false;
+  };
+  auto insert = [&](const std::string& id) {  // as the smoke test's producer does
+    pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"id\":\"" + id +
+              "\"}'::jsonb)");
+  };
+  auto streaming = [](ChildProcess& p) {
+    return p.Log().find("Capture is streaming") != std::string::npos;
+  };
+  for (const std::string id : {"cdc_smoke_001", "cdc_smoke_002"}) {
+    SCOPED_TRACE(id);
+    ChildProcess relay(kBinary, {"run"}, env, dir_.File(id + ".log"));
+    ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health") == 200 && streaming(relay); }, 60s))
+        << relay.Log();
+    insert(id);
+    // The reconciliation timer is 30 s away; the smoke test allows 15 s.
+    EXPECT_TRUE(WaitFor([&] { return delivered(id); }, 15s)) << relay.Log();
+    relay.Kill(SIGTERM);
+    ASSERT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  }
+  EXPECT_EQ(receiver.RequestCount(), 2u);
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'"), "2");
+}
+
 }  // namespace
 }  // namespace queuebox
