@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -489,6 +490,76 @@ TEST_F(QueueBoxExamplesTest, CdcCaptureWakesDeliveryAndSurvivesARestart) {
   }
   EXPECT_EQ(receiver.RequestCount(), 2u);
   EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'"), "2");
+}
+
+// The "Capture changes" how-to, PostgreSQL tab: the page's SQL and YAML verbatim (the password
+// from ${DB_PASSWORD}, the state volume mapped). Capture streams; a lost state volume stops
+// capture with the recovery reason while delivery goes on through SQL; the page's recovery steps
+// (reset the identity, drop the slot, empty the directory) bring capture back.
+TEST_F(QueueBoxExamplesTest, CaptureChangesHowToWithItsRecoverySteps) {
+  const std::string page = "docs/capture-changes/";
+  Env env = Deployment(page + "postgresql.yml");
+  env.erase("QUEUEBOX_DATABASE_PASSWORD");
+  env["DB_PASSWORD"] = "queuebox";
+  const std::string state_dir = dir_.File("capture");
+  env["QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY"] = state_dir;  // the durable volume
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ASSERT_EQ(RunCommand(kBinary, {"migrate"}, env, &out), 0) << out;
+  // "Prepare the database": REPLICATION for the account, the page's publication.
+  pg_->Exec("ALTER ROLE queuebox REPLICATION");
+  pg_->Exec(ReadFile(Vendored(page + "prepare.sql")));
+  pg_->Exec(
+      "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = "
+      "'queuebox_outbox' AND NOT active");
+
+  // The page has no route: a row leaves `pending` (dead, unroutable) once delivery sees it.
+  int n = 0;
+  auto handled = [&] {
+    pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"n\":" +
+              std::to_string(++n) + "}')");
+    return WaitFor(
+        [&] {
+          return pg_->Scalar(
+                     "SELECT count(*) FROM outbox WHERE state = "
+                     "'pending'") == "0";
+        },
+        30s);
+  };
+  auto run = [&](const std::string& log, const std::string& until) {
+    auto relay = std::make_unique<ChildProcess>(kBinary, std::vector<std::string>{"run"}, env,
+                                                dir_.File(log));
+    EXPECT_TRUE(WaitFor([&] { return relay->Log().find(until) != std::string::npos; }, 60s))
+        << relay->Log();
+    return relay;
+  };
+  auto stop = [](std::unique_ptr<ChildProcess>& relay) {
+    relay->Kill(SIGTERM);
+    ASSERT_EQ(relay->Wait(30s), std::optional<int>(0)) << relay->Log();
+  };
+
+  auto relay = run("first.log", "Capture is streaming");
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
+
+  // The volume is lost; the database says capture ran before: capture stops with the reason,
+  // delivery goes on.
+  std::filesystem::remove_all(state_dir);
+  relay = run("lost.log", "Capture requires explicit state recovery");
+  std::string health;
+  EXPECT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready", &health) == 200; }, 30s));
+  EXPECT_THAT(health, HasSubstr("outbox-capture"));
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
+
+  // "Recover capture", steps 4-7, as the page gives them.
+  pg_->Exec(ReadFile(Vendored(page + "reset-identity.sql")));
+  pg_->Exec(ReadFile(Vendored(page + "drop-slot.sql")));
+  std::filesystem::remove_all(state_dir);
+  relay = run("recovered.log", "Capture is streaming");
+  EXPECT_THAT(relay->Log(), Not(HasSubstr("explicit state recovery")));
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
 }
 
 }  // namespace
