@@ -135,12 +135,12 @@ struct PullOptions {
   int max_concurrency = 1;            // handlers running at once, > 0 (capped at batch_size)
   int64_t poll_interval_ms = 1000;    // wait after an empty or failed claim, > 0
   int64_t shutdown_grace_ms = 30000;  // how long Stop() lets running handlers finish, >= 0
-  RetryPolicy retry_policy;           // empty: DefaultRetryPolicy()
-  InboxSchema schema;                 // table and column names
-  Logger logger;                      // empty: no logging
+  RetryPolicy retry_policy = {};      // empty: DefaultRetryPolicy()
+  InboxSchema schema = {};            // table and column names
+  Logger logger = {};                 // empty: no logging
   // Test and metrics seam: called with poll_interval_ms each time the worker is about to wait
   // after an empty claim (on the claiming thread).
-  std::function<void(int64_t wait_ms)> on_idle;
+  std::function<void(int64_t wait_ms)> on_idle = {};
 };
 
 // cand_limit = LEAST(GREATEST(3 * batch, 50), 500): the bound of each candidate list of the claim,
