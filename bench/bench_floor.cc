@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "config/load.h"
 #include "queuebox/config.h"
 #include "queuebox/store.h"
+#include "store/open_store.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"claim + ack floor"};

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "queuebox/store.h"
+#include "store/open_store.h"
 
 namespace {
 

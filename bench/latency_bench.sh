@@ -47,7 +47,7 @@ fresh_db() {  # notify(true|false) poll_ms -> config at $WORK/qb.yml, migrated d
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
   cat >"$WORK/qb.yml" <<YAML
 database: {type: postgresql, url: "$base/$DB", poolSize: 4}
-server: {httpPort: $((PORT + 1))}
+server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 outbox: {pollIntervalMs: $2, notify: {enabled: $1}}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events, timeoutMs: 30000}}

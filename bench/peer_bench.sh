@@ -100,7 +100,7 @@ echo "== ours: queuebox run --until-idle ($ROWS rows, batch $BATCH, concurrency 
 fresh_db qb_peer_ours
 cat >"$WORK/ours.yml" <<YAML
 database: {type: postgresql, url: "$base/qb_peer_ours", poolSize: 4}
-server: {httpPort: $((PORT + 1))}
+server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /ours, timeoutMs: 30000}}

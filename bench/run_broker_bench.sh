@@ -47,7 +47,7 @@ prepare() {  # db name, destination block (YAML flow map) -> config at $WORK/<db
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
   cat >"$WORK/$db.yml" <<YAML
 database: {type: postgresql, url: "$base/$db", poolSize: 4}
-server: {httpPort: $PORT}
+server: {address: 127.0.0.1, httpPort: $PORT}
 outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
 routes: [{topicPattern: "**", destination: broker}]
 destinations: {broker: $dest}

@@ -35,7 +35,7 @@ prepare() {  # db name -> config path
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
   cat >"$WORK/$db.yml" <<YAML
 database: {type: postgresql, url: "$base/$db", poolSize: 4}
-server: {httpPort: $((PORT + 1))}
+server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events, timeoutMs: 30000,

@@ -58,7 +58,7 @@ trap cleanup EXIT
 config() {  # name -> $WORK/name.yml for $WORK/name.db
   cat >"$WORK/$1.yml" <<YAML
 database: {type: sqlite, url: "$WORK/$1.db"}
-server: {httpPort: $((PORT + 1))}
+server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 outbox: {pollIntervalMs: 50, batchSize: $BATCH, concurrency: $CONCURRENCY, claimTimeoutMs: 60000}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events, timeoutMs: 30000}}

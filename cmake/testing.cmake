@@ -9,6 +9,8 @@ function(qb_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} qb_testing GTest::gtest_main GTest::gmock
                         qb_warnings)
+  # Tests are white-box: they may include the private headers of the libraries they link.
+  qb_white_box(${name} ${ARG_DEPS})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

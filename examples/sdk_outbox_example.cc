@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "babelqueue/destination_transport.h"
 #include "babelqueue/envelope.h"
 #include "babelqueue/outbox.h"
 #include "babelqueue/sqlite.h"
+#include "destinations/babelqueue_transport/destination_transport.h"
 #include "destinations/file/file_destination.h"
 
 namespace {

@@ -16,6 +16,9 @@ EPMD_PORT=${EPMD_PORT:-4369}
 NATS_PORT=${NATS_PORT:-54229}
 NATS_MON_PORT=${NATS_MON_PORT:-58229}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+# PG_DURABLE=1: fsync, synchronous_commit and full_page_writes on (as production runs), for
+# benchmarks that report figures both ways; start it in its own QB_SVC_DIR and PG_PORT.
+PG_DURABLE=${PG_DURABLE:-0}
 
 rmq_env() {
   export RABBITMQ_NODENAME=queuebox@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
@@ -33,6 +36,8 @@ nats_up() { curl -fsS "http://127.0.0.1:$NATS_MON_PORT/healthz?js-enabled-only=t
 rmq_up() { (rmq_env; rabbitmq-diagnostics -q -n queuebox@localhost ping >/dev/null 2>&1); }
 
 start_pg() {
+  local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  [ "$PG_DURABLE" = 1 ] && durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
   if pg_up; then echo "pg: already up on 127.0.0.1:$PG_PORT"; return; fi
   install -d -o postgres -g postgres "$QB_SVC_DIR/pg"
   if [ ! -f "$QB_SVC_DIR/pg/data/PG_VERSION" ]; then
@@ -40,8 +45,8 @@ start_pg() {
       --no-sync >"$QB_SVC_DIR/pg/initdb.log"
   fi
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$QB_SVC_DIR/pg/data" -l "$QB_SVC_DIR/pg/server.log" \
-    -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $QB_SVC_DIR/pg -c fsync=off \
-    -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+    -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $QB_SVC_DIR/pg $durability \
+    -c max_connections=300 \
     -c shared_preload_libraries=pg_stat_statements -c wal_level=logical" start >/dev/null \
     3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
   echo "pg: up on 127.0.0.1:$PG_PORT"

@@ -1,9 +1,11 @@
 // migrate, check-config: commands that need no running relay.
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
+#include "commands.h"
+#include "common.h"
+#include "config/load.h"
 #include "core/log.h"
+#include "transforms.h"
 
 namespace queuebox::app {
 
@@ -26,6 +28,12 @@ int Migrate(const GlobalOptions& global, std::optional<int> baseline) {
 int CheckConfig(const GlobalOptions& global) {
   auto config = LoadOrExplain(global);
   if (!config) return 1;
+  // The expressions compile as at start (QueueBox reference §13.6 step 2).
+  if (Status s = CheckTransforms(*config); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "# Read from: " << DescribeOrigin(config->origin) << "\n";
   std::cout << RenderMasked(*config);
   std::cout << "The configuration is valid.\n";
   return 0;

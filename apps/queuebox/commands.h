@@ -19,8 +19,9 @@ struct RunOptions {
 };
 
 struct ReplayOptions {
-  std::vector<std::string> ids, topics;
-  std::string topic, destination, created_after, created_before;
+  std::string table = "outbox";  // outbox | inbox
+  std::vector<std::string> ids, topics, sources;
+  std::string topic, destination, source, created_after, created_before;
 };
 
 int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& stop_signals);
@@ -28,7 +29,8 @@ int Migrate(const GlobalOptions& global, std::optional<int> baseline);
 int CheckConfig(const GlobalOptions& global);
 int ShowStatus(const GlobalOptions& global, bool json);
 int Replay(const GlobalOptions& global, const ReplayOptions& options);
-int DeadList(const GlobalOptions& global, bool json, int limit);
+// `table`: outbox | inbox.
+int DeadList(const GlobalOptions& global, bool json, int limit, const std::string& table);
 int Envelope(const std::string& path, bool canonical);
 
 }  // namespace queuebox::app

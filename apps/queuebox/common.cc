@@ -1,24 +1,36 @@
-#include "apps/queuebox/common.h"
+#include "common.h"
 
 #include <iostream>
 
+#include "config/load.h"
 #include "core/log.h"
 #include "core/redaction.h"
 #include "core/startup.h"
 #include "destinations/registry.h"
+#include "store/open_store.h"
 
 namespace queuebox::app {
 
 std::optional<Config> LoadOrExplain(const GlobalOptions& global) {
-  ConfigSource source;
-  source.file = global.config_file;
-  source.env = ProcessEnvironment();
-  auto config = LoadConfig(source);
+  auto config = LoadConfig(ProcessConfigSource(global.config_file));
   if (!config.ok()) {
     std::cerr << config.status().message() << "\n";
     return std::nullopt;
   }
   return std::move(config).value();
+}
+
+std::string DescribeOrigin(const ConfigOrigin& origin) {
+  std::string out;
+  if (!origin.file.empty()) out = "file " + origin.file;
+  if (origin.variables > 0) {
+    out += (out.empty() ? "" : " and ") + std::to_string(origin.variables) +
+           " QUEUEBOX_* variable" + (origin.variables == 1 ? "" : "s");
+  }
+  if (!origin.skipped.empty()) {
+    out += " (QUEUEBOX_CONFIG_FILE names " + origin.skipped + ", which does not exist)";
+  }
+  return out;
 }
 
 int StartFailed(const Status& status) {
@@ -33,6 +45,7 @@ std::optional<std::map<std::string, std::unique_ptr<Destination>>> BuildDestinat
   DestinationContext context;
   context.max_error_body_bytes = config.http.max_error_body_bytes;
   context.on_http_response = std::move(on_http_response);
+  context.block_private_addresses = config.http.block_private_addresses;
   std::map<std::string, std::unique_ptr<Destination>> out;
   for (const auto& [name, dc] : config.destinations) {
     const DestinationType* type = FindDestinationType(dc.type);

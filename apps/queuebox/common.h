@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/queuebox/commands.h"
+#include "commands.h"
 #include "queuebox/config.h"
 #include "queuebox/destination.h"
 #include "queuebox/store.h"
@@ -16,6 +16,8 @@ namespace queuebox::app {
 
 // Loads the configuration; on failure prints the whole problem list to stderr, returns nullopt.
 std::optional<Config> LoadOrExplain(const GlobalOptions& global);
+// "file /etc/queuebox/queuebox.yml and 3 QUEUEBOX_* variables": where `origin` came from.
+std::string DescribeOrigin(const ConfigOrigin& origin);
 // Creates and starts every configured destination. A destination that cannot start stops the
 // start with a message naming it (scenario S11); returns nullopt after printing it.
 // `on_http_response` receives every HTTP response status (metrics); optional.

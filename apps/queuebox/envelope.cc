@@ -1,8 +1,8 @@
 // `queuebox envelope`: validate or re-encode a BabelQueue envelope (the SDK does the work).
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/envelope_command.h"
+#include "commands.h"
+#include "envelope_command.h"
 
 namespace queuebox::app {
 

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "apps/queuebox/commands.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   // glibc gives each thread that allocates its own arena (up to 8 per core) and keeps freed
@@ -33,10 +33,14 @@ int main(int argc, char** argv) {
 
   CLI::App app{"QueueBox C++: a transactional outbox relay"};
   app.require_subcommand(0, 1);
+  // Options of the top level (--config) are accepted after a subcommand too:
+  // `queuebox migrate --config x.yml` as well as `queuebox --config x.yml migrate`.
+  app.fallthrough();
   app.set_version_flag("--version", std::string("queuebox ") + QUEUEBOX_VERSION);
   queuebox::app::GlobalOptions global;
   app.add_option("-c,--config", global.config_file,
-                 "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE)");
+                 "YAML configuration file (default: $QUEUEBOX_CONFIG_FILE, else "
+                 "/etc/queuebox/queuebox.yml when it exists)");
 
   queuebox::app::RunOptions run_opts;
   auto* run = app.add_subcommand("run", "Run the relay (the default command)");
@@ -58,12 +62,18 @@ int main(int argc, char** argv) {
   status->add_flag("--json", json, "JSON output");
 
   queuebox::app::ReplayOptions replay_opts;
-  auto* replay = app.add_subcommand("replay", "Move sent/dead rows back to pending");
+  auto* replay = app.add_subcommand(
+      "replay", "Move sent/dead outbox rows (or processed/dead inbox rows) back to pending");
+  replay->add_option("--table", replay_opts.table, "outbox (default) or inbox")
+      ->check(CLI::IsMember({"outbox", "inbox"}));
   replay->add_option("--ids", replay_opts.ids, "Row ids (UUIDs)")->delimiter(',');
   replay->add_option("--topic", replay_opts.topic, "One topic");
   replay->add_option("--topics", replay_opts.topics, "Several topics")->delimiter(',');
   replay->add_option("--destination", replay_opts.destination,
                      "Rows whose topic routes to this destination");
+  replay->add_option("--source", replay_opts.source, "One inbox source (--table inbox)");
+  replay->add_option("--sources", replay_opts.sources, "Several inbox sources (--table inbox)")
+      ->delimiter(',');
   replay->add_option("--created-after", replay_opts.created_after, "ISO-8601 instant (strict >)");
   replay->add_option("--created-before", replay_opts.created_before, "ISO-8601 instant (strict <)");
 
@@ -73,6 +83,9 @@ int main(int argc, char** argv) {
   auto* dead_list = dead->add_subcommand("list", "List dead rows, newest first");
   dead_list->add_flag("--json", json, "JSON output");
   dead_list->add_option("--limit", dead_limit, "At most this many rows (default 100)");
+  std::string dead_table = "outbox";
+  dead_list->add_option("--table", dead_table, "outbox (default) or inbox")
+      ->check(CLI::IsMember({"outbox", "inbox"}));
 
   std::string envelope_path = "-";
   bool canonical = false;
@@ -92,7 +105,7 @@ int main(int argc, char** argv) {
   if (*check) return queuebox::app::CheckConfig(global);
   if (*status) return queuebox::app::ShowStatus(global, json);
   if (*replay) return queuebox::app::Replay(global, replay_opts);
-  if (*dead_list) return queuebox::app::DeadList(global, json, dead_limit);
+  if (*dead_list) return queuebox::app::DeadList(global, json, dead_limit, dead_table);
   if (*envelope) return queuebox::app::Envelope(envelope_path, canonical);
   return queuebox::app::Run(global, run_opts, stop_signals);
 }

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "admin/cli.h"
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
+#include "commands.h"
+#include "common.h"
 #include "core/log.h"
 
 namespace queuebox::app {
@@ -23,13 +23,17 @@ int WithStore(const GlobalOptions& global, Fn&& fn) {
 
 int ShowStatus(const GlobalOptions& global, bool json) {
   return WithStore(global, [&](OutboxStore& store, const Config& config) {
-    return RunStatusCommand(store, store.replica_membership(), config, json, std::cout, std::cerr);
+    return RunStatusCommand(store, store.replica_membership(), config, json, std::cout, std::cerr,
+                            store.inbox());
   });
 }
 
 int Replay(const GlobalOptions& global, const ReplayOptions& o) {
   ReplayRequest request;
+  request.table = o.table;
   if (!o.ids.empty()) request.ids = o.ids;
+  if (!o.source.empty()) request.source = o.source;
+  if (!o.sources.empty()) request.sources = o.sources;
   if (!o.topic.empty()) request.topic = o.topic;
   if (!o.topics.empty()) request.topics = o.topics;
   if (!o.destination.empty()) request.destination = o.destination;
@@ -37,16 +41,24 @@ int Replay(const GlobalOptions& global, const ReplayOptions& o) {
   if (!o.created_before.empty()) request.created_before = o.created_before;
   if (!request.HasFilter()) {
     std::cerr << kReplayNeedsFilter << " Use --ids, --topic, --topics, --destination, "
-              << "--created-after or --created-before.\n";
+              << "--created-after or --created-before (--table inbox: --ids, --source, "
+              << "--sources, --created-after, --created-before).\n";
     return 2;
   }
   return WithStore(global, [&](OutboxStore& store, const Config& config) {
-    return RunReplayCommand(store, config, request, std::cout, std::cerr);
+    return RunReplayCommand(store, config, request, std::cout, std::cerr, store.inbox());
   });
 }
 
-int DeadList(const GlobalOptions& global, bool json, int limit) {
+int DeadList(const GlobalOptions& global, bool json, int limit, const std::string& table) {
   return WithStore(global, [&](OutboxStore& store, const Config& config) {
+    if (table == "inbox") {
+      if (store.inbox() == nullptr) {
+        std::cerr << "This store has no inbox.\n";
+        return 1;
+      }
+      return RunInboxDeadListCommand(*store.inbox(), limit, json, std::cout, std::cerr);
+    }
     return RunDeadListCommand(store, config, limit, json, std::cout, std::cerr);
   });
 }

@@ -14,13 +14,16 @@
 #include "admin/admin_server.h"
 #include "admin/metrics.h"
 #include "admin/retention.h"
-#include "apps/queuebox/commands.h"
-#include "apps/queuebox/common.h"
-#include "apps/queuebox/sd_notify.h"
+#include "commands.h"
+#include "common.h"
+#include "core/inbox_relay.h"
 #include "core/log.h"
 #include "core/startup.h"
 #include "queuebox/relay.h"
-#include "store/postgres/pg_notify.h"
+#include "sd_notify.h"
+#include "store/change_capture.h"
+#include "store/open_store.h"
+#include "transforms.h"
 
 namespace queuebox::app {
 
@@ -28,10 +31,28 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   auto config = LoadOrExplain(global);
   if (!config) return 1;
   log::Init(config->logging.format, config->logging.level);
-  log::Info("QueueBox C++ is starting",
-            {{"version", QUEUEBOX_VERSION}, {"database", config->database.type}});
+  log::Info("QueueBox C++ is starting", {{"version", QUEUEBOX_VERSION},
+                                         {"database", config->database.type},
+                                         {"configuration", DescribeOrigin(config->origin)}});
+  if (!config->origin.skipped.empty()) {
+    log::Warn(
+        "QUEUEBOX_CONFIG_FILE names a file that does not exist; the configuration comes "
+        "from the QUEUEBOX_* variables alone",
+        {{"file", config->origin.skipped}});
+  }
+
+  // Every transform compiles before anything connects (QueueBox reference §13.6 step 2); the
+  // engine loads only when one is configured.
+  auto transforms = BuildDeliveryTransforms(*config);
+  if (!transforms.ok()) return StartFailed(transforms.status());
 
   Metrics metrics;
+  {
+    std::vector<std::string> names;
+    for (const auto& [name, dc] : config->destinations) names.push_back(name);
+    metrics.ExportDestinations(names);
+    if (config->retention.enabled) metrics.ExportCleanup("outbox");
+  }
   auto destinations =
       BuildDestinations(*config, [&metrics](int status) { metrics.OnHttpResponse(status); });
   if (!destinations) return 1;
@@ -56,6 +77,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     return 0;
   }
   if (!db.ok()) return StartFailed(db);
+  if (OutboxStore* pooled = store->get(); pooled->PoolStats()) {
+    metrics.ExportConnectionPool("queuebox", [pooled] { return *pooled->PoolStats(); });
+  }
   if (config->database.migrate) {
     auto report = (*store)->Migrate(std::nullopt);
     if (!report.ok()) return StartFailed(report.status());
@@ -64,6 +88,19 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // Schema guard (QueueBox reference §3.6): a missing table or sequence column stops the start
   // with the statement that fixes it.
   if (Status s = (*store)->CheckSchema(); !s.ok()) return StartFailed(s);
+  // The inbox's guard (reference §3.6, its headers column). A database without the inbox table
+  // (a schema made by hand for the outbox alone) runs without the inbox relay.
+  InboxStore* inbox = (*store)->inbox();
+  if (inbox != nullptr) {
+    Status s = inbox->CheckSchema();
+    if (s.code() == StatusCode::kNotFound) {
+      log::Info("The database has no inbox table, so the inbox relay does not run.",
+                {{"table", config->database.inbox_table}});
+      inbox = nullptr;
+    } else if (!s.ok()) {
+      return StartFailed(s);
+    }
+  }
 
   // Key affinity (outbox.keyAffinity.enabled): replicas split the keys through a heartbeat table.
   // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
@@ -85,22 +122,56 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   relay_options.outbox = config->outbox;
   relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
   relay_options.routes = config->routes;
+  relay_options.transforms = std::move(transforms).value();
   auto relay =
       Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
 
+  // The inbox relay (inbox.relay.*): push rows of the inbox into the outbox; each forward wakes
+  // the outbox relay, so forwarded rows are claimed at once.
+  std::unique_ptr<InboxRelay> inbox_relay;
+  if (inbox != nullptr && config->inbox.relay.enabled) {
+    InboxRelayOptions inbox_options = InboxRelayOptions::FromConfig(*config);
+    inbox_options.on_forwarded = [relay_ptr = relay->get()] { relay_ptr->Wake(); };
+    auto created = InboxRelay::Create(std::move(inbox_options), inbox, inbox, &metrics);
+    if (!created.ok()) return StartFailed(created.status());
+    inbox_relay = std::move(created).value();
+  } else if (inbox != nullptr) {
+    log::Info("inbox.relay.enabled is false: push rows stay in the inbox.");
+  }
+
   std::unique_ptr<RetentionService> retention;
   if (config->retention.enabled) {
-    retention = std::make_unique<RetentionService>(store->get(), config->retention, &metrics);
+    retention =
+        std::make_unique<RetentionService>(store->get(), inbox, config->retention, &metrics);
   }
 
   AdminServerDeps deps;
   deps.store = store->get();
   deps.metrics = &metrics;
   Relay* relay_ptr = relay->get();
-  // The poller is healthy while it completes cycles; a database outage stops them.
-  const double poller_bound_s =
-      std::max(10.0, 3.0 * static_cast<double>(config->outbox.poll_interval_ms) / 1000.0);
+
+  // Change capture (outbox.capture.enabled; QueueBox reference Appendix A): wakes the poller from
+  // the database's log; a fault stops capture, never delivery. Started after the relay.
+  const CaptureConfig& capture_config = config->outbox.capture;
+  auto opened =
+      OpenChangeCapture(config->database, capture_config, [relay_ptr] { relay_ptr->Wake(); });
+  if (!opened.ok()) return StartFailed(opened.status());
+  std::unique_ptr<ChangeCapture> capture = std::move(opened).value();
+  if (capture) {
+    ChangeCapture* c = capture.get();
+    deps.capture_healthy = [c] { return c->healthy(); };
+    metrics.SetCaptureProbe([c] {
+      return Metrics::CaptureReading{c->healthy(), c->wakes(), c->slot_retained_bytes()};
+    });
+  }
+
+  // The poller is healthy while it completes cycles; a database outage stops them. In capture
+  // mode an idle poller waits up to reconciliationIntervalMs between cycles.
+  const int64_t longest_wait = capture_config.mode == "polling"
+                                   ? config->outbox.poll_interval_ms
+                                   : capture_config.reconciliation_interval_ms;
+  const double poller_bound_s = std::max(10.0, 3.0 * static_cast<double>(longest_wait) / 1000.0);
   deps.poller_healthy = [relay_ptr, poller_bound_s] {
     return relay_ptr->SecondsSinceLastCycle() < poller_bound_s;
   };
@@ -108,21 +179,39 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     RetentionService* r = retention.get();
     deps.retention_healthy = [r] { return r->Healthy(); };
   }
+  deps.inbox = inbox;
+  if (inbox_relay) {
+    // Healthy while it cycles and its last cycle succeeded (a database outage fails them).
+    InboxRelay* r = inbox_relay.get();
+    const double bound_s =
+        std::max(10.0, 3.0 * static_cast<double>(config->inbox.relay.poll_interval_ms) / 1000.0);
+    deps.inbox_relay_healthy = [r, bound_s] {
+      return r->LastCycleOk() && r->SecondsSinceLastCycle() < bound_s;
+    };
+  }
   deps.destinations = destination_list;
+  deps.transform_test = MakeTransformTestHandler(*config);
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
   // The ports first: a port another process holds stops the start before this one claims a row.
   if (Status s = (*admin)->Start(); !s.ok()) return StartFailed(s);
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
+  if (inbox_relay) {
+    if (Status s = inbox_relay->Start(); !s.ok()) return StartFailed(s);
+  }
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
-  std::unique_ptr<store::PgNotifyListener> listener;
-  if (config->outbox.notify && config->database.type == "postgresql") {
-    auto created =
-        store::PgNotifyListener::Create(config->database, [relay_ptr] { relay_ptr->Wake(); });
+  std::unique_ptr<InsertListener> listener;
+  if (config->outbox.notify) {
+    auto created = OpenInsertListener(config->database, [relay_ptr] { relay_ptr->Wake(); });
     if (!created.ok()) return StartFailed(created.status());
     listener = std::move(created).value();
-    if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    if (listener) {
+      if (Status s = listener->Start(); !s.ok()) return StartFailed(s);
+    }
+  }
+  if (capture) {
+    if (Status s = capture->Start(); !s.ok()) return StartFailed(s);
   }
   if (retention) {
     if (Status s = retention->Start(); !s.ok()) return StartFailed(s);
@@ -149,7 +238,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
       break;
     }
     if (options.until_idle) {
-      if ((*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
+      // The inbox first: its forwards become outbox rows.
+      bool inbox_idle =
+          !inbox_relay || inbox_relay->WaitIdle(std::chrono::milliseconds(200)).ok();
+      if (inbox_idle && (*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
         log::Info("Nothing left to claim and nothing in flight; stopping (--until-idle)");
         break;
       }
@@ -167,6 +259,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   NotifyServiceManager("STOPPING=1");
   (*admin)->StartDraining();
   if (listener) listener->Stop();
+  if (capture) capture->Stop();
+  if (inbox_relay) inbox_relay->Stop();
   int64_t abandoned = (*relay)->Stop();
   if (replicas != nullptr) replicas->LeaveReplicaSet();
   if (retention) retention->Stop();
@@ -174,8 +268,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   (*admin)->Stop(std::chrono::milliseconds(2000));
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  log::Info("QueueBox C++ stopped", {{"abandoned", std::to_string(abandoned)},
-                                     {"max_rss_kb", std::to_string(usage.ru_maxrss)}});
+  log::Info("QueueBox C++ stopped",
+            {{"abandoned", std::to_string(abandoned)},
+             {"max_rss_kb", std::to_string(usage.ru_maxrss)},
+             {"jsonata_engine", TransformEngineLoaded() ? "loaded" : "not loaded"}});
   if (abandoned > 0) {
     // Publishes still run on worker threads; the leases return their rows. Leave at once.
     std::fflush(nullptr);

@@ -1,4 +1,4 @@
-#include "apps/queuebox/sd_notify.h"
+#include "sd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -15,8 +15,8 @@
 // are refused (kInvalidArgument). Once encoded, bytes travel verbatim: the outbox stores and
 // publishes the encoded string and nothing in this SDK re-encodes it.
 //
-// Errors: Status / Result from queuebox/status.h (only its inline parts are used, so this
-// library does not link qb_core). No exception leaves these functions.
+// Errors: Status / Result from queuebox/status.h (library qb_status, which the SDK links). No
+// exception leaves these functions.
 // Thread-safety: plain values and pure functions; safe from any thread.
 #pragma once
 

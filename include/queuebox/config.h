@@ -1,6 +1,6 @@
-// config.h: the whole QueueBox C++ configuration, loaded from YAML + QUEUEBOX_* environment
-// (QueueBox reference §12). Loading is strict: every problem is collected and reported in one
-// message, each with its YAML path (and env var name) and a did-you-mean where one fits.
+// config.h: the whole QueueBox C++ configuration as plain values (QueueBox reference §12). The
+// relay and the components read it; src/config (config/load.h) loads and validates it from YAML
+// and QUEUEBOX_* environment variables.
 //
 // Thread-safety: a loaded Config is immutable and may be shared.
 #pragma once
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "queuebox/status.h"
 #include "queuebox/store.h"
 
 namespace queuebox {
@@ -20,7 +19,38 @@ namespace queuebox {
 struct ServerConfig {
   int http_port = 8080;                // server.httpPort
   std::optional<int> management_port;  // server.managementPort
-  std::string address = "127.0.0.1";   // server.address: the interface to bind
+  // server.address: the interface the ports bind; every IPv4 interface by default, as QueueBox
+  // (container probes, scrapes and port mappings reach it). 127.0.0.1 keeps them local.
+  std::string address = "0.0.0.0";
+};
+
+// outbox.capture.connection.* (QueueBox reference §12.2): the capture connection's overrides of
+// database.url's host, port and database and of database.username / database.password; unset:
+// those. encrypt and trustServerCertificate are SQL Server's (accepted, unused on PostgreSQL).
+struct CaptureConnectionConfig {
+  std::optional<std::string> hostname;
+  std::optional<int> port;
+  std::optional<std::string> database;
+  std::optional<std::string> username;
+  std::optional<std::string> password;  // secret
+  bool encrypt = true;
+  bool trust_server_certificate = false;
+};
+
+// outbox.capture.* (QueueBox reference Appendix A, §12.2; docs/capture.md): change capture wakes
+// delivery from the database's log; SQL stays the truth.
+struct CaptureConfig {
+  std::string mode = "polling";  // polling | postgres-logical | sqlserver-cdc (not in this build)
+  bool enabled = false;          // this replica owns capture (mode must not be polling)
+  std::string identity = "queuebox";
+  std::string state_directory;        // required when enabled
+  std::optional<std::string> schema;  // of the outbox table; unset: public
+  std::string publication = "queuebox_outbox";
+  std::string slot = "queuebox_outbox";
+  int64_t reconciliation_interval_ms = 1000;  // the poller's longest wait in capture mode
+  // QueueBox C++ only: the WAL (bytes) the slot may retain before a warning.
+  int64_t slot_retention_warn_bytes = int64_t{1} << 30;
+  CaptureConnectionConfig connection;
 };
 
 struct OutboxConfig {
@@ -33,12 +63,39 @@ struct OutboxConfig {
   int64_t pending_gauge_interval_ms = 5000;  // outbox.pendingGaugeIntervalMs
   int64_t shutdown_timeout_ms = 30000;       // outbox.shutdownTimeoutMs
   bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
-  // outbox.keyAffinity.enabled: replicas split the keys (PG; OutboxStore::EnableKeyAffinity).
+  // outbox.keyAffinity.enabled: replicas split the keys (PG; ReplicaMembership::EnableKeyAffinity).
   bool key_affinity = true;
+  CaptureConfig capture;  // outbox.capture.*
+};
+
+// inbox.relay.* (QueueBox reference §11.6, §12.2): the relay that forwards push rows of the inbox
+// into the outbox.
+struct InboxRelayConfig {
+  bool enabled = true;                       // inbox.relay.enabled
+  int64_t poll_interval_ms = 100;            // wait between cycles that found nothing
+  int batch_size = 100;                      // rows claimed (and forwarded) per cycle
+  int64_t claim_timeout_ms = 300000;         // the lease of a claimed inbox row
+  int64_t pending_gauge_interval_ms = 5000;  // queuebox_inbox_oldest_pending_age_seconds refresh
+  std::optional<int> max_attempts;           // max_attempts of the outbox rows; unset: outbox's
+};
+
+// inbox.* (QueueBox reference §12.2).
+struct InboxConfig {
+  InboxRelayConfig relay;
 };
 
 struct HttpConfig {
-  int max_error_body_bytes = 2048;  // http.maxErrorBodyBytes
+  int max_error_body_bytes = 2048;       // http.maxErrorBodyBytes
+  bool block_private_addresses = false;  // http.blockPrivateAddresses: start-up check of hosts
+};
+
+// A JSONata transform block (QueueBox reference §8): routes[i].transform,
+// destinations.<name>.transform and sources.<name>.transform.
+struct TransformConfig {
+  std::string expression;         // JSONata; compiled at start
+  int64_t timeout_ms = 100;       // wall-clock limit of one evaluation
+  int max_depth = 100;            // evaluation depth limit (jsonata's frames)
+  std::string on_error = "Fail";  // Fail | Skip | Dead (exact case)
 };
 
 struct RouteConfig {
@@ -46,6 +103,7 @@ struct RouteConfig {
   std::string destination;                          // a key of destinations
   std::optional<std::string> routing_key_template;  // RabbitMQ routing key / Kafka record key
   std::string routing_key_missing_field_default;    // default ""
+  std::optional<TransformConfig> transform = std::nullopt;  // rewrites the delivered body
 };
 
 struct DestinationConfig {
@@ -55,6 +113,8 @@ struct DestinationConfig {
   // Every key of the block, validated against the type's option table, defaults filled,
   // secrets resolved, durations in ms. Read by the destination's factory.
   nlohmann::json options = nlohmann::json::object();
+  // Rewrites the delivered body after the route's transform (QueueBox reference §8).
+  std::optional<TransformConfig> transform = std::nullopt;
 };
 
 // admin.auth: `type` and the block's other keys, validated and with defaults filled.
@@ -91,6 +151,7 @@ struct AdminConfig {
   std::optional<AdminAuthConfig> auth;
   bool insecure = false;
   int64_t max_payload_bytes = 65536;
+  int64_t max_transform_timeout_ms = 1000;  // upper bound of POST /admin/transform/test timeoutMs
 };
 
 struct RetentionPolicy {
@@ -103,7 +164,8 @@ struct RetentionPolicy {
 
 struct RetentionConfig {
   bool enabled = false;
-  RetentionPolicy outbox;
+  RetentionPolicy outbox;  // sent and dead rows, aged by updated_at
+  RetentionPolicy inbox;   // processed and dead rows, aged by created_at (the receipt time)
 };
 
 struct LoggingConfig {
@@ -111,32 +173,26 @@ struct LoggingConfig {
   std::string level = "info";   // logging.level
 };
 
+// Where a loaded configuration came from (QueueBox reference §12.1): printed by check-config
+// and logged at start. Not an option.
+struct ConfigOrigin {
+  std::string file;     // the YAML file read; empty when none
+  int variables = 0;    // QUEUEBOX_* variables that set a key
+  std::string skipped;  // a file named by QUEUEBOX_CONFIG_FILE that does not exist; else empty
+};
+
 struct Config {
   ServerConfig server;
   DatabaseConfig database;
   OutboxConfig outbox;
+  InboxConfig inbox;
   HttpConfig http;
   std::vector<RouteConfig> routes;
   std::map<std::string, DestinationConfig> destinations;
   AdminConfig admin;
   RetentionConfig retention;
   LoggingConfig logging;
+  ConfigOrigin origin;
 };
-
-// Where configuration comes from. `file` empty: QUEUEBOX_CONFIG_FILE, else none.
-struct ConfigSource {
-  std::string file;
-  std::map<std::string, std::string> env;  // the process environment (injectable for tests)
-};
-
-// Loads and validates. kInvalidArgument with one message listing every problem:
-//   "The configuration has N errors. Fix each one and start QueueBox again.\n  - path: reason"
-Result<Config> LoadConfig(const ConfigSource& source);
-
-// The environment of this process as a map (for ConfigSource::env).
-std::map<std::string, std::string> ProcessEnvironment();
-
-// The configuration as YAML-like text with every secret masked (`check-config`, start log).
-std::string RenderMasked(const Config& config);
 
 }  // namespace queuebox

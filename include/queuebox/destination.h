@@ -6,8 +6,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,27 +16,30 @@
 
 namespace queuebox {
 
+// Data a producer attaches to one message for one kind of destination (e.g. AMQP properties,
+// destinations/rabbitmq/amqp_extension.h). The destination of that kind reads its own extension
+// (dynamic_cast); every other destination ignores it.
+class MessageExtension {
+ public:
+  virtual ~MessageExtension() = default;
+};
+
 // One message to publish: a claimed row plus what the router resolved for it.
 struct OutboundMessage {
   const OutboxRow* row = nullptr;
   // The route's routingKeyTemplate, rendered (QueueBox reference §6, §7.6); unset when the route
   // has none. RabbitMQ uses it as the routing key, Kafka as the record key.
   std::optional<std::string> routing_key;
+  // Not owned, may be null (always null for relay rows); outlives PublishBatch.
+  const MessageExtension* extension = nullptr;
+  // The body after the route and destination transforms (QueueBox reference §8), JSON text;
+  // unset: the row's payload. Address and key templates still read the row (its payload).
+  std::optional<std::string> transformed_body = std::nullopt;
 
-  // Broker-native metadata a producer asks for beyond the row (additive; empty for relay rows).
-  // Source: the BabelQueue RabbitMQ binding (broker-bindings §2, include/babelqueue/bindings.h),
-  // filled by babelqueue::DestinationTransport. Only the rabbitmq destination reads these two
-  // fields; every other destination ignores them.
-  //
-  // AMQP 0-9-1 basic properties by name: one of content_type, content_encoding, correlation_id,
-  // reply_to, expiration, message_id, type, user_id, app_id (short strings, at most 255 bytes).
-  // A value replaces the destination's default (message_id = row id, content_type =
-  // "application/json"); an unknown name or a longer value is a kReject outcome.
-  // (Both have a default member initializer so `OutboundMessage{row, key}` stays warning-free.)
-  std::map<std::string, std::string> amqp_properties = {};
-  // AMQP headers with a signed 64-bit integer value (field-table kind 'l'), added after the
-  // string headers (x-topic, x-attempt, static, row); a header of the same name is replaced.
-  std::map<std::string, int64_t> amqp_integer_headers = {};
+  // What the destination sends: the transformed body, else the row's payload.
+  std::string_view body() const {
+    return transformed_body ? std::string_view(*transformed_body) : std::string_view(row->payload);
+  }
 };
 
 struct Outcome {
@@ -74,7 +75,8 @@ class Destination {
 
   // Connects or checks what it can at start. A failure here is reported by the caller as a
   // start failure naming the destination (scenario S11); transient failures at run time are
-  // outcomes, not errors.
+  // outcomes, not errors. A broker destination whose broker is merely unreachable returns OK,
+  // reports not ready through Health() and reconnects in the background (QueueBox starts too).
   virtual Status Start() = 0;
 
   // Publishes every message of the batch with as many in flight as the destination allows and

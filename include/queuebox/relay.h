@@ -6,9 +6,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,18 +30,55 @@ class RelayObserver {
   // status: "sent" | "failed" (retry scheduled) | "dead"  (queuebox_outbox_messages_total)
   virtual void OnMessages(std::string_view /*status*/, int64_t /*n*/) {}
   virtual void OnReclaimed(int64_t /*n*/) {}
-  virtual void OnClaimsLost(int64_t /*n*/) {}            // component="outbox"
-  virtual void OnProcessError() {}                        // queuebox_outbox_process_errors_total
+  virtual void OnClaimsLost(int64_t /*n*/) {}               // component="outbox"
+  virtual void OnProcessError() {}                          // queuebox_outbox_process_errors_total
   virtual void OnProcessingDuration(double /*seconds*/) {}  // claim -> outcome written
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
-  virtual void OnPollCycle(bool /*ok*/) {}                // the poller's liveness for health
+  virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
+  // A route or destination transform failed; strategy: "fail" | "skip" | "dead"
+  // (queuebox_transform_failures_total{strategy}).
+  virtual void OnTransformFailure(std::string_view /*strategy*/) {}
+};
+
+// The route and destination transform stages (QueueBox reference §8): what body each message is
+// delivered with, or why it is not delivered. Implemented by the transform library
+// (queuebox/transform/stages.h), so the core loads no JSONata engine; a relay without transforms
+// has none (RelayOptions::transforms null).
+//
+// Thread-safety: Applies and Apply are called from the relay's worker threads at once.
+class DeliveryTransforms {
+ public:
+  struct Message {
+    const OutboxRow* row = nullptr;
+    std::size_t route = 0;  // index into RelayOptions::routes (the route that matched)
+  };
+  struct Result {
+    enum class Kind {
+      kDeliver,  // deliver `body` (onError Skip after a failure also delivers)
+      kRetry,    // onError Fail: the delivery fails; the retry path counts an attempt
+      kDead,     // onError Dead: the row is dead at once
+    };
+    Kind kind = Kind::kDeliver;
+    std::optional<std::string> body;  // kDeliver: JSON text; unset: the row's payload as is
+    std::string error;                // kRetry, kDead: the reason for last_error (not redacted)
+    // The strategy label of a stage that failed ("fail", "skip", "dead"); empty when none did.
+    std::string_view failed_strategy;
+  };
+  virtual ~DeliveryTransforms() = default;
+  // Whether the rows of `route` go through a stage (the route's or its destination's).
+  virtual bool Applies(std::size_t route) const = 0;
+  // Runs the stages of every message (messages[i] -> results[i]; the spans have one size) and
+  // returns when all are done. It may block for up to the stages' timeouts.
+  virtual void Apply(std::span<const Message> messages, std::span<Result> results) const = 0;
 };
 
 struct RelayOptions {
   OutboxConfig outbox;
   int max_error_body_bytes = 2048;
   std::vector<RouteConfig> routes;
+  // The transform stages of `routes` and their destinations; null when none is configured.
+  std::shared_ptr<const DeliveryTransforms> transforms;
 };
 
 class Relay {
@@ -53,7 +93,12 @@ class Relay {
       RelayObserver* observer = nullptr, ReplicaMembership* replicas = nullptr);
   virtual ~Relay() = default;
 
-  // Starts the poller and lease keeper threads.
+  // Starts the poller and lease keeper threads. Between cycles the poller waits
+  // outbox.pollIntervalMs, or in capture mode (outbox.capture.mode is not `polling`; QueueBox
+  // reference §13.8), where change capture wakes it for new rows,
+  // OutboxClaims::NextWakeDelayMs(outbox.capture.reconciliationIntervalMs): the next due time or
+  // lease deadline (the reconciliation interval when that query fails). A Wake or a finished
+  // message ends the wait early.
   virtual Status Start() = 0;
   // Wakes the poller now (e.g. a LISTEN/NOTIFY notification). Cheap; conflated.
   virtual void Wake() = 0;

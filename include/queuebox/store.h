@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "queuebox/inbox.h"
 #include "queuebox/message.h"
 #include "queuebox/status.h"
 
@@ -33,21 +34,25 @@ struct OutboxColumns {
               created_at = "created_at", updated_at = "updated_at", claimed_at = "claimed_at",
               claim_token = "claim_token", lease_expires_at = "lease_expires_at",
               last_error = "last_error", sequence = "sequence";
-  bool IsDefault() const;
+  bool operator==(const OutboxColumns&) const = default;
+  bool IsDefault() const { return *this == OutboxColumns{}; }
 };
 
 // database.* configuration (QueueBox reference §12.2).
 struct DatabaseConfig {
-  std::string type = "sqlite";  // "postgresql" | "sqlite"
-  std::string url;              // libpq URI / jdbc:postgresql://… / SQLite file path
-  std::string username;         // PostgreSQL role (overrides the URL's)
-  std::string password;         // secret; never logged
-  int pool_size = 10;           // connections per replica (PostgreSQL)
+  // "postgresql" | "sqlite"; empty: the kind the URL names (OpenStore; the loader fills it).
+  std::string type;
+  std::string url;       // libpq URI / jdbc:postgresql://… / SQLite file path
+  std::string username;  // PostgreSQL role (overrides the URL's)
+  std::string password;  // secret; never logged
+  int pool_size = 10;    // connections per replica (PostgreSQL)
   int64_t connection_timeout_ms = 30000;
   int64_t startup_timeout_ms = 60000;   // wait for the database at start, then fail
   bool migrate = true;                  // apply the bundled migrations at start
   std::string outbox_table = "outbox";  // database.outboxTableName
   OutboxColumns columns;                // database.columnMapping.outbox
+  std::string inbox_table = "inbox";    // database.inboxTableName
+  InboxColumns inbox_columns;           // database.columnMapping.inbox
 };
 
 // A live relay replica of this outbox under key affinity (queuebox_relay_replicas, PostgreSQL).
@@ -90,6 +95,16 @@ struct KeyShare {
   bool operator==(const KeyShare&) const = default;
 };
 
+// A connection pool's figures, for the hikaricp_connections_* metrics (docs/metrics.md).
+struct ConnectionPoolStats {
+  int active = 0;        // connections on loan to a caller (or being opened for one)
+  int idle = 0;          // open connections nobody holds
+  int pending = 0;       // callers waiting for a connection
+  int min = 0;           // connections the pool keeps open when idle
+  int max = 0;           // largest pool size (database.poolSize)
+  int64_t timeouts = 0;  // acquisitions that waited database.connectionTimeoutMs in vain
+};
+
 // Result of a migration run.
 struct MigrateReport {
   std::vector<int> applied;  // versions applied by this run, ascending
@@ -106,7 +121,7 @@ struct MigrateReport {
 //   ReplicaMembership key affinity: this replica in the set of relays of one outbox table
 //   OutboxStore       one dialect's outbox table: claims and operations, plus its schema, inserts
 //                     and (where the dialect has it) its ReplicaMembership
-// A second table with the same life cycle (the inbox) follows the same split.
+// The inbox (queuebox/inbox.h) follows the same split; OutboxStore::inbox() gives its store.
 
 // The relay's path through the outbox (QueueBox reference §4): claim due rows under a lease,
 // then write each row's outcome through its fence.
@@ -128,6 +143,16 @@ class OutboxClaims {
   // Every `processing` row whose lease is null or passed goes back to `pending`, attempt kept,
   // claimed_at null. Returns the number of rows moved.
   virtual Result<int64_t> ReclaimExpired() = 0;
+  // The poller's wait in capture mode (QueueBox reference §4.4 nextWakeDelayMs, §13.8), where
+  // change capture wakes it for new rows but nothing wakes it for a due time: milliseconds from
+  // the database's now to the nearest future scheduled_at of a pending row or lease_expires_at
+  // of a processing row, clamped to [1, max_wait_ms]; max_wait_ms when there is none.
+  // kInvalidArgument unless max_wait_ms >= 1. The default (no capture on the dialect) is
+  // max_wait_ms.
+  virtual Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) {
+    if (max_wait_ms < 1) return InvalidArgument("NextWakeDelayMs: max_wait_ms must be at least 1");
+    return max_wait_ms;
+  }
 };
 
 // What operators do with the outbox (`queuebox status/replay/dead list`, the admin API,
@@ -209,13 +234,18 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // kInvalidArgument for a payload that is not JSON.
   virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
 
+  // The figures of the store's connection pool; nullopt when the dialect has none (SQLite).
+  // Cheap and thread-safe (metrics read it on every scrape).
+  virtual std::optional<ConnectionPoolStats> PoolStats() { return std::nullopt; }
+
   // This store's replica set under key affinity, owned by the store; nullptr when the dialect
   // has one writer and no replica table (SQLite): every claim then takes every key.
   virtual ReplicaMembership* replica_membership() { return nullptr; }
-};
 
-// Opens the store named by config.type ("postgresql" | "sqlite"). Does not wait for the
-// database (see WaitForDatabase in core). kInvalidArgument for an unknown type or a bad URL.
-Result<std::unique_ptr<OutboxStore>> OpenStore(const DatabaseConfig& config);
+  // The inbox of this database (database.inboxTableName), owned by the store and sharing its
+  // connections: the relay forwards an inbox row into this outbox in one transaction. nullptr
+  // for a store without an inbox (the in-memory twin of tests).
+  virtual InboxStore* inbox() { return nullptr; }
+};
 
 }  // namespace queuebox

@@ -33,6 +33,16 @@ void JsonError(httplib::Response& res, int status, const std::string& error) {
                   kJson);
 }
 
+constexpr const char* kTransformTestPath = "/admin/transform/test";
+
+// The transform test endpoint's error shape (QueueBox's TransformTestResponse).
+void TransformTestError(httplib::Response& res, int status, const std::string& error) {
+  res.status = status;
+  res.set_content(json{{"success", false}, {"error", error}}.dump(-1, ' ', false,
+                                                                  json::error_handler_t::replace),
+                  kJson);
+}
+
 bool IsBroker(std::string_view type) {
   return type == "rabbitmq" || type == "kafka" || type == "nats";
 }
@@ -48,6 +58,7 @@ struct CheckTracker {
 struct Check {
   std::string name;
   std::function<bool()> run;
+  bool advisory = false;  // shown, but never makes readiness fail
 };
 
 // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second process bind a port
@@ -166,7 +177,7 @@ struct AdminServer::Impl {
           req.has_header("Content-Length")) {
         auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
         if (declared > config.admin.max_payload_bytes) {
-          TooLarge(res);
+          TooLarge(res, req.path == kTransformTestPath ? TransformTestError : JsonError);
           return httplib::Server::HandlerResponse::Handled;
         }
       }
@@ -174,9 +185,11 @@ struct AdminServer::Impl {
     });
   }
 
-  void TooLarge(httplib::Response& res) {
-    JsonError(res, 413,
-              "Request body exceeds " + std::to_string(config.admin.max_payload_bytes) + " bytes");
+  using ErrorWriter = void (*)(httplib::Response&, int, const std::string&);
+
+  void TooLarge(httplib::Response& res, ErrorWriter error = JsonError) {
+    error(res, 413,
+          "Request body exceeds " + std::to_string(config.admin.max_payload_bytes) + " bytes");
     res.set_header("Connection", "close");
   }
 
@@ -210,11 +223,26 @@ struct AdminServer::Impl {
           JsonError(res, 500, "Internal error");
         }
       });
+      if (deps.transform_test) {
+        s.Post(kTransformTestPath, [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& reader) {
+          InFlight f(this);
+          try {
+            TransformTest(req, res, reader);
+          } catch (const std::exception& e) {
+            log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+            TransformTestError(res, 500, "Internal error");
+          }
+        });
+      }
     }
   }
 
-  void Replay(const httplib::Request& req, httplib::Response& res,
-              const httplib::ContentReader& reader) {
+  // Reads the body under admin.maxPayloadBytes, then checks admin.auth against it (the body
+  // comes first so HMAC can sign it). nullopt after answering 413 or 401 with `error`.
+  std::optional<std::string> ReadAuthenticated(const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& reader,
+                                               ErrorWriter error) {
     std::string body;
     bool too_large = false;
     reader([&](const char* data_ptr, size_t n) {
@@ -225,7 +253,10 @@ struct AdminServer::Impl {
       body.append(data_ptr, n);
       return true;
     });
-    if (too_large) return TooLarge(res);
+    if (too_large) {
+      TooLarge(res, error);
+      return std::nullopt;
+    }
     if (auth) {
       int64_t now = deps.now_ms ? deps.now_ms()
                                 : std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -236,13 +267,35 @@ struct AdminServer::Impl {
           body, now);
       if (!s.ok()) {
         log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
-        return JsonError(res, 401, s.message());
+        error(res, 401, s.message());
+        return std::nullopt;
       }
     }
+    return body;
+  }
+
+  void TransformTest(const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& reader) {
+    std::optional<std::string> body = ReadAuthenticated(req, res, reader, TransformTestError);
+    if (!body) return;
+    auto [status, answer] = deps.transform_test(*body);
+    res.status = status;
+    res.set_content(answer, kJson);
+  }
+
+  void Replay(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader) {
+    std::optional<std::string> read = ReadAuthenticated(req, res, reader, JsonError);
+    if (!read) return;
+    const std::string& body = *read;
     auto request = ParseReplayRequest(body);
     if (!request.ok()) return JsonError(res, 400, "Invalid request: " + request.status().message());
     if (!request->HasFilter()) return JsonError(res, 400, std::string(kReplayNeedsFilter));
-    auto moved = RunReplay(*request, router, *deps.store);
+    if (request->inbox() && deps.inbox == nullptr) {
+      return JsonError(res, 400, "Invalid request: this store has no inbox");
+    }
+    auto moved = request->inbox() ? RunInboxReplay(*request, *deps.inbox)
+                                  : RunReplay(*request, router, *deps.store);
     if (!moved.ok()) {
       log::Error("The replay failed.", {{"reason", moved.status().ToString()}});
       return JsonError(res, moved.status().code() == StatusCode::kUnavailable ? 503 : 500,
@@ -258,12 +311,18 @@ struct AdminServer::Impl {
     checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
     auto poller = deps.poller_healthy;
     checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});
+    if (deps.inbox_relay_healthy) {
+      checks_list.push_back({"inbox-relay", deps.inbox_relay_healthy});
+    }
     if (deps.retention_healthy)
       checks_list.push_back({"retention-service", deps.retention_healthy});
     for (Destination* d : deps.destinations) {
       if (d == nullptr || !IsBroker(d->type())) continue;
       checks_list.push_back(
           {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
+    }
+    if (deps.capture_healthy) {
+      checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
     }
     return checks_list;
   }
@@ -313,7 +372,7 @@ struct AdminServer::Impl {
     bool healthy = true;
     for (size_t i = 0; i < list.size(); ++i) {
       bool up = results->state[i] == 1;
-      healthy = healthy && up;
+      healthy = healthy && (up || list[i].advisory);
       components[list[i].name] = {{"status", up ? "up" : "down"}};
     }
     lock.unlock();

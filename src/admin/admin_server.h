@@ -8,14 +8,20 @@
 //   GET /              200 text "QueueBox is running!" (data port only)
 //   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
 //   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
-//                      database, outbox-poller, retention-service (when enabled) and one per
-//                      broker destination "<type>.<name>"; each check runs off-thread, bounded
+//                      database, outbox-poller, inbox-relay (when the relay runs),
+//                      retention-service (when enabled), one per broker destination
+//                      "<type>.<name>" and outbox-capture (when enabled; advisory:
+//                      shown, never decides); each check runs off-thread, bounded
 //                      at 3 s (timeout = down)
 //   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
 //   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
-//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}
+//                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
+//                      "table": "inbox" it replays inbox rows (admin/replay.h)
+//   POST /admin/transform/test  when admin.enabled and deps.transform_test is set (else 404):
+//                      the same body and auth rules, errors as {"success":false,"error":...};
+//                      the answer is deps.transform_test's (QueueBox reference §13.2)
 // Drain: after StartDraining() every new request gets 503 {"error":"QueueBox is shutting down"}.
 //
 // Thread-safety: Start/StartDraining/Stop from one controlling thread; handlers run on the
@@ -27,10 +33,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "queuebox/config.h"
 #include "queuebox/destination.h"
+#include "queuebox/inbox.h"
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
@@ -45,12 +54,19 @@ class Metrics;
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
+  // The inbox, for POST /admin/replay with "table": "inbox"; nullptr answers that replay 400.
+  InboxOperations* inbox = nullptr;
   Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.
   std::function<bool()> poller_healthy;
   // retention-service: shown when set (retention enabled).
   std::function<bool()> retention_healthy;
+  // outbox-capture: shown when set (outbox.capture.enabled); advisory, QueueBox reference §13.3:
+  // its status is reported but never makes readiness fail, since delivery goes on by SQL.
+  std::function<bool()> capture_healthy;
+  // inbox-relay: shown when set (inbox.relay.enabled); true while the relay cycles.
+  std::function<bool()> inbox_relay_healthy;
   // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
   // with Destination::Health(). http and file destinations are skipped.
   std::vector<Destination*> destinations;
@@ -61,6 +77,10 @@ struct AdminServerDeps {
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
   std::function<void(httplib::Server&)> extra_data_routes;
+  // POST /admin/transform/test: the answer {HTTP status, JSON body} to a body already read under
+  // admin.maxPayloadBytes and authenticated. Unset (a build without transforms): no route.
+  // Called on the server's worker threads, several at once.
+  std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
 
 class AdminServer {

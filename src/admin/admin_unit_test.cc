@@ -222,7 +222,9 @@ TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
   m.OnCleanup("outbox", 5, 0.01);
   m.SetPending(7, 12.5);
   std::string text = m.Render();
-  EXPECT_THAT(text, HasSubstr("queuebox_info{version=\"9.9.9\"} 1"));
+  // QueueBox's exporter name (its upgrade guide greps `^queuebox{`).
+  EXPECT_THAT(text, HasSubstr("\nqueuebox{version=\"9.9.9\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("queuebox_info")));
   EXPECT_THAT(text, HasSubstr("queuebox_outbox_messages_total{status=\"sent\"} 3"));
   EXPECT_THAT(text, HasSubstr("queuebox_outbox_messages_total{status=\"dead\"} 1"));
   EXPECT_THAT(
@@ -248,6 +250,76 @@ TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
   EXPECT_GT(m.SecondsSinceLastPollCycle(), 1e6);
   m.OnPollCycle(true);
   EXPECT_LT(m.SecondsSinceLastPollCycle(), 60.0);
+}
+
+// Counters whose label values are known are scraped at 0 before their first event, so an
+// increase() alert sees the first one (QueueBox shows them only after it).
+TEST(MetricsTest, KnownLabelSetsStartAtZero) {
+  Metrics m("1.0.0");
+  m.ExportDestinations({"orders-api", "events"});
+  m.ExportCleanup("outbox");
+  std::string text = m.Render();
+  for (const char* line : {
+           "queuebox_outbox_messages_total{status=\"sent\"} 0",
+           "queuebox_outbox_messages_total{status=\"failed\"} 0",
+           "queuebox_outbox_messages_total{status=\"dead\"} 0",
+           "queuebox_claims_lost_total{component=\"outbox\"} 0",
+           "queuebox_claims_lost_total{component=\"inbox\"} 0",
+           "queuebox_http_publish_responses_total{status_class=\"1xx\"} 0",
+           "queuebox_http_publish_responses_total{status_class=\"5xx\"} 0",
+           "queuebox_http_publish_responses_total{status_class=\"other\"} 0",
+           "queuebox_outbox_destination_messages_total{destination=\"orders-api\",outcome="
+           "\"success\"} 0",
+           "queuebox_outbox_destination_messages_total{destination=\"events\",outcome="
+           "\"failure\"} 0",
+           "queuebox_outbox_queue_depth{destination=\"events\"} 0",
+           "queuebox_cleanup_messages_deleted_total{table=\"outbox\"} 0",
+       }) {
+    EXPECT_THAT(text, HasSubstr(std::string("\n") + line + "\n")) << line;
+  }
+  m.OnClaimsLost(1);
+  EXPECT_THAT(m.Render(), HasSubstr("\nqueuebox_claims_lost_total{component=\"outbox\"} 1\n"));
+  // No pool exported: no hikaricp family.
+  EXPECT_THAT(text, Not(HasSubstr("hikaricp")));
+}
+
+TEST(MetricsTest, ThePoolIsExportedUnderHikariNames) {
+  Metrics m("1.0.0");
+  ConnectionPoolStats stats{
+      .active = 3, .idle = 2, .pending = 4, .min = 0, .max = 10, .timeouts = 0};
+  m.ExportConnectionPool("queuebox", [&stats] { return stats; });
+  std::string text = m.Render();
+  for (const char* line : {
+           "hikaricp_connections{pool=\"queuebox\"} 5",
+           "hikaricp_connections_active{pool=\"queuebox\"} 3",
+           "hikaricp_connections_idle{pool=\"queuebox\"} 2",
+           "hikaricp_connections_pending{pool=\"queuebox\"} 4",
+           "hikaricp_connections_min{pool=\"queuebox\"} 0",
+           "hikaricp_connections_max{pool=\"queuebox\"} 10",
+           "hikaricp_connections_timeout_total{pool=\"queuebox\"} 0",
+       }) {
+    EXPECT_THAT(text, HasSubstr(std::string("\n") + line + "\n")) << line;
+  }
+  stats.timeouts = 2;
+  EXPECT_THAT(m.Render(), HasSubstr("\nhikaricp_connections_timeout_total{pool=\"queuebox\"} 2\n"));
+  stats.timeouts = 3;
+  EXPECT_THAT(m.Render(), HasSubstr("\nhikaricp_connections_timeout_total{pool=\"queuebox\"} 3\n"));
+}
+
+// queuebox_transform_failures_total{strategy}: the three strategies from the start, at 0.
+TEST(MetricsTest, TransformFailuresStartAtZeroForEveryStrategy) {
+  Metrics m;
+  std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"fail\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"skip\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"dead\"} 0"));
+  m.OnTransformFailure("skip");
+  m.OnTransformFailure("skip");
+  m.OnTransformFailure("dead");
+  text = m.Render();
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"fail\"} 0"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"skip\"} 2"));
+  EXPECT_THAT(text, HasSubstr("queuebox_transform_failures_total{strategy=\"dead\"} 1"));
 }
 
 TEST(RetentionValidateTest, PolicyNeedsItsLimit) {

@@ -1,12 +1,15 @@
 #include "admin/cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/router.h"
+#include "store/change_capture.h"
 
 namespace queuebox {
 namespace {
@@ -53,13 +56,66 @@ std::string Seconds(double s) {
   return buf;
 }
 
+// "12.3 MiB (12897484 bytes)".
+std::string Bytes(int64_t n) {
+  if (n < 0) return "unknown";
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return std::to_string(n) + " bytes";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u], static_cast<long long>(n));
+  return buf;
+}
+
+// The capture part of `queuebox status`: nullopt when capture is not PostgreSQL's.
+std::optional<CaptureReport> CaptureReportFor(const Config& config, std::ostream& err) {
+  auto report = ReadCaptureReport(config.database, config.outbox.capture);
+  if (!report.ok()) {
+    err << "The capture slot query failed: " << report.status().ToString() << "\n";
+    return std::nullopt;
+  }
+  return *report;
+}
+
+}  // namespace
+
+namespace {
+
+// The inbox part of `status`: nullopt when there is no inbox table; an error otherwise.
+Result<std::optional<InboxStats>> InboxStatus(InboxStore* inbox) {
+  if (inbox == nullptr) return std::optional<InboxStats>();
+  Status schema = inbox->CheckSchema();
+  if (schema.code() == StatusCode::kNotFound) return std::optional<InboxStats>();
+  QB_ASSIGN_OR_RETURN(InboxStats stats, inbox->Stats());
+  return std::optional<InboxStats>(std::move(stats));
+}
+
+const std::vector<std::string>& InboxStates() {
+  static const std::vector<std::string> states = {kInboxStatePending, kInboxStateProcessing,
+                                                  kInboxStateProcessed, kInboxStateDead};
+  return states;
+}
+
 }  // namespace
 
 int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
-                     const Config& /*config*/, bool json, std::ostream& out, std::ostream& err) {
+                     const Config& config, bool json, std::ostream& out, std::ostream& err,
+                     InboxStore* inbox) {
   auto stats = store.Stats();
   if (!stats.ok()) {
     err << "The status query failed: " << stats.status().ToString() << "\n";
+    return 1;
+  }
+  const CaptureConfig& cap = config.outbox.capture;
+  const std::optional<CaptureReport> capture = CaptureReportFor(config, err);
+  auto inbox_stats = InboxStatus(inbox);
+  if (!inbox_stats.ok()) {
+    err << "The inbox status query failed: " << inbox_stats.status().ToString() << "\n";
     return 1;
   }
   // Key affinity; empty without a replica set.
@@ -84,10 +140,42 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
                           {"heartbeatAgeSeconds", r.heartbeat_age_seconds},
                           {"startedAt", r.started_at}});
     }
+    ordered_json inbox_json = nullptr;
+    if (*inbox_stats) {
+      const InboxStats& in = **inbox_stats;
+      ordered_json by_source = ordered_json::object();
+      for (const auto& [source, by_state] : in.rows_by_source_state) {
+        ordered_json counts = ordered_json::object();
+        for (const std::string& st : InboxStates()) {
+          auto it = by_state.find(st);
+          counts[st] = it == by_state.end() ? int64_t{0} : it->second;
+        }
+        for (const auto& [st, n] : by_state) counts[st] = n;
+        by_source[source] = counts;
+      }
+      inbox_json = {{"rowsBySourceAndState", by_source},
+                    {"oldestPendingAgeSeconds", in.oldest_pending_age_seconds}};
+    }
     ordered_json j = {{"rowsByState", rows},
                       {"oldestPendingAgeSeconds", stats->oldest_pending_age_seconds},
                       {"deadByTopic", dead},
-                      {"replicas", replicas}};
+                      {"replicas", replicas},
+                      {"inbox", inbox_json}};
+    if (capture) {
+      ordered_json slot = {{"name", cap.slot}, {"exists", capture->slot.has_value()}};
+      if (capture->slot) {
+        slot["active"] = capture->slot->active;
+        slot["confirmedFlushLsn"] = capture->slot->confirmed_flush_lsn;
+        slot["restartLsn"] = capture->slot->restart_lsn;
+        slot["walStatus"] = capture->slot->wal_status;
+        slot["retainedBytes"] = capture->slot->retained_bytes;
+        slot["overThreshold"] = capture->slot->retained_bytes > cap.slot_retention_warn_bytes;
+      }
+      j["capture"] = {{"mode", cap.mode},
+                      {"identity", cap.identity},
+                      {"recorded", capture->recorded},
+                      {"slot", slot}};
+    }
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -113,19 +201,84 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
     }
     out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
   }
+  if (capture) {
+    out << "\nChange capture: " << cap.mode << ", identity " << cap.identity
+        << (capture->recorded ? " (recorded in queuebox_capture_state)"
+                              : " (not recorded yet: capture has not started once)")
+        << "\n";
+    if (!capture->slot) {
+      out << "The replication slot " << cap.slot
+          << " does not exist (capture creates it on its first start).\n";
+    } else {
+      const auto& slot = *capture->slot;
+      out << Table({"SLOT", "ACTIVE", "CONFIRMED", "RETAINED WAL"},
+                   {{cap.slot, slot.active ? "yes" : "no", slot.confirmed_flush_lsn,
+                     Bytes(slot.retained_bytes)}});
+      if (slot.retained_bytes > cap.slot_retention_warn_bytes) {
+        out << "Warning: the slot retains more WAL than outbox.capture.slotRetentionWarnBytes ("
+            << cap.slot_retention_warn_bytes
+            << "). A slot that nobody reads keeps WAL until the disk fills: start the relay that "
+               "owns capture, or drop the slot of a retired capture identity (SELECT "
+               "pg_drop_replication_slot('"
+            << cap.slot << "');).\n";
+      }
+    }
+  }
+  if (inbox != nullptr && !*inbox_stats) {
+    out << "\nNo inbox table.\n";
+  } else if (*inbox_stats) {
+    const InboxStats& in = **inbox_stats;
+    if (in.rows_by_source_state.empty()) {
+      out << "\nThe inbox is empty.\n";
+    } else {
+      std::vector<std::string> header = {"INBOX SOURCE"};
+      for (const std::string& st : InboxStates()) {
+        std::string upper = st;
+        std::transform(upper.begin(), upper.end(), upper.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+        header.push_back(upper);
+      }
+      std::vector<std::vector<std::string>> rows_in;
+      for (const auto& [source, by_state] : in.rows_by_source_state) {
+        std::vector<std::string> row = {source};
+        for (const std::string& st : InboxStates()) {
+          auto it = by_state.find(st);
+          row.push_back(std::to_string(it == by_state.end() ? 0 : it->second));
+        }
+        rows_in.push_back(std::move(row));
+      }
+      out << "\n" << Table(header, rows_in);
+    }
+    out << "\nOldest pending inbox age (push): " << Seconds(in.oldest_pending_age_seconds)
+        << " s\n";
+  }
   return 0;
 }
 
 int RunReplayCommand(OutboxOperations& store, const Config& config, ReplayRequest request,
-                     std::ostream& out, std::ostream& err) {
+                     std::ostream& out, std::ostream& err, InboxOperations* inbox) {
   if (!request.HasFilter()) {
     err << kReplayNeedsFilter
-        << " Use --id, --topic, --topics, --destination, --created-after or --created-before.\n";
+        << " Use --id, --topic, --topics, --destination, --created-after or --created-before "
+           "(--table inbox: --id, --source, --sources, --created-after, --created-before).\n";
     return 2;
   }
   if (Status s = NormaliseReplayRequest(request); !s.ok()) {
     err << "Invalid request: " << s.message() << "\n";
     return 2;
+  }
+  if (request.inbox()) {
+    if (inbox == nullptr) {
+      err << "The replay failed: this store has no inbox.\n";
+      return 1;
+    }
+    auto moved = RunInboxReplay(request, *inbox);
+    if (!moved.ok()) {
+      err << "The replay failed: " << moved.status().ToString() << "\n";
+      return 1;
+    }
+    out << "Moved " << *moved << " inbox row(s).\n";
+    return 0;
   }
   auto router = Router::Create(config.routes);
   if (!router.ok()) {
@@ -175,6 +328,50 @@ int RunDeadListCommand(OutboxOperations& store, const Config& /*config*/, int li
                     OneLine(d.last_error, 80), d.updated_at});
   }
   out << Table({"ID", "TOPIC", "KEY", "ATTEMPT", "LAST ERROR", "UPDATED AT"}, rows);
+  return 0;
+}
+
+int RunInboxDeadListCommand(InboxOperations& inbox, int limit, bool json, std::ostream& out,
+                            std::ostream& err) {
+  if (limit <= 0) {
+    err << "--limit must be > 0\n";
+    return 2;
+  }
+  auto dead = inbox.ListDead(limit);
+  if (!dead.ok()) {
+    err << "The dead-letter query failed: " << dead.status().ToString() << "\n";
+    return 1;
+  }
+  auto optional = [](const std::optional<std::string>& v) {
+    return v ? ordered_json(*v) : ordered_json(nullptr);
+  };
+  if (json) {
+    ordered_json list = ordered_json::array();
+    for (const auto& d : *dead) {
+      list.push_back({{"id", d.id},
+                      {"source", d.source},
+                      {"idempotencyKey", d.idempotency_key},
+                      {"aggregateId", optional(d.aggregate_id)},
+                      {"eventType", optional(d.event_type)},
+                      {"attempt", d.attempt},
+                      {"lastError", d.last_error},
+                      {"createdAt", d.created_at}});
+    }
+    out << list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  if (dead->empty()) {
+    out << "No dead inbox rows.\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& d : *dead) {
+    rows.push_back({d.id, d.source, OneLine(d.idempotency_key, 40), d.aggregate_id.value_or(""),
+                    std::to_string(d.attempt), OneLine(d.last_error, 80), d.created_at});
+  }
+  out << Table(
+      {"ID", "SOURCE", "IDEMPOTENCY KEY", "AGGREGATE", "ATTEMPT", "LAST ERROR", "CREATED AT"},
+      rows);
   return 0;
 }
 

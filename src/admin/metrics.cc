@@ -109,8 +109,10 @@ struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   Clock::time_point started = Clock::now();
 
+  // QueueBox registers `queuebox_info`; its exporter drops the `_info` suffix, so dashboards
+  // and its upgrade guide read `queuebox{version="..."}`.
   prometheus::Family<prometheus::Gauge>& info = prometheus::BuildGauge()
-                                                    .Name("queuebox_info")
+                                                    .Name("queuebox")
                                                     .Help("QueueBox build information; value 1")
                                                     .Register(*registry);
   prometheus::Gauge& uptime = prometheus::BuildGauge()
@@ -184,6 +186,11 @@ struct Metrics::Impl {
           .Name("queuebox_http_publish_responses_total")
           .Help("HTTP destination responses by status class: 1xx..5xx, other")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& transform_failures =
+      prometheus::BuildCounter()
+          .Name("queuebox_transform_failures_total")
+          .Help("Route and destination transform failures by onError strategy: fail, skip, dead")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& cleanup_deleted =
       prometheus::BuildCounter()
           .Name("queuebox_cleanup_messages_deleted_total")
@@ -205,6 +212,25 @@ struct Metrics::Impl {
           .Help("Unix time (seconds) of the last retention run, by table")
           .Register(*registry);
 
+  prometheus::Family<prometheus::Counter>& inbox_messages =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_messages_total")
+          .Help("Inbox messages by status: new (stored), duplicate, forwarded (into the outbox)")
+          .Register(*registry);
+  prometheus::Counter& inbox_relay_errors =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_relay_errors_total")
+          .Help("Failed inbox relay cycles and inbox rows whose topic rendered empty")
+          .Register(*registry)
+          .Add({});
+  prometheus::Gauge& inbox_oldest_pending =
+      prometheus::BuildGauge()
+          .Name("queuebox_inbox_oldest_pending_age_seconds")
+          .Help("Age of the oldest pending push row of the inbox on the database clock; 0 when "
+                "none or the relay is off")
+          .Register(*registry)
+          .Add({});
+
   WindowMax processing_max{processing_max_family};
   WindowMax publish_max{publish_max_family};
   prometheus::Summary& processing_all = processing.Add({}, TimerQuantiles());
@@ -224,6 +250,26 @@ struct Metrics::Impl {
 
   std::atomic<int64_t> last_poll_ns{-1};
 
+  // Change capture (SetCaptureProbe).
+  std::mutex capture_mu;
+  std::function<CaptureReading()> capture_probe;
+  prometheus::Gauge* capture_streaming = nullptr;
+  prometheus::Counter* capture_wakeups = nullptr;
+  prometheus::Gauge* capture_retained = nullptr;
+  int64_t capture_wakeups_seen = 0;
+
+  // hikaricp_connections_* of the database pool (ExportConnectionPool); built on first use.
+  std::mutex pool_mu;
+  std::function<ConnectionPoolStats()> read_pool;
+  prometheus::Gauge* pool_total = nullptr;
+  prometheus::Gauge* pool_active = nullptr;
+  prometheus::Gauge* pool_idle = nullptr;
+  prometheus::Gauge* pool_pending = nullptr;
+  prometheus::Gauge* pool_min = nullptr;
+  prometheus::Gauge* pool_max = nullptr;
+  prometheus::Counter* pool_timeouts = nullptr;
+  int64_t pool_timeouts_seen = 0;
+
   // Pending refresher state.
   std::mutex pending_mu;  // serialises Stats() calls
   OutboxOperations* store = nullptr;
@@ -235,6 +281,75 @@ struct Metrics::Impl {
 
 Metrics::Metrics(std::string version) : impl_(std::make_unique<Impl>()) {
   impl_->info.Add({{"version", std::move(version)}}).Set(1);
+  // Counters whose label values are known at start are exported at 0 from the first scrape,
+  // so increase() and rate() see their first event (a series that appears with 1 does not).
+  for (const char* status : {"sent", "failed", "dead"}) {
+    impl_->messages.Add({{"status", status}});
+  }
+  for (const char* component : {"outbox", "inbox"}) {
+    impl_->claims_lost.Add({{"component", component}});
+  }
+  for (const char* cls : {"1xx", "2xx", "3xx", "4xx", "5xx", "other"}) {
+    impl_->http_responses_by.Get({cls});
+  }
+  // Every strategy from the start, at 0, so a rate() over it works before the first failure.
+  for (const char* strategy : {"fail", "skip", "dead"}) {
+    impl_->transform_failures.Add({{"strategy", strategy}});
+  }
+}
+
+void Metrics::ExportDestinations(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    impl_->destination_messages_by.Get({name, "success"});
+    impl_->destination_messages_by.Get({name, "failure"});
+    impl_->queue_depth.Add({{"destination", name}});
+  }
+}
+
+void Metrics::ExportCleanup(std::string_view table) {
+  impl_->cleanup_deleted.Add({{"table", std::string(table)}});
+}
+
+void Metrics::ExportConnectionPool(const std::string& pool,
+                                   std::function<ConnectionPoolStats()> read) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.pool_mu);
+  if (m.read_pool) return;  // one pool per process
+  prometheus::Labels labels{{"pool", pool}};
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*m.registry).Add(labels);
+  };
+  m.pool_total = gauge("hikaricp_connections", "Open connections of the pool: idle and active");
+  m.pool_active = gauge("hikaricp_connections_active", "Connections a caller holds");
+  m.pool_idle = gauge("hikaricp_connections_idle", "Open connections no caller holds");
+  m.pool_pending = gauge("hikaricp_connections_pending", "Callers waiting for a connection");
+  m.pool_min = gauge("hikaricp_connections_min", "Connections the pool keeps open when idle");
+  m.pool_max = gauge("hikaricp_connections_max", "Largest pool size (database.poolSize)");
+  m.pool_timeouts = &prometheus::BuildCounter()
+                         .Name("hikaricp_connections_timeout_total")
+                         .Help(
+                             "Connection requests that waited database.connectionTimeoutMs "
+                             "in vain")
+                         .Register(*m.registry)
+                         .Add(labels);
+  m.read_pool = std::move(read);
+}
+
+void Metrics::RefreshPool() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.pool_mu);
+  if (!m.read_pool) return;
+  ConnectionPoolStats s = m.read_pool();
+  m.pool_total->Set(static_cast<double>(s.active + s.idle));
+  m.pool_active->Set(static_cast<double>(s.active));
+  m.pool_idle->Set(static_cast<double>(s.idle));
+  m.pool_pending->Set(static_cast<double>(s.pending));
+  m.pool_min->Set(static_cast<double>(s.min));
+  m.pool_max->Set(static_cast<double>(s.max));
+  if (s.timeouts > m.pool_timeouts_seen) {
+    m.pool_timeouts->Increment(static_cast<double>(s.timeouts - m.pool_timeouts_seen));
+    m.pool_timeouts_seen = s.timeouts;
+  }
 }
 
 Metrics::~Metrics() { StopPendingRefresher(); }
@@ -255,6 +370,20 @@ void Metrics::OnClaimsLost(std::string_view component, int64_t n) {
 
 void Metrics::OnProcessError() { impl_->process_errors.Increment(); }
 
+void Metrics::OnInboxForwarded(int64_t n) { OnInboxMessages("forwarded", n); }
+
+void Metrics::OnInboxRelayError() { impl_->inbox_relay_errors.Increment(); }
+
+void Metrics::OnInboxClaimsLost(int64_t n) { OnClaimsLost("inbox", n); }
+
+void Metrics::OnInboxOldestPendingAge(double seconds) {
+  impl_->inbox_oldest_pending.Set(seconds);
+}
+
+void Metrics::OnInboxMessages(std::string_view status, int64_t n) {
+  impl_->inbox_messages.Add({{"status", std::string(status)}}).Increment(static_cast<double>(n));
+}
+
 void Metrics::OnProcessingDuration(double seconds) {
   impl_->processing_all.Observe(seconds);
   impl_->processing_max.Observe({}, seconds);
@@ -264,6 +393,10 @@ void Metrics::OnPublish(const Destination& d, bool success, double seconds) {
   impl_->publish_by_type.Get({std::string(d.type())}).Observe(seconds);
   impl_->publish_max.Observe({{"destination_type", std::string(d.type())}}, seconds);
   impl_->destination_messages_by.Get({d.name(), success ? "success" : "failure"}).Increment();
+}
+
+void Metrics::OnTransformFailure(std::string_view strategy) {
+  impl_->transform_failures.Add({{"strategy", std::string(strategy)}}).Increment();
 }
 
 void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {
@@ -361,12 +494,53 @@ void Metrics::StopPendingRefresher() {
   impl_->store = nullptr;
 }
 
+void Metrics::SetCaptureProbe(std::function<CaptureReading()> probe) {
+  std::lock_guard<std::mutex> lock(impl_->capture_mu);
+  auto& registry = *impl_->registry;
+  if (impl_->capture_streaming == nullptr) {
+    impl_->capture_streaming =
+        &prometheus::BuildGauge()
+             .Name("queuebox_capture_streaming")
+             .Help("1 while change capture streams from its replication slot, else 0")
+             .Register(registry)
+             .Add({});
+    impl_->capture_wakeups = &prometheus::BuildCounter()
+                                  .Name("queuebox_capture_wakeups_total")
+                                  .Help("Delivery wake-ups sent by change capture")
+                                  .Register(registry)
+                                  .Add({});
+    impl_->capture_retained =
+        &prometheus::BuildGauge()
+             .Name("queuebox_capture_slot_retained_bytes")
+             .Help("WAL bytes the capture slot retains: pg_current_wal_lsn() - confirmed_flush_lsn")
+             .Register(registry)
+             .Add({});
+  }
+  impl_->capture_probe = std::move(probe);
+}
+
 std::string Metrics::Render() {
   RefreshPending(/*only_if_stale=*/true);
+  {
+    std::lock_guard<std::mutex> lock(impl_->capture_mu);
+    if (impl_->capture_probe) {
+      CaptureReading r = impl_->capture_probe();
+      impl_->capture_streaming->Set(r.streaming ? 1 : 0);
+      if (r.wakeups > impl_->capture_wakeups_seen) {
+        impl_->capture_wakeups->Increment(
+            static_cast<double>(r.wakeups - impl_->capture_wakeups_seen));
+        impl_->capture_wakeups_seen = r.wakeups;
+      }
+      if (r.slot_retained_bytes >= 0) {
+        impl_->capture_retained->Set(static_cast<double>(r.slot_retained_bytes));
+      }
+    }
+  }
   impl_->uptime.Set(std::chrono::duration<double>(Clock::now() - impl_->started).count());
   impl_->processing_max.Refresh();
   impl_->publish_max.Refresh();
   impl_->cleanup_max.Refresh();
+  RefreshPool();
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 

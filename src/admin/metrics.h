@@ -2,10 +2,14 @@
 // rendered with prometheus::TextSerializer for GET /metrics. Names, types and labels are
 // QueueBox's; docs/metrics.md lists every family (a test compares the list with a scrape).
 //
-// Metrics implements RelayObserver, so the relay feeds it directly. The pending gauges
+// Metrics implements RelayObserver and InboxRelayObserver, so both relays feed it directly. The pending gauges
 // (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds) come from
 // OutboxOperations::Stats (database clock), refreshed by a background thread at most every
 // outbox.pendingGaugeIntervalMs and on scrape when older than that.
+//
+// Counters with a known label set (status, component, status_class, the configured
+// destinations) are exported at 0 from the start, unlike QueueBox's "tagged metrics appear on
+// first use", so alerts on increase() catch the first event.
 //
 // Timers are summaries with quantiles 0.5/0.95/0.99 (60 s window) plus a `<name>_max` gauge: the
 // largest observation of the current and the previous 60 s window (Micrometer's decaying max).
@@ -16,12 +20,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
+#include "core/inbox_relay.h"
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
 
@@ -33,7 +40,7 @@ namespace queuebox {
 
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-class Metrics final : public RelayObserver {
+class Metrics final : public RelayObserver, public InboxRelayObserver {
  public:
   explicit Metrics(std::string version = QUEUEBOX_VERSION);
   ~Metrics() override;
@@ -49,7 +56,18 @@ class Metrics final : public RelayObserver {
   void OnPublish(const Destination& d, bool success, double seconds) override;
   void OnQueueDepth(const std::string& destination, int64_t delta) override;
   void OnPollCycle(bool ok) override;
+  // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.
+  void OnTransformFailure(std::string_view strategy) override;
 
+  // --- InboxRelayObserver ---
+  void OnInboxForwarded(int64_t n) override;  // queuebox_inbox_messages_total{status="forwarded"}
+  void OnInboxRelayError() override;          // queuebox_inbox_relay_errors_total
+  void OnInboxClaimsLost(int64_t n) override;  // queuebox_claims_lost_total{component="inbox"}
+  void OnInboxOldestPendingAge(double seconds) override;
+
+  // queuebox_inbox_messages_total{status}: "new" and "duplicate" from the sources after
+  // InboxIntake::Store ("forwarded" comes from the relay).
+  void OnInboxMessages(std::string_view status, int64_t n);
   // queuebox_claims_lost_total{component} for other components (e.g. "inbox").
   void OnClaimsLost(std::string_view component, int64_t n);
   // queuebox_http_publish_responses_total{status_class}: 100-599 -> "1xx".."5xx", else "other".
@@ -57,8 +75,31 @@ class Metrics final : public RelayObserver {
   void OnHttpResponse(int status);
   // One retention run of `table` ("outbox"): deleted total, duration summary, last run = now.
   void OnCleanup(std::string_view table, int64_t deleted, double seconds);
+  // Exports the per-destination series at 0 (outcome success/failure, queue depth) for the
+  // configured destinations, before their first publish.
+  void ExportDestinations(const std::vector<std::string>& names);
+  // Exports queuebox_cleanup_messages_deleted_total{table} at 0 (retention enabled).
+  void ExportCleanup(std::string_view table);
+  // Exports the database pool as HikariCP's Micrometer families (QueueBox's names, so its
+  // dashboards and alerts read them): hikaricp_connections, _active, _idle, _pending, _min, _max
+  // and hikaricp_connections_timeout_total, labelled pool=<pool>. `read` is called on every
+  // scrape (cheap, thread-safe, outlives this object's scrapes). Once per process.
+  void ExportConnectionPool(const std::string& pool, std::function<ConnectionPoolStats()> read);
   // Sets the pending gauges directly (what the refresher does with Stats()).
   void SetPending(int64_t pending, double oldest_pending_age_seconds);
+
+  // Change capture (outbox.capture.enabled; QueueBox C++ only): what the capture engine reports,
+  // read on every scrape. `wakeups`: a running total; `slot_retained_bytes`: the WAL its slot
+  // retains, -1 while unknown.
+  struct CaptureReading {
+    bool streaming = false;
+    int64_t wakeups = 0;
+    int64_t slot_retained_bytes = -1;
+  };
+  // Registers queuebox_capture_streaming, queuebox_capture_wakeups_total and
+  // queuebox_capture_slot_retained_bytes (the families exist only with capture) and reads
+  // `probe` on every Render. `probe` must be cheap, thread-safe and outlive this object's use.
+  void SetCaptureProbe(std::function<CaptureReading()> probe);
 
   // Starts the background refresher of the pending gauges: Stats() every `interval`, and on
   // a scrape when the last refresh is older than `interval`. `store` must outlive Stop().
@@ -79,6 +120,7 @@ class Metrics final : public RelayObserver {
  private:
   struct Impl;
   void RefreshPending(bool only_if_stale);
+  void RefreshPool();
   void RefresherLoop();
 
   std::unique_ptr<Impl> impl_;

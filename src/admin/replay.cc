@@ -129,16 +129,42 @@ Result<std::string> NormaliseInstant(std::string_view text) {
 
 std::string ReplayRequest::Describe() const {
   json j = json::object();
+  if (inbox()) j["table"] = table;
   if (ids) j["ids"] = std::to_string(ids->size()) + " id(s)";
   if (topic) j["topic"] = *topic;
   if (topics) j["topics"] = *topics;
   if (destination) j["destination"] = *destination;
+  if (source) j["source"] = *source;
+  if (sources) j["sources"] = *sources;
   if (created_after) j["createdAfter"] = *created_after;
   if (created_before) j["createdBefore"] = *created_before;
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Status NormaliseReplayRequest(ReplayRequest& r) {
+  if (r.table != "outbox" && r.table != "inbox") {
+    return InvalidArgument("'table' must be outbox or inbox, got '" + r.table + "'");
+  }
+  if (r.inbox()) {
+    for (auto [set, field] : {std::pair<bool, const char*>{r.topic.has_value(), "topic"},
+                              {r.topics.has_value(), "topics"},
+                              {r.destination.has_value(), "destination"}}) {
+      if (set) {
+        return InvalidArgument(std::string("'") + field +
+                               "' filters outbox rows; an inbox replay takes ids, source, sources, "
+                               "createdAfter and createdBefore");
+      }
+    }
+  } else {
+    for (auto [set, field] : {std::pair<bool, const char*>{r.source.has_value(), "source"},
+                              {r.sources.has_value(), "sources"}}) {
+      if (set) {
+        return InvalidArgument(std::string("'") + field +
+                               "' filters inbox rows; set \"table\": \"inbox\" to replay the "
+                               "inbox");
+      }
+    }
+  }
   if (r.ids) {
     for (auto& id : *r.ids) {
       if (!IsUuid(id)) return InvalidArgument("'" + id + "' in 'ids' is not a UUID");
@@ -169,6 +195,12 @@ Result<ReplayRequest> ParseReplayRequest(std::string_view body) {
   if (auto it = j.find("topics"); it != j.end() && !it->is_null()) {
     QB_ASSIGN_OR_RETURN(r.topics, StringList(*it, "topics"));
   }
+  if (auto it = j.find("sources"); it != j.end() && !it->is_null()) {
+    QB_ASSIGN_OR_RETURN(r.sources, StringList(*it, "sources"));
+  }
+  QB_ASSIGN_OR_RETURN(std::optional<std::string> table, OptionalString(j, "table"));
+  if (table) r.table = *table;
+  QB_ASSIGN_OR_RETURN(r.source, OptionalString(j, "source"));
   QB_ASSIGN_OR_RETURN(r.topic, OptionalString(j, "topic"));
   QB_ASSIGN_OR_RETURN(r.destination, OptionalString(j, "destination"));
   QB_ASSIGN_OR_RETURN(r.created_after, OptionalString(j, "createdAfter"));
@@ -211,6 +243,23 @@ Result<int64_t> RunReplay(const ReplayRequest& request, const Router& router,
   }
   log::Info("Replay moved " + std::to_string(moved) + " row(s). Filter: " + request.Describe(),
             {{"moved", std::to_string(moved)}});
+  return moved;
+}
+
+Result<int64_t> RunInboxReplay(const ReplayRequest& request, InboxOperations& store) {
+  if (!request.HasFilter()) return FailedPrecondition(std::string(kReplayNeedsFilter));
+  InboxReplayFilter filter;
+  filter.ids = request.ids;
+  filter.created_after = request.created_after;
+  filter.created_before = request.created_before;
+  std::optional<std::set<std::string>> sources;
+  if (request.source) Intersect(sources, {*request.source});
+  if (request.sources) Intersect(sources, {request.sources->begin(), request.sources->end()});
+  if (sources) filter.sources = std::vector<std::string>(sources->begin(), sources->end());
+  QB_ASSIGN_OR_RETURN(int64_t moved, store.Replay(filter));
+  log::Info(
+      "Replay moved " + std::to_string(moved) + " inbox row(s). Filter: " + request.Describe(),
+      {{"moved", std::to_string(moved)}, {"table", "inbox"}});
   return moved;
 }
 

@@ -1,6 +1,8 @@
 // config.cc: LoadConfig (QueueBox reference §12): YAML file, then QUEUEBOX_* variables, then
 // ${NAME} placeholders, then the option tables; every problem collected into one message.
-#include "queuebox/config.h"
+#include "config/load.h"
+
+#include <sys/stat.h>
 
 #include "config/env.h"
 #include "config/schema.h"
@@ -8,6 +10,8 @@
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
+#include "store/change_capture.h"
+#include "store/open_store.h"
 
 extern char** environ;
 
@@ -17,45 +21,95 @@ namespace {
 using cfg::Diagnostics;
 using nlohmann::json;
 
-bool StartsWith(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
-
 bool Has(const json& root, const char* pointer) {
   return root.contains(json::json_pointer(pointer));
 }
 
-void CheckDatabase(const json& root, const DatabaseConfig& db, Diagnostics& d) {
-  if (!Has(root, "/database/url")) return;  // reported as missing
-  const std::string& url = db.url;
-  const bool pg_uri = StartsWith(url, "postgresql://") || StartsWith(url, "postgres://") ||
-                      StartsWith(url, "jdbc:postgresql://");
-  // The URL is never shown: it may hold a password.
-  if (db.type == "postgresql" && !pg_uri) {
-    d.Add("database.url",
-          "must be a PostgreSQL URI (postgresql://host/db, postgres://host/db or "
-          "jdbc:postgresql://host/db) because database.type is postgresql");
-  } else if (db.type == "sqlite" && (pg_uri || StartsWith(url, "jdbc:"))) {
-    d.Add("database.url",
-          "is a server URL but database.type is sqlite; set database.type: postgresql, or give "
-          "the path of a SQLite file");
-  } else if (db.type == "sqlite" && url.empty()) {
-    d.Add("database.url", "must be the path of a SQLite file");
+std::string KindName(const std::string& kind) {
+  if (kind == "postgresql") return "a PostgreSQL URL";
+  if (kind == "sqlserver") return "a SQL Server URL (jdbc:sqlserver://)";
+  return "a SQLite file path";
+}
+
+// database.type from database.url when unset (issue 13 item 1); an explicit type must agree.
+// The URL is never shown: it may hold a password.
+void ResolveDatabaseType(const json& root, DatabaseConfig& db, Diagnostics& d) {
+  const bool type_given = !db.type.empty();
+  if (!Has(root, "/database/url")) {  // reported as missing
+    if (db.type == "sqlserver") d.Add("database.type", store::kSqlServerUnsupported);
+    if (!type_given) db.type = "sqlite";  // the embedded default
+    return;
+  }
+  Result<std::string> kind = store::DatabaseKindOfUrl(db.url);
+  if (!kind.ok()) {
+    d.Add("database.url", kind.status().message());
+    return;
+  }
+  if (type_given && db.type != *kind) {
+    d.Add("database.type", "is " + db.type + " but database.url is " + KindName(*kind) +
+                               "; remove database.type (the URL decides the kind) or make the two "
+                               "agree");
+    return;
+  }
+  if (*kind == "sqlserver") {
+    d.Add(type_given ? "database.type" : "database.url", store::kSqlServerUnsupported);
+    return;
+  }
+  db.type = *kind;
+}
+
+// outbox.capture.* (QueueBox reference §12.2, Appendix A).
+void CheckCapture(const Config& c, Diagnostics& d) {
+  const CaptureConfig& cap = c.outbox.capture;
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"outbox.capture.identity", &cap.identity},
+        {"outbox.capture.publication", &cap.publication},
+        {"outbox.capture.slot", &cap.slot}}) {
+    if (!IsCaptureName(*value)) {
+      d.Add(key, "must match ^[a-z][a-z0-9_]{0,62}$ (got '" + *value + "')");
+    }
+  }
+  if (cap.mode == "sqlserver-cdc") {
+    d.Add("outbox.capture.mode",
+          "sqlserver-cdc is not supported by this build of QueueBox C++ (it has no SQL Server "
+          "store); use postgres-logical with PostgreSQL, or polling");
+  } else if (cap.mode == "postgres-logical" && c.database.type != "postgresql") {
+    d.Add("outbox.capture.mode",
+          "postgres-logical needs database.type postgresql (the capture mode must match the "
+          "database)");
+  }
+  if (cap.enabled && cap.mode == "polling") {
+    d.Add("outbox.capture.enabled",
+          "true needs outbox.capture.mode postgres-logical (polling captures nothing)");
+  }
+  if (cap.enabled && cap.state_directory.empty()) {
+    d.Add("outbox.capture.stateDirectory", "required when outbox.capture.enabled is true");
+  }
+  if (cap.enabled) {
+    Status target = CheckCaptureConnection(c.database, cap);
+    if (!target.ok()) d.Add("outbox.capture.connection.hostname", target.message());
   }
 }
 
 // Rules across keys, checked on the bound values (`root`: the validated tree, for presence).
-void CheckCrossKeys(const json& root, const Config& c, bool admin_auth_given, Diagnostics& d) {
+void CheckCrossKeys(const json& root, Config& c, bool admin_auth_given, Diagnostics& d) {
   if (c.server.management_port && *c.server.management_port == c.server.http_port) {
     d.Add("server.managementPort",
           "must differ from server.httpPort (both are " + std::to_string(c.server.http_port) + ")");
   }
-  CheckDatabase(root, c.database, d);
-  const RetentionPolicy& p = c.retention.outbox;
-  if (p.policy == "AGE" && !p.max_age_ms) {
-    d.Add("retention.outbox.maxAge", "required when retention.outbox.policy is AGE (e.g. 7d)");
-  }
-  if (p.policy == "COUNT" && !p.max_count) {
-    d.Add("retention.outbox.maxCount", "required when retention.outbox.policy is COUNT");
-  }
+  ResolveDatabaseType(root, c.database, d);
+  CheckCapture(c, d);
+  auto check_retention = [&d](const std::string& table, const RetentionPolicy& p) {
+    const std::string prefix = "retention." + table;
+    if (p.policy == "AGE" && !p.max_age_ms) {
+      d.Add(prefix + ".maxAge", "required when " + prefix + ".policy is AGE (e.g. 7d)");
+    }
+    if (p.policy == "COUNT" && !p.max_count) {
+      d.Add(prefix + ".maxCount", "required when " + prefix + ".policy is COUNT");
+    }
+  };
+  check_retention("outbox", c.retention.outbox);
+  check_retention("inbox", c.retention.inbox);
   if (c.admin.enabled && !admin_auth_given && !c.admin.insecure) {
     d.Add("admin.auth", cfg::kAdminGuardMessage);
   }
@@ -145,27 +199,45 @@ void FillRoutes(const json& tree, Config& c, Diagnostics& d) {
   }
 }
 
-std::string NoSourceMessage() {
-  return std::string(
-             "No configuration found: no file was given with --config, QUEUEBOX_CONFIG_FILE is "
-             "not set, and no QUEUEBOX_* environment variable is set. Give a YAML file (") +
-         "--config or " + cfg::kConfigFileVar +
-         ") or set QUEUEBOX_* variables (at least QUEUEBOX_DATABASE_URL).";
+// QueueBox's "no source at all" message (ConfigLoader.noSourceException), with our sources.
+std::string NoSourceMessage(const std::string& file, bool named_by_variable) {
+  return "No configuration was found. QueueBox C++ read two sources and each was empty. "
+         "1. The QUEUEBOX_* environment variables, for example QUEUEBOX_DATABASE_URL, "
+         "QUEUEBOX_DATABASE_USERNAME and QUEUEBOX_DATABASE_PASSWORD. 2. The file " +
+         file + (named_by_variable ? ", which QUEUEBOX_CONFIG_FILE names" : "") + " (--config or " +
+         cfg::kConfigFileVar +
+         " can name another). This build has no packaged configuration (QueueBox's third "
+         "source); the Debian package installs " +
+         kDefaultConfigFile + ". Set the environment variables, or write the file.";
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
 }
 
 Result<Config> Load(const ConfigSource& source) {
   std::string file = source.file;
+  bool named_by_variable = false;
   if (file.empty()) {
     auto it = source.env.find(cfg::kConfigFileVar);
-    if (it != source.env.end()) file = it->second;
+    named_by_variable = it != source.env.end() && !it->second.empty();
+    file = named_by_variable ? it->second : source.default_file;
   }
+  ConfigOrigin origin;
   json tree = json::object();
-  if (!file.empty()) {
+  // --config must exist; QueueBox's external file (named or default) is optional.
+  if (!source.file.empty() || FileExists(file)) {
     QB_ASSIGN_OR_RETURN(tree, cfg::LoadYamlFile(file));
+    if (!tree.empty()) origin.file = file;
+  } else if (named_by_variable) {
+    origin.skipped = file;
   }
   Diagnostics d;
-  int bound = cfg::ApplyEnvironment(source.env, tree, d);
-  if (file.empty() && bound == 0 && d.empty()) return InvalidArgument(NoSourceMessage());
+  origin.variables = cfg::ApplyEnvironment(source.env, tree, d);
+  if (origin.file.empty() && origin.variables == 0 && d.empty()) {
+    return InvalidArgument(NoSourceMessage(file, named_by_variable));
+  }
   cfg::ExpandPlaceholders(tree, source.env, "", d);
 
   cfg::TableRules rules;
@@ -180,6 +252,7 @@ Result<Config> Load(const ConfigSource& source) {
   bool auth_given = tree.contains(auth) && !tree.at(auth).is_null();
   CheckCrossKeys(root, c, auth_given, d);
   if (!d.empty()) return d.ToStatus();
+  c.origin = std::move(origin);
   return c;
 }
 
@@ -192,6 +265,15 @@ Result<Config> LoadConfig(const ConfigSource& source) {
     // A broken invariant of the checks above (a value of the wrong JSON type after validation).
     return Internal(std::string("loading the configuration failed unexpectedly: ") + e.what());
   }
+}
+
+ConfigSource ProcessConfigSource(std::string file) {
+  ConfigSource source;
+  source.file = std::move(file);
+  source.env = ProcessEnvironment();
+  auto it = source.env.find(kDefaultConfigFileVar);
+  if (it != source.env.end() && !it->second.empty()) source.default_file = it->second;
+  return source;
 }
 
 std::map<std::string, std::string> ProcessEnvironment() {

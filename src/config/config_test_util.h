@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "config/load.h"
 #include "queuebox/config.h"
 
 namespace queuebox::testing {
@@ -35,6 +36,7 @@ class ConfigFileTest : public ::testing::Test {
     ConfigSource source;
     source.file = Write("queuebox.yml", yaml);
     source.env = std::move(env);
+    source.default_file = (dir_ / "no-default.yml").string();  // never this host's /etc file
     return LoadConfig(source);
   }
 

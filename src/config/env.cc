@@ -7,7 +7,9 @@
 #include <regex>
 #include <vector>
 
+#include "config/load.h"
 #include "config/schema.h"
+#include "queuebox/config.h"
 
 namespace queuebox::cfg {
 namespace {
@@ -279,7 +281,9 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
   json overlay = json::object();
   int bound = 0;
   for (const auto& [name, value] : env) {
-    if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar) continue;
+    if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar || name == kDefaultConfigFileVar) {
+      continue;
+    }
     std::optional<std::vector<std::string>> segs = SplitName(name.substr(sizeof(kPrefix) - 1));
     std::optional<Scope> scope;
     if (segs) scope = ScopeOf(*segs, tree);

@@ -25,12 +25,23 @@ says where each table lives and how to add a key or a block.
 
 ## Sources
 
-1. `QUEUEBOX_*` environment variables win over
-2. the YAML file given with `--config <file>`, else the file named by `QUEUEBOX_CONFIG_FILE`.
+As QueueBox, key by key the first source that sets a key wins:
 
-Either source may be used alone (`QUEUEBOX_DATABASE_URL=/var/lib/queuebox/outbox.db` is a
-whole configuration). With no file and no `QUEUEBOX_*` variable the start fails and names both
-sources.
+1. the `QUEUEBOX_*` environment variables;
+2. one YAML file: the file given with `--config <file>` (before or after the subcommand; it must
+   exist), else the file `QUEUEBOX_CONFIG_FILE` names, else `/etc/queuebox/queuebox.yml`. A file
+   that `QUEUEBOX_CONFIG_FILE` names, or the default file, may be absent: the variables are then
+   the whole configuration (QueueBox's `.env.example` keeps
+   `QUEUEBOX_CONFIG_FILE=/etc/queuebox/queuebox.yml` in env-only deployments). An empty file
+   counts as absent.
+
+Either source may be used alone: QueueBox's minimum, `QUEUEBOX_DATABASE_URL`,
+`QUEUEBOX_DATABASE_USERNAME` and `QUEUEBOX_DATABASE_PASSWORD`, is a whole configuration. With
+no variable and no file the start fails with a message that names both sources. QueueBox's third
+source, a file packaged in its image, has no counterpart: the Debian package installs
+`/etc/queuebox/queuebox.yml` instead. `queuebox check-config` prints on its first line where the
+configuration came from. `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` (this build's, not QueueBox's; not a
+key) moves the default file, for tests and installs under another prefix.
 
 ## Environment variables
 
@@ -49,9 +60,10 @@ literal `_`. Levels match the keys below case-insensitively, ignoring `-` and `_
   level in lower case.
 - Values merge key by key into blocks; a list set by variables replaces the whole YAML list, and
   its items are numbered from 0 without gaps.
-- A `QUEUEBOX_*` variable that names no key stops the start. `QUEUEBOX_CONFIG_FILE` and the
-  Kubernetes service-link variables (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`,
-  `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key are ignored.
+- A `QUEUEBOX_*` variable that names no key stops the start. `QUEUEBOX_CONFIG_FILE`,
+  `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` and the Kubernetes service-link variables
+  (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`, `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key
+  are ignored.
 
 ## Placeholders
 
@@ -206,8 +218,13 @@ std::string RenderConfigurationReference() {
     out += "\n### " + s.name + "\n\n" + s.summary + "\n\n" + Table(s.name + ".", keys);
     if (s.name == "database") {
       out +=
-          "\nThe PostgreSQL URL takes `postgresql://`, `postgres://` (libpq URIs) or "
-          "`jdbc:postgresql://`; `database.type: sqlite` takes a file path.\n";
+          "\nWithout `database.type` the URL decides the kind: `postgresql://`, `postgres://` "
+          "(libpq URIs) and `jdbc:postgresql://` are PostgreSQL; a file path, `sqlite:<path>` or "
+          "`file:<path>` is the embedded SQLite. `jdbc:sqlserver://` is refused (\"SQL Server is "
+          "not supported by this build\"), and so is any other scheme (`mysql://...`): never "
+          "read as a file name. A `database.type` that contradicts the URL stops the start "
+          "naming both. No URL at all keeps the embedded SQLite default and asks for its file "
+          "path.\n";
     }
     if (s.name == "admin") {
       out +=

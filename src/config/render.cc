@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "config/load.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "core/redaction.h"
@@ -218,6 +219,7 @@ std::string RenderMasked(const Config& config) {
     item["type"] = d.type;
     for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
     item["headers"] = cfg::MaskHeaders(d.headers);
+    if (d.transform) item["transform"] = cfg::RenderRows(cfg::TransformOptions(), *d.transform);
     destinations[name] = std::move(item);
   }
   root["destinations"] = std::move(destinations);

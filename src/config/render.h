@@ -1,4 +1,4 @@
-// render.h: helpers of RenderMasked (include/queuebox/config.h), exposed for tests and for other
+// render.h: helpers of RenderMasked (config/load.h), exposed for tests and for other
 // printouts of configuration values (QueueBox reference §10 "Config secrets"). URL credentials
 // are masked with core MaskUrlCredentials (core/redaction.h).
 //

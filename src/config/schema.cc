@@ -8,7 +8,8 @@
 #include <utility>
 
 #include "destinations/registry.h"
-#include "store/common.h"
+#include "store/columns.h"
+#include "store/inbox_columns.h"
 
 namespace queuebox::cfg {
 namespace {
@@ -20,7 +21,9 @@ OptionTable<ServerConfig> ServerOptions() {
       opt::Int("managementPort", &S::management_port, nullptr,
                "Moves /health*, /metrics and /admin/* to this port; must differ from httpPort")
           .Range(1, 65535),
-      opt::Text("address", &S::address, "127.0.0.1", "Interface the servers bind to"),
+      opt::Text("address", &S::address, "0.0.0.0",
+                "Interface both ports bind to: every IPv4 interface by default (QueueBox's "
+                "behaviour); 127.0.0.1 keeps them on this host, :: every IPv6 interface"),
   };
 }
 
@@ -33,14 +36,26 @@ OptionTable<OutboxColumns> OutboxColumnOptions() {
   return t;
 }
 
+// database.columnMapping.inbox.<setting>: one row per column of the store's inbox column list.
+OptionTable<InboxColumns> InboxColumnOptions() {
+  OptionTable<InboxColumns> t;
+  for (const store::InboxColumnField& f : store::InboxColumnFields()) {
+    t.Add(opt::Text(f.setting, f.member, f.name, "Column name in the inbox table").Identifier());
+  }
+  return t;
+}
+
 OptionTable<DatabaseConfig> DatabaseOptions() {
   using S = DatabaseConfig;
   OptionTable<S> t = {
-      opt::Choice("type", &S::type, {"postgresql", "sqlite"}, "sqlite",
-                  "Database kind. SQLite is the embedded default; PostgreSQL for several replicas"),
+      opt::Choice("type", &S::type, {"postgresql", "sqlite", "sqlserver"}, nullptr,
+                  "Database kind. Unset: the URL decides (postgresql://, postgres://, "
+                  "jdbc:postgresql:// are PostgreSQL; a file path or sqlite: is the embedded "
+                  "SQLite). Set, it must agree with the URL. sqlserver is refused by this build"),
       opt::Text("url", &S::url, nullptr,
-                "SQLite: a file path. PostgreSQL: a postgresql:// or postgres:// URI, or "
-                "jdbc:postgresql://. Not a secret (no file:); its password is masked in printouts")
+                "PostgreSQL: a postgresql:// or postgres:// URI, or jdbc:postgresql://. SQLite: a "
+                "file path or sqlite:<path>. Not a secret (no file:); its password is masked in "
+                "printouts")
           .Required(),
       opt::Text("username", &S::username, nullptr, "PostgreSQL role; overrides the URL's user"),
       opt::Secret("password", &S::password, "PostgreSQL password; overrides the URL's password"),
@@ -56,14 +71,68 @@ OptionTable<DatabaseConfig> DatabaseOptions() {
                 "column"),
       opt::Text("outboxTableName", &S::outbox_table, "outbox", "Name of the outbox table")
           .Identifier(),
+      opt::Text("inboxTableName", &S::inbox_table, "inbox", "Name of the inbox table")
+          .Identifier(),
   };
   t.Nest("columnMapping.outbox", &S::columns, OutboxColumnOptions());
+  t.Nest("columnMapping.inbox", &S::inbox_columns, InboxColumnOptions());
+  return t;
+}
+
+OptionTable<CaptureConnectionConfig> CaptureConnectionOptions() {
+  using S = CaptureConnectionConfig;
+  return {
+      opt::Text("hostname", &S::hostname, nullptr,
+                "Capture's host instead of database.url's (required when the URL names several)"),
+      opt::Int("port", &S::port, nullptr, "Capture's port instead of database.url's")
+          .Range(1, 65535),
+      opt::Text("database", &S::database, nullptr, "Capture's database instead of database.url's"),
+      opt::Text("username", &S::username, nullptr,
+                "Capture's role instead of database.username (needs REPLICATION and SELECT)"),
+      opt::Secret("password", &S::password, "Capture's password instead of database.password"),
+      opt::Flag("encrypt", &S::encrypt, true, "SQL Server only; unused on PostgreSQL"),
+      opt::Flag("trustServerCertificate", &S::trust_server_certificate, false,
+                "SQL Server only; unused on PostgreSQL"),
+  };
+}
+
+OptionTable<CaptureConfig> CaptureOptions() {
+  using S = CaptureConfig;
+  OptionTable<S> t = {
+      opt::Choice("mode", &S::mode, {"polling", "postgres-logical", "sqlserver-cdc"}, "polling",
+                  "What wakes delivery: polling, or the database's change stream "
+                  "(postgres-logical; sqlserver-cdc is not in this build); must match "
+                  "database.type"),
+      opt::Flag("enabled", &S::enabled, false,
+                "This replica owns capture (one replica per identity); needs mode other than "
+                "polling"),
+      opt::Text("identity", &S::identity, "queuebox",
+                "Name of the capture owner, ^[a-z][a-z0-9_]{0,62}$"),
+      opt::Text("stateDirectory", &S::state_directory, "",
+                "Durable directory of the capture state (identity, offsets.dat); required when "
+                "enabled"),
+      opt::Text("schema", &S::schema, nullptr, "Schema of the outbox table (unset: public)")
+          .Identifier(),
+      opt::Text("publication", &S::publication, "queuebox_outbox",
+                "PostgreSQL publication of the outbox table; never created by QueueBox"),
+      opt::Text("slot", &S::slot, "queuebox_outbox",
+                "PostgreSQL logical replication slot; created on the first start, never dropped"),
+      opt::Millis("reconciliationIntervalMs", &S::reconciliation_interval_ms, 1000,
+                  "Longest wait of the poller in capture mode (the next due time or lease "
+                  "deadline is waited for when nearer)")
+          .Min(1),
+      opt::Int("slotRetentionWarnBytes", &S::slot_retention_warn_bytes, int64_t{1} << 30,
+               "QueueBox C++ only: WAL bytes the slot may retain before a warning (log and "
+               "queuebox_capture_slot_retained_bytes)")
+          .Min(0),
+  };
+  t.Nest("connection", &S::connection, CaptureConnectionOptions());
   return t;
 }
 
 OptionTable<OutboxConfig> OutboxOptions() {
   using S = OutboxConfig;
-  return {
+  OptionTable<S> t = {
       opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
                   "Wait between claims when the last claim found nothing")
           .Min(1),
@@ -90,6 +159,37 @@ OptionTable<OutboxConfig> OutboxOptions() {
                 "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
                 "replica claims every key"),
   };
+  t.Nest("capture", &S::capture, CaptureOptions());
+  return t;
+}
+
+OptionTable<InboxRelayConfig> InboxRelayOptions() {
+  using S = InboxRelayConfig;
+  return {
+      opt::Flag("enabled", &S::enabled, true,
+                "Forward push rows of the inbox into the outbox; false leaves them in the inbox"),
+      opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
+                  "Wait between relay cycles when the last one found nothing")
+          .Min(1),
+      opt::Int("batchSize", &S::batch_size, 100,
+               "Inbox rows claimed and forwarded per cycle (one claim, one forward statement)")
+          .Min(1),
+      opt::Millis("claimTimeoutMs", &S::claim_timeout_ms, 300000,
+                  "Lease of a claimed inbox row; an expired claim returns to pending")
+          .Range(1, INT_MAX),
+      opt::Millis("pendingGaugeIntervalMs", &S::pending_gauge_interval_ms, 5000,
+                  "Minimum interval between queries of queuebox_inbox_oldest_pending_age_seconds")
+          .Min(0),
+      opt::Int("maxAttempts", &S::max_attempts, nullptr,
+               "max_attempts of the outbox rows the relay writes; default outbox.maxAttempts")
+          .Min(1),
+  };
+}
+
+OptionTable<InboxConfig> InboxOptions() {
+  OptionTable<InboxConfig> t;
+  t.Nest("relay", &InboxConfig::relay, InboxRelayOptions());
+  return t;
 }
 
 OptionTable<HttpConfig> HttpOptions() {
@@ -97,6 +197,9 @@ OptionTable<HttpConfig> HttpOptions() {
       opt::Int("maxErrorBodyBytes", &HttpConfig::max_error_body_bytes, 2048,
                "Bytes of a failed response body kept in last_error (redacted)")
           .Min(1),
+      opt::Flag("blockPrivateAddresses", &HttpConfig::block_private_addresses, false,
+                "At start, refuse an http destination whose baseUrl or auth tokenUrl host "
+                "resolves to a loopback, link-local, site-local, any-local or fc00::/7 address"),
   };
 }
 
@@ -111,19 +214,24 @@ OptionTable<AdminConfig> AdminOptions() {
       opt::Int("maxPayloadBytes", &S::max_payload_bytes, 65536,
                "Largest admin request body; larger gets 413")
           .Range(1, INT_MAX),
+      opt::Millis("maxTransformTimeoutMs", &S::max_transform_timeout_ms, 1000,
+                  "Upper bound of the timeoutMs a POST /admin/transform/test request asks for")
+          .Min(1),
   };
 }
 
-// retention.outbox (and, with the inbox, retention.inbox).
+// retention.outbox and retention.inbox.
 OptionTable<RetentionPolicy> RetentionPolicyOptions() {
   using S = RetentionPolicy;
   return {
       opt::Choice("policy", &S::policy, {"AGE", "COUNT", "DISABLED"}, "DISABLED",
                   "AGE deletes rows older than maxAge; COUNT keeps the maxCount newest per state"),
       opt::Duration("maxAge", &S::max_age_ms, nullptr,
-                    "Age (from updated_at) after which sent/dead rows go; required by AGE"),
+                    "Age after which finished rows go (outbox: sent/dead by updated_at; inbox: "
+                    "processed/dead by created_at); required by AGE"),
       opt::Int("maxCount", &S::max_count, nullptr,
-               "Rows kept per state (sent, dead); required by COUNT")
+               "Rows kept per finished state (outbox by updated_at, inbox by created_at); "
+               "required by COUNT")
           .Min(1),
       opt::Duration("cleanupInterval", &S::cleanup_interval_ms, "1h", "Wait between runs"),
       opt::Int("batchSize", &S::batch_size, 1000, "Rows deleted per statement").Min(1),
@@ -135,6 +243,7 @@ OptionTable<RetentionConfig> RetentionOptions() {
       opt::Flag("enabled", &RetentionConfig::enabled, false, "Run the retention loop"),
   };
   t.Nest("outbox", &RetentionConfig::outbox, RetentionPolicyOptions());
+  t.Nest("inbox", &RetentionConfig::inbox, RetentionPolicyOptions());
   return t;
 }
 
@@ -162,15 +271,19 @@ std::vector<Section> BuildSections() {
   out.push_back(MakeSection("server",
                             "The HTTP servers of the relay (health, metrics, admin routes).",
                             &Config::server, ServerOptions()));
-  out.push_back(MakeSection("database", "Where the outbox table lives.", &Config::database,
+  out.push_back(MakeSection("database", "Where the outbox and inbox tables live.", &Config::database,
                             DatabaseOptions()));
   out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
                             &Config::outbox, OutboxOptions()));
+  out.push_back(MakeSection("inbox", "The inbox: the relay that forwards push rows to the outbox.",
+                            &Config::inbox, InboxOptions()));
   out.push_back(
       MakeSection("http", "Settings shared by HTTP destinations.", &Config::http, HttpOptions()));
   out.push_back(MakeSection("admin", "The admin routes (replay). `admin.auth` is described below.",
                             &Config::admin, AdminOptions()));
-  out.push_back(MakeSection("retention", "Deletion of old sent and dead outbox rows.",
+  out.push_back(MakeSection("retention",
+                            "Deletion of old finished rows: sent and dead outbox rows, processed "
+                            "and dead inbox rows.",
                             &Config::retention, RetentionOptions()));
   out.push_back(
       MakeSection("logging", "Log lines on standard output.", &Config::logging, LoggingOptions()));
@@ -241,6 +354,29 @@ const OptionTable<RouteConfig>& RouteOptions() {
                 "RabbitMQ routing key / Kafka record key, e.g. `{{ topic }}`"),
       opt::Text("routingKeyMissingFieldDefault", &S::routing_key_missing_field_default, "",
                 "Rendered for a placeholder whose value is missing"),
+      opt::Block("transform", &S::transform, TransformOptions(),
+                 "JSONata rewrite of the delivered body for this route's rows (described "
+                 "below); the row keeps its payload"),
+  };
+  return *table;
+}
+
+const OptionTable<TransformConfig>& TransformOptions() {
+  using S = TransformConfig;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Text("expression", &S::expression, nullptr,
+                "JSONata expression; `$` is the input, `$messageId`, `$topic`, `$attempt`, "
+                "`$timestamp` the stage's variables. Compiled at start: a syntax error stops it")
+          .Required(),
+      opt::Millis("timeoutMs", &S::timeout_ms, 100,
+                  "Wall-clock limit of one evaluation; past it the evaluation fails")
+          .Min(1),
+      opt::Int("maxDepth", &S::max_depth, 100,
+               "Depth limit of one evaluation (JSONata's evaluation frames)")
+          .Min(1),
+      opt::Choice("onError", &S::on_error, {"Fail", "Skip", "Dead"}, "Fail",
+                  "What a failed evaluation does (exact case). Route/destination: Fail retries "
+                  "the delivery, Skip delivers the stage's input, Dead marks the row dead"),
   };
   return *table;
 }
@@ -249,6 +385,9 @@ const OptionTable<DestinationConfig>& DestinationCommonOptions() {
   static const OptionTable<DestinationConfig>* const table = new OptionTable<DestinationConfig>{
       opt::TextMap("headers", &DestinationConfig::headers,
                    "Static headers on every message; a row header of the same name wins"),
+      opt::Block("transform", &DestinationConfig::transform, TransformOptions(),
+                 "JSONata rewrite of the delivered body, after the route's transform "
+                 "(described below); the row keeps its payload"),
   };
   return *table;
 }

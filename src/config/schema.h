@@ -44,7 +44,11 @@ const std::vector<std::string>& ReservedRootKeys();
 // One item of `routes`.
 const OptionTable<RouteConfig>& RouteOptions();
 
-// Keys every destination takes besides its type's keys: `headers`.
+// A JSONata transform block (routes[i].transform, destinations.<name>.transform, and the
+// sources' transform): expression, timeoutMs, maxDepth, onError.
+const OptionTable<TransformConfig>& TransformOptions();
+
+// Keys every destination takes besides its type's keys: `headers`, `transform`.
 const OptionTable<DestinationConfig>& DestinationCommonOptions();
 // The built-in destination types (src/destinations/registry.h) as variants, registry order.
 const std::vector<Variant>& DestinationVariants();

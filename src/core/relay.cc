@@ -65,6 +65,8 @@ struct BatchTask {
   Destination* destination = nullptr;
   std::vector<OutboxRow> rows;
   std::vector<std::optional<std::string>> routing_keys;
+  std::vector<size_t> routes;  // the route each row matched
+  bool transformed = false;    // some row's route or destination has a transform stage
   Clock::time_point claimed_at;
 };
 
@@ -248,9 +250,20 @@ class RelayImpl final : public Relay {
         observer_->OnProcessError();
       }
       if (full && cycle_status.ok()) continue;  // more may be due right now
+      if (cycle_status.ok() && options_.outbox.capture.mode != "polling" && !WakePending()) {
+        const int64_t cap =
+            std::max<int64_t>(1, options_.outbox.capture.reconciliation_interval_ms);
+        auto next = outbox_->NextWakeDelayMs(cap);
+        wait_ms = next.ok() ? *next : cap;
+      }
       std::unique_lock<std::mutex> lock(mu_);
       poll_cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
     }
+  }
+
+  bool WakePending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wake_ || stopping_;
   }
 
   void Dispatch(std::vector<OutboxRow> rows) {
@@ -287,6 +300,8 @@ class RelayImpl final : public Relay {
         routing_key = route_keys_[*route]->Render(TemplateContext::ForRow(row));
       }
       task.routing_keys.push_back(std::move(routing_key));
+      task.routes.push_back(*route);
+      if (options_.transforms && options_.transforms->Applies(*route)) task.transformed = true;
       task.rows.push_back(std::move(row));
     }
     if (!unroutable.empty()) {
@@ -324,17 +339,60 @@ class RelayImpl final : public Relay {
     }
   }
 
-  void RunTask(BatchTask& task) {
-    std::vector<OutboundMessage> messages;
-    messages.reserve(task.rows.size());
+  // Runs the transform stages of a task's rows (QueueBox reference §8): the rows to publish go to
+  // `messages` with their bodies (and their row index to `index`); a row that a failed stage
+  // keeps from the destination gets its outcome in `outcomes` (Fail: retry, Dead: reject).
+  void Transform(BatchTask& task, std::vector<OutboundMessage>& messages,
+                 std::vector<size_t>& index, std::vector<Outcome>& outcomes) {
+    std::vector<DeliveryTransforms::Message> in(task.rows.size());
+    for (size_t i = 0; i < task.rows.size(); ++i) in[i] = {&task.rows[i], task.routes[i]};
+    std::vector<DeliveryTransforms::Result> out(task.rows.size());
+    options_.transforms->Apply(in, out);
     for (size_t i = 0; i < task.rows.size(); ++i) {
-      messages.push_back({&task.rows[i], task.routing_keys[i]});
+      DeliveryTransforms::Result& r = out[i];
+      if (!r.failed_strategy.empty()) observer_->OnTransformFailure(r.failed_strategy);
+      switch (r.kind) {
+        case DeliveryTransforms::Result::Kind::kDeliver:
+          messages.push_back({.row = &task.rows[i],
+                              .routing_key = task.routing_keys[i],
+                              .transformed_body = std::move(r.body)});
+          index.push_back(i);
+          break;
+        case DeliveryTransforms::Result::Kind::kRetry:
+          outcomes[i] = Outcome::Retry(std::move(r.error));
+          break;
+        case DeliveryTransforms::Result::Kind::kDead:
+          outcomes[i] = Outcome::Reject(std::move(r.error));
+          break;
+      }
+    }
+  }
+
+  void RunTask(BatchTask& task) {
+    // messages[j] is task.rows[index[j]]; a row without a message has its outcome already.
+    std::vector<OutboundMessage> messages;
+    std::vector<size_t> index;
+    std::vector<Outcome> outcomes(task.rows.size());
+    messages.reserve(task.rows.size());
+    index.reserve(task.rows.size());
+    if (task.transformed) {
+      Transform(task, messages, index, outcomes);
+    } else {
+      for (size_t i = 0; i < task.rows.size(); ++i) {
+        messages.push_back({&task.rows[i], task.routing_keys[i]});
+        index.push_back(i);
+      }
     }
     BatchSink sink(messages.size());
     auto start = Clock::now();
-    task.destination->PublishBatch(messages, sink);
+    if (!messages.empty()) task.destination->PublishBatch(messages, sink);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::vector<Outcome> outcomes = sink.Take();
+    std::vector<Outcome> published = sink.Take();
+    std::vector<bool> was_published(task.rows.size(), false);
+    for (size_t j = 0; j < index.size(); ++j) {
+      outcomes[index[j]] = std::move(published[j]);
+      was_published[index[j]] = true;
+    }
     observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(task.rows.size()));
 
     std::vector<Fence> sent;
@@ -345,7 +403,7 @@ class RelayImpl final : public Relay {
     for (size_t i = 0; i < outcomes.size(); ++i) {
       const OutboxRow& row = task.rows[i];
       bool success = outcomes[i].kind == Outcome::Kind::kDelivered;
-      observer_->OnPublish(*task.destination, success, seconds);
+      if (was_published[i]) observer_->OnPublish(*task.destination, success, seconds);
       RowDecision d = Decide(row, outcomes[i], options_.outbox.retry_base_delay_ms);
       Fence fence{row.id, row.claim_token};
       switch (d.kind) {
@@ -354,12 +412,12 @@ class RelayImpl final : public Relay {
           sent_rows.push_back(&row);
           break;
         case RowDecision::Kind::kRetry:
-          LogFailure(row, *task.destination, d, false);
+          LogFailure(row, *task.destination, d, false, false);
           retries.push_back({fence, d.delay_ms, d.error});
           retry_rows.push_back(&row);
           break;
         case RowDecision::Kind::kDead:
-          LogFailure(row, *task.destination, d, true);
+          LogFailure(row, *task.destination, d, true, outcomes[i].kind == Outcome::Kind::kReject);
           deads.push_back({fence, d.error});
           dead_rows.push_back(&row);
           break;
@@ -377,7 +435,7 @@ class RelayImpl final : public Relay {
   }
 
   void LogFailure(const OutboxRow& row, const Destination& d, const RowDecision& decision,
-                  bool dead) {
+                  bool dead, bool rejected) {
     int64_t suppressed = 0;
     if (!failure_limiter_.Allow(&suppressed)) return;
     std::initializer_list<log::Field> fields = {{"message_id", row.id},
@@ -387,7 +445,9 @@ class RelayImpl final : public Relay {
                                                 {"destination", d.name()},
                                                 {"reason", decision.error},
                                                 {"suppressed", std::to_string(suppressed)}};
-    if (dead) {
+    if (rejected) {
+      log::Error("The message cannot be delivered and is now dead", fields);
+    } else if (dead) {
       log::Error("The message reached its last attempt and is now dead", fields);
     } else {
       log::Warn("The delivery failed; a retry is scheduled", fields);
@@ -533,6 +593,9 @@ Result<std::unique_ptr<Relay>> Relay::Create(
   if (options.outbox.concurrency <= 0) return InvalidArgument("outbox.concurrency must be > 0");
   if (options.outbox.claim_timeout_ms <= 0) {
     return InvalidArgument("outbox.claimTimeoutMs must be > 0");
+  }
+  if (options.outbox.capture.reconciliation_interval_ms <= 0) {
+    return InvalidArgument("outbox.capture.reconciliationIntervalMs must be > 0");
   }
   for (size_t i = 0; i < options.routes.size(); ++i) {
     if (destinations.count(options.routes[i].destination) == 0) {

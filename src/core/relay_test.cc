@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <map>
+#include <set>
+#include <span>
 #include <thread>
 
 #include "testing/fake_destination.h"
@@ -29,13 +31,23 @@ class CountingObserver : public RelayObserver {
   }
   void OnClaimsLost(int64_t n) override { lost += n; }
   void OnReclaimed(int64_t n) override { reclaimed += n; }
+  void OnPublish(const Destination&, bool, double) override { ++publishes; }
+  void OnTransformFailure(std::string_view strategy) override {
+    std::lock_guard<std::mutex> lock(mu);
+    transform_failures[std::string(strategy)] += 1;
+  }
+  int64_t TransformFailures(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    return transform_failures[s];
+  }
   int64_t Count(const std::string& s) {
     std::lock_guard<std::mutex> lock(mu);
     return messages[s];
   }
   std::mutex mu;
   std::map<std::string, int64_t> messages;
-  std::atomic<int64_t> lost{0}, reclaimed{0};
+  std::map<std::string, int64_t> transform_failures;
+  std::atomic<int64_t> lost{0}, reclaimed{0}, publishes{0};
 };
 
 struct Harness {
@@ -65,11 +77,12 @@ struct Harness {
     ASSERT_TRUE(relay->Start().ok());
   }
 
-  std::string Insert(std::string topic, std::optional<std::string> key, int max_attempts = 5) {
+  std::string Insert(std::string topic, std::optional<std::string> key, int max_attempts = 5,
+                     std::string payload = R"({"n":1})") {
     NewOutboxRow row;
     row.topic = std::move(topic);
     row.key = std::move(key);
-    row.payload = R"({"n":1})";
+    row.payload = std::move(payload);
     row.max_attempts = max_attempts;
     return store.Insert(row).value();
   }
@@ -197,6 +210,9 @@ TEST(RelayTest, APoisonRowHoldsOnlyItsOwnKey) {
   for (int i = 0; i < 50; ++i) others.push_back(h.Insert("ok", "k" + std::to_string(2 + i % 5)));
   h.Start();
   ASSERT_TRUE(h.destination->WaitForCount(51, 10s));
+  // A delivery is counted before its outcome is written; idle = every outcome written (the
+  // poison row's retry is 200 ms ahead, not yet claimable).
+  h.WaitIdle();
   for (const auto& id : others) EXPECT_EQ(h.store.Get(id).state, "sent");
   EXPECT_EQ(h.store.Get(behind).state, "pending") << "k1's next row waits behind the poison row";
   h.WaitIdle();
@@ -279,6 +295,200 @@ TEST(RelayTest, StopAbandonsWhatDoesNotFinishInTime) {
   for (int i = 0; i < 200 && h.relay->InFlight() == 0; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(h.relay->Stop(), 1);
   EXPECT_EQ(h.store.Get(id).state, "processing") << "left to lease expiry";
+}
+
+// The transform seam (DeliveryTransforms, QueueBox reference §8) with a programmable twin; the
+// JSONata stages themselves are tested in src/transform and end to end in tests/e2e.
+class FakeTransforms : public DeliveryTransforms {
+ public:
+  using Fn = std::function<Result(const OutboxRow&)>;
+  FakeTransforms(std::set<std::size_t> routes, Fn fn) : routes_(std::move(routes)), fn_(fn) {}
+  bool Applies(std::size_t route) const override { return routes_.count(route) > 0; }
+  void Apply(std::span<const Message> messages, std::span<Result> results) const override {
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      EXPECT_TRUE(Applies(messages[i].route));
+      results[i] = fn_(*messages[i].row);
+    }
+    applied += static_cast<int64_t>(messages.size());
+  }
+  mutable std::atomic<int64_t> applied{0};
+
+ private:
+  std::set<std::size_t> routes_;
+  Fn fn_;
+};
+
+using Kind = DeliveryTransforms::Result::Kind;
+
+// Deliver/Fail/Dead/Skip by a field of the payload, as a stage with that onError would.
+DeliveryTransforms::Result ByPayload(const OutboxRow& row) {
+  DeliveryTransforms::Result r;
+  if (row.payload.find("fail") != std::string::npos) {
+    r.kind = Kind::kRetry;
+    r.error =
+        "Transform failed: T2001 at position 3: The left side of the \"+\" operator must "
+        "evaluate to a number";
+    r.failed_strategy = "fail";
+  } else if (row.payload.find("dead") != std::string::npos) {
+    r.kind = Kind::kDead;
+    r.error =
+        "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms "
+        "and was stopped";
+    r.failed_strategy = "dead";
+  } else if (row.payload.find("skip") != std::string::npos) {
+    r.failed_strategy = "skip";  // delivers the row's payload
+  } else {
+    r.body = "{\"transformed\":" + row.payload + "}";
+  }
+  return r;
+}
+
+TEST(RelayTransformTest, DeliversTheTransformedBodyAndKeepsThePayload) {
+  Harness h;
+  auto t = std::make_shared<FakeTransforms>(std::set<std::size_t>{0}, ByPayload);
+  h.options.transforms = t;
+  std::string id = h.Insert("order.created", "k", 5, R"({"n":7})");
+  h.Start();
+  h.WaitIdle();
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].body, R"({"transformed":{"n":7}})");
+  auto row = h.store.Get(id);
+  EXPECT_EQ(row.state, "sent");
+  EXPECT_EQ(row.row.payload, R"({"n":7})");  // the row keeps its payload
+  EXPECT_EQ(t->applied, 1);
+  EXPECT_EQ(h.observer.TransformFailures("fail") + h.observer.TransformFailures("skip") +
+                h.observer.TransformFailures("dead"),
+            0);
+}
+
+TEST(RelayTransformTest, FailRetriesCountingAnAttemptAndEndsDeadAtTheCeiling) {
+  Harness h;
+  h.options.transforms = std::make_shared<FakeTransforms>(std::set<std::size_t>{0}, ByPayload);
+  std::string id = h.Insert("order.created", "k", /*max_attempts=*/2, R"({"fail":1})");
+  std::string other = h.Insert("order.created", "other", 5, R"({"n":2})");
+  h.Start();
+  // WaitIdle returns while a retry is scheduled (not yet claimable): run cycles until the row's
+  // retries are spent.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    h.WaitIdle();
+  } while (h.store.Get(id).state != "dead" && std::chrono::steady_clock::now() < deadline);
+  auto row = h.store.Get(id);
+  EXPECT_EQ(row.state, "dead");
+  EXPECT_EQ(row.row.attempt, 2);  // evaluated on attempts 0, 1 and 2, as a failed delivery
+  EXPECT_EQ(row.last_error,
+            "Transform failed: T2001 at position 3: The left side of the \"+\" operator must "
+            "evaluate to a number");
+  EXPECT_EQ(row.row.payload, R"({"fail":1})");
+  EXPECT_EQ(h.observer.TransformFailures("fail"), 3);
+  EXPECT_EQ(h.observer.Count("failed"), 2);
+  EXPECT_EQ(h.observer.Count("dead"), 1);
+  // The failing row never reached the destination; the other one did.
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].id, other);
+  EXPECT_EQ(h.observer.publishes, 1);
+  EXPECT_EQ(h.store.Get(other).state, "sent");
+}
+
+TEST(RelayTransformTest, DeadIsDeadAtOnceWithoutAnAttempt) {
+  Harness h;
+  h.options.transforms = std::make_shared<FakeTransforms>(std::set<std::size_t>{0}, ByPayload);
+  std::string id = h.Insert("order.created", "k", 5, R"({"dead":1})");
+  h.Start();
+  h.WaitIdle();
+  auto row = h.store.Get(id);
+  EXPECT_EQ(row.state, "dead");
+  EXPECT_EQ(row.row.attempt, 0);
+  EXPECT_EQ(row.last_error,
+            "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms and "
+            "was stopped");
+  EXPECT_EQ(h.destination->count(), 0u);
+  EXPECT_EQ(h.observer.TransformFailures("dead"), 1);
+  EXPECT_EQ(h.observer.Count("dead"), 1);
+}
+
+TEST(RelayTransformTest, SkipDeliversThePayloadAndCountsTheFailure) {
+  Harness h;
+  h.options.transforms = std::make_shared<FakeTransforms>(std::set<std::size_t>{0}, ByPayload);
+  std::string id = h.Insert("order.created", "k", 5, R"({"skip":1})");
+  h.Start();
+  h.WaitIdle();
+  EXPECT_EQ(h.store.Get(id).state, "sent");
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].body, R"({"skip":1})");
+  EXPECT_EQ(h.observer.TransformFailures("skip"), 1);
+}
+
+TEST(RelayTransformTest, RoutesWithoutAStageAreNotHandedToTheStages) {
+  RelayOptions o = Harness::Defaults();
+  o.routes = {{"order.*", "sink", {}, ""}, {"**", "sink", {}, ""}};
+  Harness h(o);
+  auto t = std::make_shared<FakeTransforms>(std::set<std::size_t>{0}, ByPayload);
+  h.options.transforms = t;
+  h.Insert("invoice.paid", std::nullopt, 5, R"({"n":1})");
+  h.Start();
+  h.WaitIdle();
+  ASSERT_EQ(h.destination->count(), 1u);
+  EXPECT_EQ(h.destination->published()[0].body, R"({"n":1})");
+  EXPECT_EQ(t->applied, 0);
+}
+
+// Capture mode (QueueBox reference §13.8): nothing but a wake or the store's next due time ends
+// the poller's wait. Both intervals are an hour, so every delivery below came from one of them.
+RelayOptions CaptureMode() {
+  RelayOptions o = Harness::Defaults();
+  o.outbox.poll_interval_ms = 3600000;
+  o.outbox.capture.mode = "postgres-logical";
+  o.outbox.capture.reconciliation_interval_ms = 3600000;
+  return o;
+}
+
+TEST(RelayTest, InCaptureModeAWakeDeliversANewRow) {
+  Harness h(CaptureMode());
+  h.Start();
+  std::string id = h.Insert("t", std::nullopt);
+  h.relay->Wake();  // what change capture does for the insert
+  ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
+  EXPECT_EQ(h.destination->published()[0].id, id);
+}
+
+TEST(RelayTest, InCaptureModeTheWaitEndsAtTheNextDueTime) {
+  Harness h(CaptureMode());
+  std::string id = h.Insert("t", std::nullopt);
+  ASSERT_TRUE(h.store.Update(id, [&](FakeStore::Row& r) { r.scheduled_at_ms += 200; }));
+  h.Start();  // its first cycle finds nothing due; no wake follows
+  ASSERT_TRUE(h.destination->WaitForCount(1, 20s));
+  EXPECT_EQ(h.destination->published()[0].id, id);
+}
+
+TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
+  RelayOptions o = CaptureMode();
+  o.outbox.retry_base_delay_ms = 100;
+  Harness h(o);
+  std::atomic<int> calls{0};
+  h.configure = [&](FakeDestination& d) {
+    d.set_decider([&](const OutboxRow&) {
+      return calls.fetch_add(1) == 0 ? Outcome::Retry("HTTP 503: Service Unavailable")
+                                     : Outcome::Delivered();
+    });
+  };
+  std::string id = h.Insert("t", std::nullopt);
+  h.Start();
+  ASSERT_TRUE(h.destination->WaitForCount(2, 20s));
+  auto published = h.destination->published();
+  EXPECT_EQ(published[1].attempt, 1);
+  for (int i = 0; i < 400 && h.store.Get(id).state != "sent"; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(h.store.Get(id).state, "sent");
+}
+
+TEST(RelayTest, CreateRefusesANonPositiveReconciliationInterval) {
+  RelayOptions o = CaptureMode();
+  o.outbox.capture.reconciliation_interval_ms = 0;
+  FakeStore store;
+  std::map<std::string, std::unique_ptr<Destination>> ds;
+  ds.emplace("sink", std::make_unique<FakeDestination>("sink"));
+  auto r = Relay::Create(o, &store, std::move(ds));
+  EXPECT_THAT(r.status().message(), HasSubstr("reconciliationIntervalMs"));
 }
 
 TEST(RelayTest, CreateRefusesARouteToAMissingDestination) {

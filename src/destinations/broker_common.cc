@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/backoff.h"
+#include "core/log.h"
 #include "core/redaction.h"
 
 namespace queuebox {
@@ -93,6 +95,65 @@ std::optional<std::string> OptionalString(const nlohmann::json& block, const cha
   auto it = block.find(key);
   if (it == block.end() || !it->is_string()) return std::nullopt;
   return it->get<std::string>();
+}
+
+// ---- ReconnectLoop ------------------------------------------------------------------------------
+
+ReconnectLoop::ReconnectLoop(std::string destination, std::function<Status()> attempt,
+                             int64_t initial_ms, int64_t cap_ms)
+    : destination_(std::move(destination)),
+      attempt_(std::move(attempt)),
+      initial_ms_(initial_ms),
+      cap_ms_(cap_ms) {}
+
+ReconnectLoop::~ReconnectLoop() { Stop(); }
+
+void ReconnectLoop::Kick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  wanted_ = true;
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  cv_.notify_all();
+}
+
+void ReconnectLoop::Stop() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    t = std::move(thread_);
+  }
+  cv_.notify_all();
+  if (t.joinable()) t.join();
+}
+
+void ReconnectLoop::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  int failures = 0;
+  while (!stopped_) {
+    cv_.wait(lock, [&] { return wanted_ || stopped_; });
+    if (stopped_) break;
+    wanted_ = false;
+    lock.unlock();
+    Status s = attempt_();
+    lock.lock();
+    if (s.ok()) {
+      failures = 0;
+      continue;
+    }
+    ++failures;
+    int64_t delay = ReconnectDelayMs(failures, initial_ms_, cap_ms_);
+    if (failures == 1 || failures % 10 == 0) {
+      log::Warn("The destination is not reachable; reconnecting in the background",
+                {{"destination", destination_},
+                 {"attempts", std::to_string(failures)},
+                 {"next_attempt_ms", std::to_string(delay)},
+                 {"reason", SanitizeError(s.message(), 500)}});
+    }
+    // The next attempt after the delay (a Kick does not shorten it); a Stop ends the wait.
+    cv_.wait_for(lock, std::chrono::milliseconds(delay), [&] { return stopped_; });
+    wanted_ = true;
+  }
 }
 
 }  // namespace queuebox

@@ -5,12 +5,17 @@
 // Thread-safety: AddressSpec is immutable after Create and may be used from many threads.
 #pragma once
 
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -94,6 +99,40 @@ Result<std::unique_ptr<Destination>> AsDestination(Result<std::unique_ptr<D>> ma
   if (!made.ok()) return made.status();
   return std::unique_ptr<Destination>(std::move(made).value());
 }
+
+// Keeps trying to connect a broker destination on a background thread (issue 13 item 4: a
+// broker that is down at start does not stop the relay; QueueBox starts, reports the
+// destination not ready and keeps retrying). After Kick(), calls `attempt` until it returns OK,
+// waiting ReconnectDelayMs(failures, initial_ms, cap_ms) between calls (capped exponential
+// backoff with jitter, core/backoff.h); then idles until the next Kick() (a lost connection).
+// `attempt` runs on the loop's thread and serialises with the destination's own use of the
+// connection. Stop() (and the destructor) ends the loop and joins its thread.
+//
+// Thread-safety: Kick and Stop may be called from any thread, Kick also from inside `attempt`'s
+// callers' locks (it only signals).
+class ReconnectLoop {
+ public:
+  ReconnectLoop(std::string destination, std::function<Status()> attempt, int64_t initial_ms = 250,
+                int64_t cap_ms = 30000);
+  ~ReconnectLoop();
+  ReconnectLoop(const ReconnectLoop&) = delete;
+  ReconnectLoop& operator=(const ReconnectLoop&) = delete;
+
+  void Kick();
+  void Stop();
+
+ private:
+  void Run();
+
+  const std::string destination_;
+  const std::function<Status()> attempt_;
+  const int64_t initial_ms_, cap_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wanted_ = false;   // guarded by mu_: a Kick not yet served
+  bool stopped_ = false;  // guarded by mu_
+  std::thread thread_;    // started by the first Kick
+};
 
 // JSON value -> string or null when absent/null (for reading factory options).
 std::optional<std::string> OptionalString(const nlohmann::json& block, const char* key);

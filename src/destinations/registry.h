@@ -23,6 +23,7 @@ struct DestinationContext {
   // Called with every HTTP response status an http destination receives (0 when no response
   // arrived), for queuebox_http_publish_responses_total{status_class}. Optional; thread-safe.
   std::function<void(int status)> on_http_response;
+  bool block_private_addresses = false;  // http.blockPrivateAddresses (http destinations)
 };
 
 struct DestinationType {

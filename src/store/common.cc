@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "store/inbox_columns.h"
+
 namespace queuebox::store {
 namespace {
 
@@ -32,21 +34,6 @@ bool IsIdentStart(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= '
 bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
 
 }  // namespace
-
-}  // namespace queuebox::store
-
-namespace queuebox {
-
-bool OutboxColumns::IsDefault() const {
-  for (const auto& f : store::kFields) {
-    if (this->*(f.member) != f.name) return false;
-  }
-  return true;
-}
-
-}  // namespace queuebox
-
-namespace queuebox::store {
 
 std::span<const OutboxColumnField> OutboxColumnFields() { return kFields; }
 
@@ -79,6 +66,11 @@ Status ValidateIdentifiers(const DatabaseConfig& config) {
   check("database.outboxTableName", config.outbox_table);
   for (const auto& f : kFields) {
     check(std::string("database.columnMapping.outbox.") + f.setting, config.columns.*(f.member));
+  }
+  check("database.inboxTableName", config.inbox_table);
+  for (const InboxColumnField& f : InboxColumnFields()) {
+    check(std::string("database.columnMapping.inbox.") + f.setting,
+          config.inbox_columns.*(f.member));
   }
   if (problems.empty()) return Status::Ok();
   return InvalidArgument("The database names are not valid:" + problems);
@@ -123,6 +115,12 @@ Status RequireDefaultSchema(const DatabaseConfig& config) {
   for (const auto& f : kFields) {
     if (config.columns.*(f.member) != f.name) {
       renamed.push_back(std::string("database.columnMapping.outbox.") + f.setting);
+    }
+  }
+  if (config.inbox_table != "inbox") renamed.push_back("database.inboxTableName");
+  for (const InboxColumnField& f : InboxColumnFields()) {
+    if (config.inbox_columns.*(f.member) != f.name) {
+      renamed.push_back(std::string("database.columnMapping.inbox.") + f.setting);
     }
   }
   if (renamed.empty()) return Status::Ok();
@@ -277,8 +275,10 @@ Result<std::optional<ReplayStatement>> BuildReplay(const ReplayFilter& filter,
     return std::optional<ReplayStatement>();
   }
   ReplayStatement st;
-  auto param = [&st, &d](SqlParam p) {
-    st.params.push_back(std::move(p));
+  // Every replay parameter is text; built in place, never as a moved variant (which g++ 12 at
+  // -O3 reports as maybe-uninitialized).
+  auto param = [&st, &d](std::string value) {
+    st.params.emplace_back(std::move(value));
     return d.param(st.params.size());
   };
   std::string where = "{state} IN ('sent', 'dead')";

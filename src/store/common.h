@@ -19,19 +19,9 @@
 
 #include "queuebox/status.h"
 #include "queuebox/store.h"
+#include "store/columns.h"
 
 namespace queuebox::store {
-
-// One outbox column: its logical name (the SQL-template placeholder and the default column
-// name), its setting key (database.columnMapping.outbox.<setting>) and its OutboxColumns member.
-// The one list of outbox columns; src/config declares its options from it.
-struct OutboxColumnField {
-  const char* name;
-  const char* setting;
-  std::string OutboxColumns::*member;
-};
-// Every outbox column, in the seed's order.
-std::span<const OutboxColumnField> OutboxColumnFields();
 
 // True when `name` matches ^[A-Za-z_][A-Za-z0-9_]*$.
 bool IsValidIdentifier(std::string_view name);
@@ -43,7 +33,8 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 std::string Quote(std::string_view name);
 
 // kInvalidArgument naming every bad setting (database.outboxTableName,
-// database.columnMapping.outbox.<field>) when a table or column name is not an identifier.
+// database.columnMapping.outbox.<field>, database.inboxTableName,
+// database.columnMapping.inbox.<field>) when a table or column name is not an identifier.
 Status ValidateIdentifiers(const DatabaseConfig& config);
 
 // Replaces {T} with the quoted table and {id}, {topic}, ... {sequence} (the OutboxColumns field
@@ -51,7 +42,8 @@ Status ValidateIdentifiers(const DatabaseConfig& config);
 std::string RenderSql(std::string_view tmpl, const std::string& table, const OutboxColumns& cols);
 
 // MigrationGuard (QueueBox reference §13.6 step 8): kFailedPrecondition when the configuration
-// renames the table or a column, since the bundled migrations create the default schema only.
+// renames a table or a column (outbox or inbox), since the bundled migrations create the default
+// schema only.
 Status RequireDefaultSchema(const DatabaseConfig& config);
 
 // Retention may delete only finished rows: OK for "sent" and "dead", otherwise kInvalidArgument

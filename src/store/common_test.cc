@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/open_store.h"
 #include "store/postgres/pg_connection.h"
 #include "store/sqlite/sqlite_store.h"
 #include "testing/status_matchers.h"
@@ -92,6 +93,37 @@ TEST(SqliteUrlTest, PrefixesAreStripped) {
   EXPECT_EQ(*SqliteOutboxStore::PathFromUrl("file:/tmp/o.db?mode=rwc"), "file:/tmp/o.db?mode=rwc");
   EXPECT_EQ(SqliteOutboxStore::PathFromUrl("sqlite:").status().code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST(DatabaseKindTest, TheUrlNamesTheKind) {
+  EXPECT_EQ(*DatabaseKindOfUrl("postgresql://h/db"), "postgresql");
+  EXPECT_EQ(*DatabaseKindOfUrl("postgres://u:p@h:5432/db"), "postgresql");
+  EXPECT_EQ(*DatabaseKindOfUrl("jdbc:postgresql://h:5432/db?user=u"), "postgresql");
+  EXPECT_EQ(*DatabaseKindOfUrl("jdbc:sqlserver://h:1433;databaseName=q"), "sqlserver");
+  EXPECT_EQ(*DatabaseKindOfUrl("/var/lib/queuebox/outbox.db"), "sqlite");
+  EXPECT_EQ(*DatabaseKindOfUrl("outbox.db"), "sqlite");
+  EXPECT_EQ(*DatabaseKindOfUrl(":memory:"), "sqlite");
+  EXPECT_EQ(*DatabaseKindOfUrl("sqlite:outbox.db"), "sqlite");
+  EXPECT_EQ(*DatabaseKindOfUrl("jdbc:sqlite:/tmp/o.db"), "sqlite");
+  EXPECT_EQ(*DatabaseKindOfUrl("file:/tmp/o.db?mode=rwc"), "sqlite");
+  EXPECT_THAT(DatabaseKindOfUrl("mysql://u:secret@h/db"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("the scheme 'mysql'")));
+  EXPECT_THAT(DatabaseKindOfUrl("mysql://u:secret@h/db").status().message(),
+              ::testing::Not(HasSubstr("secret")));
+  EXPECT_THAT(DatabaseKindOfUrl("jdbc:mariadb://h/db"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("the scheme 'jdbc:mariadb'")));
+  EXPECT_THAT(DatabaseKindOfUrl("http://h/db"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(DatabaseKindOfUrl(""), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
+}
+
+TEST(OpenStoreTest, WithoutATypeTheUrlDecides) {
+  DatabaseConfig config;
+  config.url = "jdbc:sqlserver://h:1433";
+  EXPECT_THAT(OpenStore(config), StatusIs(StatusCode::kInvalidArgument,
+                                          HasSubstr("SQL Server is not supported by this build")));
+  config.url = "mysql://h/db";
+  EXPECT_THAT(OpenStore(config), StatusIs(StatusCode::kInvalidArgument,
+                                          HasSubstr("database.url uses the scheme 'mysql'")));
 }
 
 TEST(OpenStoreTest, AnUnknownTypeIsRejected) {

@@ -1,5 +1,7 @@
 #include "store/migrate.h"
 
+#include <algorithm>
+
 #include "store/common.h"
 #include "store/flyway.h"
 
@@ -58,8 +60,18 @@ Status Record(MigrationBackend& db, int version, const std::string& description,
       .status();
 }
 
+// True when `checksum` is the file's own, or an earlier form of `version` that `earlier` lists.
+bool AcceptedChecksum(const EarlierChecksums& earlier, int version, int32_t file_checksum,
+                      int32_t checksum) {
+  if (checksum == file_checksum) return true;
+  auto it = earlier.find(version);
+  return it != earlier.end() &&
+         std::find(it->second.begin(), it->second.end(), checksum) != it->second.end();
+}
+
 Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<Migration>& files,
-                                       const DatabaseConfig& config, std::optional<int> baseline) {
+                                       const DatabaseConfig& config, std::optional<int> baseline,
+                                       const EarlierChecksums& earlier) {
   QB_ASSIGN_OR_RETURN(bool has_history, db.TableExists(kHistoryTable));
   std::map<int, std::optional<int32_t>> history;
   if (has_history) {
@@ -106,7 +118,8 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
     int32_t checksum = MigrationChecksum(m.sql);
     auto it = history.find(m.version);
     if (it != history.end()) {
-      if (it->second.has_value() && *it->second != checksum) {
+      if (it->second.has_value() &&
+          !AcceptedChecksum(earlier, m.version, checksum, *it->second)) {
         return FailedPrecondition("Migration V" + std::to_string(m.version) + " (" + m.description +
                                   ") changed after it was applied: its checksum differs from "
                                   "the one in queuebox_schema_history.");
@@ -126,15 +139,32 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
 
 }  // namespace
 
+const EarlierChecksums& PostgresEarlierChecksums() {
+  // FNV-1a of the files of the release before the inbox: "SELECT 1" placeholders (V2, V5, V8,
+  // V10) and the outbox parts alone (V3, V6).
+  static const EarlierChecksums* const sums = new EarlierChecksums{
+      {2, {-1913712939}}, {3, {2008463858}},  {5, {-1185798742}},
+      {6, {1705602405}},  {8, {-1669315349}}, {10, {-1696740570}},
+  };
+  return *sums;
+}
+
+const EarlierChecksums& SqliteEarlierChecksums() {
+  // V2 was a "SELECT 1" placeholder; SQLite's V3-V10 keep their text (docs/schema.md).
+  static const EarlierChecksums* const sums = new EarlierChecksums{{2, {-1913712939}}};
+  return *sums;
+}
+
 Result<MigrateReport> RunMigrations(MigrationBackend& db, const std::vector<Migration>& files,
-                                    const DatabaseConfig& config, std::optional<int> baseline) {
+                                    const DatabaseConfig& config, std::optional<int> baseline,
+                                    const EarlierChecksums& earlier) {
   QB_RETURN_IF_ERROR(RequireDefaultSchema(config));
   if (baseline.has_value() && *baseline < 0) {
     return InvalidArgument("The baseline version must be 0 or more, got " +
                            std::to_string(*baseline) + ".");
   }
   QB_RETURN_IF_ERROR(db.Begin());
-  Result<MigrateReport> report = RunInTransaction(db, files, config, baseline);
+  Result<MigrateReport> report = RunInTransaction(db, files, config, baseline, earlier);
   if (!report.ok()) {
     db.Rollback();
     return report;

@@ -12,13 +12,17 @@
 //   - outbox table without either history: kFailedPrecondition asking for `--baseline <version>`;
 //   - baseline: record versions <= baseline as applied by hand (checksum NULL), then apply the
 //     later ones; a baseline over an existing history is kFailedPrecondition, nothing changes;
-//   - an applied version whose file changed since (checksum differs): kFailedPrecondition.
+//   - an applied version whose file changed since (checksum differs): kFailedPrecondition,
+//     unless the recorded checksum is one the dialect lists as an accepted earlier form of that
+//     version (a placeholder an earlier release applied, since filled: docs/schema.md
+//     "Placeholders"); such a version counts as applied and is not run again.
 // The whole run is one transaction (both dialects have transactional DDL), so a failing file
 // leaves the database as it was.
 //
 // Thread-safety: a MigrationBackend is used by one thread for the length of the run.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +43,12 @@ struct Migration {
 // The bundled files of each dialect, ascending by version (generated at build time).
 const std::vector<Migration>& PostgresMigrations();
 const std::vector<Migration>& SqliteMigrations();
+
+// Accepted earlier checksums per version: the files an earlier release applied under that
+// number, before the file took its final text (PostgreSQL V2, V3, V5, V6, V8, V10; SQLite V2).
+using EarlierChecksums = std::map<int, std::vector<int32_t>>;
+const EarlierChecksums& PostgresEarlierChecksums();
+const EarlierChecksums& SqliteEarlierChecksums();
 
 inline constexpr const char* kHistoryTable = "queuebox_schema_history";
 
@@ -62,7 +72,9 @@ class MigrationBackend {
 };
 
 // Runs the migration algorithm above. `config` is checked with RequireDefaultSchema first.
+// `earlier`: the dialect's accepted earlier checksums.
 Result<MigrateReport> RunMigrations(MigrationBackend& db, const std::vector<Migration>& files,
-                                    const DatabaseConfig& config, std::optional<int> baseline);
+                                    const DatabaseConfig& config, std::optional<int> baseline,
+                                    const EarlierChecksums& earlier = {});
 
 }  // namespace queuebox::store

@@ -19,8 +19,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json LoadCases() {
-  std::ifstream in(QB_GOLDEN_FILE);
+Json LoadCases(const char* file = QB_GOLDEN_FILE) {
+  std::ifstream in(file);
   std::stringstream buffer;
   buffer << in.rdbuf();
   return Json::parse(buffer.str());
@@ -51,9 +51,8 @@ std::string Check(const Json& c, const TransformResult<std::optional<std::string
   return got == c.at("result") ? "" : "got " + *out.value() + ", expected " + c["result"].dump();
 }
 
-TEST(Golden, EveryCaseGivesItsExpectedOutput) {
-  const Json cases = LoadCases();
-  ASSERT_GE(cases.size(), 300u);
+// Runs every case; returns the number that failed (each reported with ADD_FAILURE).
+int RunCases(const Json& cases, const char* what) {
   std::set<std::string> names;
   int passed = 0;
   int failed = 0;
@@ -80,8 +79,23 @@ TEST(Golden, EveryCaseGivesItsExpectedOutput) {
       ADD_FAILURE() << name << ": " << c["expr"].get<std::string>() << "\n  " << problem;
     }
   }
-  std::printf("golden (embedded engine): %zu cases\n%d passed, %d failed\n", cases.size(), passed,
+  std::printf("%s (embedded engine): %zu cases\n%d passed, %d failed\n", what, cases.size(), passed,
               failed);
+  return failed;
+}
+
+TEST(Golden, EveryCaseGivesItsExpectedOutput) {
+  const Json cases = LoadCases();
+  ASSERT_GE(cases.size(), 300u);
+  RunCases(cases, "golden");
+}
+
+// QueueBox's documented transform examples (vendored from its docs, see the file's "doc" fields)
+// give the outputs the docs show.
+TEST(Golden, QueueBoxDocumentedExamplesGiveTheDocumentedOutput) {
+  const Json cases = LoadCases(QB_EXAMPLES_FILE);
+  ASSERT_GE(cases.size(), 10u);
+  RunCases(cases, "queuebox examples");
 }
 
 }  // namespace

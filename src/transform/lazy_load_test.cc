@@ -3,9 +3,30 @@
 #include <gtest/gtest.h>
 
 #include "queuebox/transform/jsonata.h"
+#include "queuebox/transform/source_stage.h"
+#include "queuebox/transform/stages.h"
 
 namespace queuebox::transform {
 namespace {
+
+// A relay without transforms keeps its footprint: building the stages of a configuration that
+// has none (what `queuebox run` does) loads no engine. Runs first in this process.
+TEST(JsonataLazyLoad, AConfigurationWithoutTransformsLoadsNoEngine) {
+  Config config;
+  config.routes = {{"**", "sink", {}, ""}};
+  DestinationConfig sink;
+  sink.name = "sink";
+  sink.type = "http";
+  config.destinations["sink"] = sink;
+  auto stages = DeliveryStages::Create(config, 2);
+  ASSERT_TRUE(stages.ok());
+  EXPECT_EQ(*stages, nullptr);
+  EXPECT_TRUE(CheckTransforms(config).ok());
+  auto sources = SourceStages::Create({{"stripe", {}, {}, {}, {}}}, 1);
+  ASSERT_TRUE(sources.ok());
+  EXPECT_EQ(*sources, nullptr);
+  EXPECT_FALSE(EnginesLoaded());
+}
 
 TEST(JsonataLazyLoad, NothingLoadsUntilTheFirstCompile) {
   EXPECT_FALSE(EnginesLoaded());

@@ -142,7 +142,8 @@ class PullSqlPostgresTest : public ::testing::Test {
     std::string url;
     QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
     db_ = std::make_unique<TempPgDatabase>(url);
-    db_->Exec(testing::WithInboxTable(std::string(testing::kPgInboxFixture), "inbox"));
+    testing::MigrateQueueBoxSchema("postgresql", db_->url());
+    if (HasFatalFailure()) return;
     db_->Exec("CREATE TABLE business (k TEXT PRIMARY KEY)");
     conn_ = std::make_unique<Conn>(db_->url());
   }

@@ -146,8 +146,9 @@ class PullSqlSqliteTest : public ::testing::Test {
     char tmpl[] = "/tmp/qb_pull_sql_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    testing::MigrateQueueBoxSchema("sqlite", "sqlite:" + dir_ + "/inbox.db");
+    if (HasFatalFailure()) return;
     db_ = std::make_unique<Db>(dir_ + "/inbox.db");
-    db_->Exec(testing::WithInboxTable(std::string(testing::kSqliteInboxFixture), "inbox"));
     db_->Exec("CREATE TABLE business (k TEXT PRIMARY KEY)");
   }
   void TearDown() override {

@@ -18,7 +18,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -63,34 +62,28 @@ class PullDb {
   void Create(const std::string& pg_url) {
     if (dialect_ == Dialect::kPostgreSQL) {
       pg_ = std::make_unique<testing::TempPgDatabase>(pg_url);
+      testing::MigrateQueueBoxSchema("postgresql", pg_->url());
       factory_ = PostgresConnections(pg_->url());
     } else {
       char tmpl[] = "/tmp/qb_pull_test_XXXXXX";
       ASSERT_NE(mkdtemp(tmpl), nullptr);
       dir_ = tmpl;
+      testing::MigrateQueueBoxSchema("sqlite", "sqlite:" + dir_ + "/inbox.db");
       factory_ = SqliteConnections(dir_ + "/inbox.db");
     }
+    if (::testing::Test::HasFatalFailure()) return;
     auto opened = factory_->Open();
     ASSERT_TRUE(opened.ok()) << opened.status().message();
     conn_ = std::move(*opened);
-    CreateInbox("inbox", {});
     Exec("CREATE TABLE business (k TEXT PRIMARY KEY)");
   }
 
-  // The fixture inbox named `table`, with columns renamed by `rename` (default name -> new).
-  void CreateInbox(const std::string& table, const std::map<std::string, std::string>& rename) {
-    std::string ddl(pg() ? testing::kPgInboxFixture : testing::kSqliteInboxFixture);
+  // The migrated inbox renamed to `table`, with columns renamed by `rename` (default name -> new):
+  // a schema of the user's own that database.inboxTableName / columnMapping.inbox describe.
+  void RenameInbox(const std::string& table, const std::map<std::string, std::string>& rename) {
+    Exec("ALTER TABLE inbox RENAME TO " + table);
     for (const auto& [from, to] : rename) {
-      ddl = std::regex_replace(ddl, std::regex("\\b" + from + "\\b"), to);
-    }
-    ddl = testing::WithInboxTable(ddl, table);
-    size_t start = 0;
-    while (true) {  // one statement at a time (the connection runs one per call)
-      const size_t end = ddl.find(';', start);
-      if (end == std::string::npos) break;
-      const std::string one = ddl.substr(start, end - start);
-      if (one.find_first_not_of(" \n") != std::string::npos) Exec(one);
-      start = end + 1;
+      Exec("ALTER TABLE " + table + " RENAME COLUMN " + from + " TO " + to);
     }
   }
 
@@ -521,7 +514,7 @@ TEST_P(PullWorkerContractTest, Item13WorksAgainstMappedTableAndColumnNames) {
                                                      {"payload", "body"},
                                                      {"attempt", "tries"},
                                                      {"aggregate_id", "agg"}};
-  db_->CreateInbox("app_inbox", rename);
+  db_->RenameInbox("app_inbox", rename);
   const std::string id =
       db_->Scalar(
              "INSERT INTO app_inbox (src, idempotency_key, body, consumption) VALUES "

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "testing/env.h"
 #include "testing/fake_store.h"
 #include "testing/pg.h"

@@ -34,7 +34,7 @@ TEST(NotifyE2ETest, ANewRowIsDeliveredBeforeThePollIntervalCouldFire) {
   TempDir dir;
   dir.Write("qb.yml", "database:\n  type: postgresql\n  url: " + pg.url() +
                           "\n  startupTimeoutMs: 20000\n"
-                          "server:\n  httpPort: " +
+                          "server:\n  address: 127.0.0.1\n  httpPort: " +
                           std::to_string(testing::UnusedLoopbackPort()) +
                           "\noutbox:\n  pollIntervalMs: " + std::to_string(kPollIntervalMs) +
                           "\n  notify:\n    enabled: true\n"

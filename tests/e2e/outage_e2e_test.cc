@@ -32,7 +32,8 @@ constexpr const char* kBinary = QB_QUEUEBOX_BIN;
 std::string Config(const std::string& db_url, const std::string& receiver_url, int http_port,
                    int64_t retry_base_ms) {
   return "database:\n  type: postgresql\n  url: " + db_url +
-         "\n  startupTimeoutMs: 20000\nserver:\n  httpPort: " + std::to_string(http_port) +
+         "\n  startupTimeoutMs: 20000\nserver:\n  address: 127.0.0.1\n  httpPort: " +
+         std::to_string(http_port) +
          "\noutbox:\n  pollIntervalMs: 50\n  batchSize: 20\n  concurrency: 20\n"
          "  claimTimeoutMs: 10000\n  retryBaseDelayMs: " +
          std::to_string(retry_base_ms) +

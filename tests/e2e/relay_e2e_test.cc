@@ -51,7 +51,7 @@ class RelayE2ETest : public ::testing::Test {
     std::string yaml =
         "database:\n  type: postgresql\n  url: " + pg_->url() +
         "\n  startupTimeoutMs: 20000\n"
-        "server:\n  httpPort: " +
+        "server:\n  address: 127.0.0.1\n  httpPort: " +
         std::to_string(testing::UnusedLoopbackPort()) +
         "\noutbox:\n  pollIntervalMs: 50\n  batchSize: " + std::to_string(s.batch_size) +
         "\n  concurrency: " + std::to_string(s.concurrency) +

@@ -83,6 +83,63 @@ TEST_P(CliTest, StatusListsTheLiveReplicasOfThisOutbox) {
   EXPECT_THAT(table.str(), HasSubstr("1      b:2"));
 }
 
+// A stopped relay's capture slot keeps WAL: status shows it with what it retains (PostgreSQL).
+TEST_P(CliTest, StatusShowsTheCaptureSlotAndTheWalItRetains) {
+  config_.outbox.capture.mode = "postgres-logical";
+  if (GetParam() != "postgresql") {
+    // Capture is PostgreSQL's: on SQLite, status has no capture part even with the mode set.
+    std::ostringstream out, err;
+    ASSERT_EQ(RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out,
+                               err),
+              0)
+        << err.str();
+    EXPECT_FALSE(json::parse(out.str()).contains("capture")) << out.str();
+    EXPECT_EQ(err.str(), "");
+    return;
+  }
+  config_.database = db_->config();
+  // Slot names are cluster-wide: one per test database.
+  config_.outbox.capture.slot = db_->Query("SELECT current_database()")[0][0];
+  config_.outbox.capture.slot_retention_warn_bytes = 4096;
+  std::ostringstream out, err;
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/false, out, err), 0)
+      << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("Change capture: postgres-logical, identity queuebox (not "
+                                   "recorded yet"));
+  EXPECT_THAT(out.str(), HasSubstr("does not exist (capture creates it on its first start)"));
+
+  db_->Exec("SELECT pg_create_logical_replication_slot('" + config_.outbox.capture.slot +
+            "', 'pgoutput')");
+  db_->Exec(
+      "INSERT INTO queuebox_capture_state VALUES ('queuebox', "
+      "'00000000-0000-4000-8000-000000000001', 'f')");
+  db_->Exec(
+      "CREATE TABLE filler (s text); INSERT INTO filler SELECT repeat('x', 100) FROM "
+      "generate_series(1, 1000)");
+  std::ostringstream json_out;
+  ASSERT_EQ(RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true,
+                             json_out, err),
+            0)
+      << err.str();
+  json capture = json::parse(json_out.str())["capture"];
+  EXPECT_EQ(capture["identity"], "queuebox");
+  EXPECT_EQ(capture["recorded"], true);
+  EXPECT_EQ(capture["slot"]["exists"], true);
+  EXPECT_EQ(capture["slot"]["active"], false);
+  EXPECT_GT(capture["slot"]["retainedBytes"].get<int64_t>(), 4096);
+  EXPECT_EQ(capture["slot"]["overThreshold"], true);
+  std::ostringstream table;
+  ASSERT_EQ(
+      RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/false, table, err),
+      0);
+  EXPECT_THAT(table.str(), HasSubstr("SLOT"));
+  EXPECT_THAT(table.str(), HasSubstr("RETAINED WAL"));
+  EXPECT_THAT(table.str(), HasSubstr(config_.outbox.capture.slot + "  no"));
+  EXPECT_THAT(table.str(), HasSubstr("Warning: the slot retains more WAL than "
+                                     "outbox.capture.slotRetentionWarnBytes (4096)"));
+}
+
 TEST_P(CliTest, ReplayUsesTheAdminFilters) {
   config_.routes = {{"order.*", "web", std::nullopt, ""}, {"**", "other", std::nullopt, ""}};
   std::string dead = Row("order.created", "dead");

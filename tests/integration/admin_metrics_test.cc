@@ -23,7 +23,7 @@ std::set<std::string> DocumentedMetrics() {
   EXPECT_TRUE(in.good()) << "docs/metrics.md is missing";
   std::set<std::string> names;
   std::string line;
-  std::regex row(R"(^\| `(queuebox_[a-z0-9_]+)` \|)");
+  std::regex row(R"(^\| `(queuebox(_[a-z0-9_]+)?|hikaricp_[a-z0-9_]+)` \|)");
   while (std::getline(in, line)) {
     std::smatch m;
     if (std::regex_search(line, m, row)) names.insert(m[1]);
@@ -67,6 +67,12 @@ using MetricsDocTest = AdminStoreTest;
 TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   Metrics metrics("0.1.0");
   metrics.StartPendingRefresher(store_.get(), std::chrono::milliseconds(50));
+  // The pool families exist where the store has a pool (PostgreSQL), as `queuebox run` wires it.
+  const bool pooled = store_->PoolStats().has_value();
+  if (pooled) {
+    OutboxStore* store = store_.get();
+    metrics.ExportConnectionPool("queuebox", [store] { return *store->PoolStats(); });
+  }
   FakeDestination web("web", "http");
   // What the relay reports over a few cycles.
   metrics.OnPollCycle(true);
@@ -84,12 +90,20 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   metrics.OnReclaimed(1);
   metrics.OnClaimsLost(1);
   metrics.OnProcessError();
+  // What the inbox relay and the sources report.
+  metrics.OnInboxMessages("new", 1);
+  metrics.OnInboxForwarded(1);
+  metrics.OnInboxRelayError();
+  metrics.OnInboxClaimsLost(1);
+  metrics.OnInboxOldestPendingAge(2.5);
   RetentionConfig retention;
   retention.enabled = true;
   retention.outbox.policy = "AGE";
   retention.outbox.max_age_ms = 3600000;
   RetentionService cleanup(store_.get(), retention, &metrics);
   ASSERT_TRUE(cleanup.RunOnce().ok());
+
+  metrics.SetCaptureProbe([] { return Metrics::CaptureReading{true, 3, 4096}; });
 
   AdminServerDeps deps;
   deps.metrics = &metrics;
@@ -102,12 +116,17 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   std::set<std::string> documented = DocumentedMetrics();
   ASSERT_GE(documented.size(), 19u);
   for (const auto& name : documented) {
+    if (!pooled && name.rfind("hikaricp_", 0) == 0) continue;
     EXPECT_TRUE(HasSample(r->body, name)) << name << " is documented but has no sample";
   }
+  EXPECT_THAT(r->body, ::testing::HasSubstr("\nqueuebox{version=\"0.1.0\"} 1\n"));
   for (const auto& family : ScrapedFamilies(r->body)) {
-    if (family.rfind("queuebox_", 0) != 0) continue;
+    if (family.rfind("queuebox", 0) != 0 && family.rfind("hikaricp_", 0) != 0) continue;
     EXPECT_TRUE(documented.count(family)) << family << " is scraped but not in docs/metrics.md";
   }
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_streaming"), 1);
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_wakeups_total"), 3);
+  EXPECT_EQ(Sample(r->body, "queuebox_capture_slot_retained_bytes"), 4096);
   metrics.StopPendingRefresher();
 }
 

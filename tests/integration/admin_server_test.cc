@@ -115,6 +115,28 @@ TEST_P(AdminServerTest, ReadinessListsComponentsAndTurnsUnhealthy) {
   EXPECT_EQ(Json(stalled)["components"]["outbox-poller"]["status"], "down");
 }
 
+TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
+  std::atomic<bool> capture{true};
+  AdminServerDeps deps;
+  deps.poller_healthy = [] { return true; };
+  deps.capture_healthy = [&] { return capture.load(); };
+  deps.health_timeout = std::chrono::milliseconds(500);
+  StartServer(std::move(deps));
+  auto cli = Data();
+  auto ready = cli.Get("/health/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(Json(ready), json::parse(R"({"status":"healthy","components":{
+      "database":{"status":"up"},"outbox-poller":{"status":"up"},
+      "outbox-capture":{"status":"up"}}})"));
+  capture = false;  // capture is down: delivery goes on by SQL, so the instance stays ready
+  auto down = cli.Get("/health/ready");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 200);
+  EXPECT_EQ(Json(down)["status"], "healthy");
+  EXPECT_EQ(Json(down)["components"]["outbox-capture"]["status"], "down");
+}
+
 TEST_P(AdminServerTest, ManagementPortTakesHealthMetricsAndAdmin) {
   config_.server.management_port = 0;
   config_.admin.enabled = true;
@@ -257,6 +279,55 @@ TEST_P(AdminServerTest, OversizedBodyIs413BeforeAuth) {
   }
   // Within the cap, auth is checked.
   EXPECT_EQ(Data().Post("/admin/replay", R"({"topic":"x"})", "application/json")->status, 401);
+}
+
+// POST /admin/transform/test (reference §13.2): the server reads the body under the cap, checks
+// auth, and hands the body to deps.transform_test (the app's TransformTester; its answers are
+// tested in src/transform and end to end); its own errors use the endpoint's success:false shape.
+TEST_P(AdminServerTest, TransformTestRouteReadsAuthenticatesAndHandsOverTheBody) {
+  config_.admin.enabled = true;
+  config_.admin.max_payload_bytes = 64;
+  config_.admin.auth = AdminAuthConfig{"bearer", {{"token", "t0ken"}}};
+  std::vector<std::string> seen;
+  std::mutex mu;
+  AdminServerDeps deps;
+  deps.transform_test = [&](std::string_view body) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(body);
+    return std::make_pair(200, std::string(R"({"success":true,"result":1})"));
+  };
+  StartServer(std::move(deps));
+  auto cli = Data();
+  const httplib::Headers auth = {{"Authorization", "Bearer t0ken"}};
+  const std::string body = R"({"expression":"1","payload":{}})";
+  auto ok = cli.Post("/admin/transform/test", auth, body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(Json(ok), json::parse(R"({"success":true,"result":1})"));
+  auto wrong = cli.Post("/admin/transform/test", {{"Authorization", "Bearer nope"}}, body,
+                        "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(Json(wrong), json::parse(R"({"success":false,"error":"Invalid bearer token"})"));
+  auto big = cli.Post("/admin/transform/test", auth, std::string(100, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_EQ(Json(big), json::parse(R"({"success":false,"error":"Request body exceeds 64 bytes"})"));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(seen, std::vector<std::string>{body});
+}
+
+// Without a handler (a build without transforms) or with admin off there is no such route.
+TEST_P(AdminServerTest, TransformTestRouteNeedsAdminAndAHandler) {
+  AdminServerDeps deps;
+  deps.transform_test = [](std::string_view) { return std::make_pair(200, std::string("{}")); };
+  StartServer(std::move(deps));
+  EXPECT_EQ(Data().Post("/admin/transform/test", "{}", "application/json")->status, 404);
+  server_->Stop(std::chrono::milliseconds(1000));
+  config_.admin.enabled = true;
+  config_.admin.insecure = true;
+  StartServer();
+  EXPECT_EQ(Data().Post("/admin/transform/test", "{}", "application/json")->status, 404);
 }
 
 TEST_P(AdminServerTest, RefusesAdminWithoutAuth) {

@@ -17,8 +17,9 @@
 #include <sstream>
 #include <string>
 
-#include "babelqueue/destination_transport.h"
 #include "babelqueue/outbox.h"
+#include "destinations/babelqueue_transport/destination_transport.h"
+#include "destinations/rabbitmq/amqp_extension.h"
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
@@ -259,10 +260,12 @@ TEST_F(AmqpTransportTest, AnUnknownAmqpPropertyIsRejected) {
   row.id = "row-1";
   row.topic = "orders";
   row.payload = "{}";
-  queuebox::OutboundMessage good{&row, std::nullopt};
-  good.amqp_properties = {{"type", "urn:x"}};
-  queuebox::OutboundMessage bad{&row, std::nullopt};
-  bad.amqp_properties = {{"priority", "5"}};
+  queuebox::AmqpExtension good_amqp;
+  good_amqp.properties = {{"type", "urn:x"}};
+  queuebox::OutboundMessage good{&row, std::nullopt, &good_amqp};
+  queuebox::AmqpExtension bad_amqp;
+  bad_amqp.properties = {{"priority", "5"}};
+  queuebox::OutboundMessage bad{&row, std::nullopt, &bad_amqp};
   queuebox::OutboundMessage batch[] = {good, bad};
   queuebox::testing::CollectingSink sink;
   (*destination)->PublishBatch(batch, sink);

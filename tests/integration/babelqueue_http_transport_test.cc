@@ -7,8 +7,8 @@
 
 #include <chrono>
 
-#include "babelqueue/destination_transport.h"
 #include "babelqueue/outbox.h"
+#include "destinations/babelqueue_transport/destination_transport.h"
 #include "destinations/http/http_destination.h"
 #include "testing/http_receiver.h"
 

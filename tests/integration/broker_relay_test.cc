@@ -20,6 +20,7 @@
 
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"

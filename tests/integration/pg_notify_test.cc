@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
 #include "testing/pg.h"

@@ -1,11 +1,13 @@
-// Adopting a PostgreSQL database that QueueBox migrated (issue 13 item 5): QueueBox's own V1..V11
+// Adopting a PostgreSQL database that QueueBox migrated: QueueBox's own V1..V11
 // statements (tests/testing/queuebox_flyway/) with flyway_schema_history filled as Flyway fills
 // it; OutboxStore::Migrate records QueueBox's versions as the baseline, applies only QueueBox
 // C++'s later ones, and refuses a history with a failed or unknown migration, changing nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "queuebox/inbox.h"
 #include "queuebox/store.h"
+#include "store/open_store.h"
 #include "testing/env.h"
 #include "testing/pg.h"
 #include "testing/queuebox_flyway.h"
@@ -107,10 +109,10 @@ TEST_F(FlywayAdoptionTest, ADatabaseQueueBoxMigratedIsAdoptedAndOnlyLaterVersion
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>(
                 "QueueBox V1-V11 (V1-V11 applied by Flyway; installed_rank 1-11)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19));
 
   Rows history = History();
-  ASSERT_EQ(history.size(), 15u);
+  ASSERT_EQ(history.size(), 18u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 11), AdoptedHistory(11));
   EXPECT_EQ(history[11], (std::vector<std::string>{"12", "sum", "add pending due index"}));
   EXPECT_TRUE(store->CheckSchema().ok());
@@ -133,6 +135,37 @@ TEST_F(FlywayAdoptionTest, ADatabaseQueueBoxMigratedIsAdoptedAndOnlyLaterVersion
   EXPECT_FALSE(again->adopted_flyway.has_value());
 }
 
+TEST_F(FlywayAdoptionTest, AnAdoptedDatabaseKeepsQueueBoxsInboxAndTheRelayForwardsItsRows) {
+  testing::BuildQueueBoxDatabase(*db_);
+  // A message QueueBox received and has not forwarded yet.
+  db_->Exec(
+      "INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers) "
+      "VALUES ('stripe', 'evt_1', 'cus_1', 'payment.succeeded', '{\"id\":\"evt_1\"}', "
+      "'{\"X-Tenant\":\"acme\"}')");
+  auto store = Open();
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+  InboxStore* inbox = store->inbox();
+  ASSERT_NE(inbox, nullptr);
+  EXPECT_TRUE(inbox->CheckSchema().ok());
+  // QueueBox's dedup holds: the same key is a duplicate.
+  NewInboxMessage again;
+  again.source = "stripe";
+  again.idempotency_key = "evt_1";
+  again.payload = "{}";
+  auto stored = inbox->Store(std::vector<NewInboxMessage>{again});
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ((*stored)[0].kind, InboxStoreOutcome::Kind::kDuplicate);
+  auto rows = inbox->ClaimPush(10, 60000);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  std::vector<InboxForward> forward{
+      {{(*rows)[0].id, (*rows)[0].claim_token}, "payment.succeeded", "{}", 5}};
+  auto done = inbox->Forward(forward);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->size(), 1u);
+  EXPECT_EQ(db_->Scalar("SELECT key || ' ' || topic FROM outbox"), "cus_1 payment.succeeded");
+}
+
 TEST_F(FlywayAdoptionTest, QueueBoxsBaselineAtZeroIsAdopted) {
   testing::BuildQueueBoxDatabase(*db_, {.baseline = 0});
   auto report = Open()->Migrate(std::nullopt);
@@ -140,9 +173,9 @@ TEST_F(FlywayAdoptionTest, QueueBoxsBaselineAtZeroIsAdopted) {
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V0; V1-V11 applied by "
                                        "Flyway; installed_rank 1-12)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19));
   Rows history = History();
-  ASSERT_EQ(history.size(), 15u);
+  ASSERT_EQ(history.size(), 18u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 11), AdoptedHistory(11));
 }
 
@@ -155,7 +188,7 @@ TEST_F(FlywayAdoptionTest, ABaselineRecordedByQueueBoxCoversTheVersionsAppliedBy
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V4; V5-V11 applied by "
                                        "Flyway; installed_rank 1-8)"));
   EXPECT_EQ(report->adopted_version, 11);
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19));
 }
 
 TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDate) {
@@ -169,14 +202,16 @@ TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDat
   auto report = store->Migrate(std::nullopt);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->adopted_version, 9);
-  EXPECT_THAT(report->applied, ElementsAre(10, 11, 12, 13, 14, 16));
+  EXPECT_THAT(report->applied, ElementsAre(10, 11, 12, 13, 14, 16, 17, 18, 19));
   Rows history = History();
-  ASSERT_EQ(history.size(), 15u);
+  ASSERT_EQ(history.size(), 18u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 9), AdoptedHistory(9));
   // Our V11 numbered QueueBox's rows in created_at order.
   EXPECT_EQ(db_->Scalar("SELECT string_agg(payload->>'n', ',' ORDER BY sequence) FROM outbox"),
             "1,2");
   EXPECT_TRUE(store->CheckSchema().ok());
+  // Our V10 added QueueBox's inbox headers column.
+  EXPECT_TRUE(store->inbox()->CheckSchema().ok());
 }
 
 TEST_F(FlywayAdoptionTest, AFailedFlywayMigrationIsRefused) {
@@ -230,7 +265,7 @@ TEST_F(FlywayAdoptionTest, AnExplicitBaselineOverridesTheFlywayHistory) {
   auto report = Open()->Migrate(6);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_FALSE(report->adopted_flyway.has_value());
-  EXPECT_THAT(report->applied, ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16));
+  EXPECT_THAT(report->applied, ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19));
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 6"),
             "add consumption and leases");
 }

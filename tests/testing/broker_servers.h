@@ -2,16 +2,29 @@
 // binaries get the client libraries through qb_destinations; qb_testing links none).
 //   MockKafkaCluster     librdkafka's in-process mock cluster on 127.0.0.1 (QB_WITH_KAFKA)
 //   JetStreamTestStream  a JetStream stream created for one test and deleted after (QB_WITH_NATS)
+//   PrivateNatsServer    a nats-server of one test (JetStream on) on a given loopback port, for
+//                        a broker that comes up after the relay started; never the shared one
 //
 // Thread-safety: use from the test thread.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/process.h"
 
 #if defined(QB_WITH_KAFKA)
 #include <librdkafka/rdkafka.h>
@@ -22,6 +35,62 @@
 #endif
 
 namespace queuebox::testing {
+
+// `nats-server -js` on 127.0.0.1:<port> with its store in a temporary folder; stopped (SIGTERM,
+// then reaped) by the destructor. Start() waits until the port accepts connections.
+class PrivateNatsServer {
+ public:
+  explicit PrivateNatsServer(int port) : port_(port) {}
+  ~PrivateNatsServer() {
+    if (process_) {
+      process_->Kill(SIGTERM);
+      if (!process_->Wait(std::chrono::seconds(10))) process_->Kill(SIGKILL);
+    }
+  }
+  bool Start() {
+    process_ = std::make_unique<ChildProcess>(
+        NatsServerPath(),
+        std::vector<std::string>{"-a", "127.0.0.1", "-p", std::to_string(port_), "-js", "-sd",
+                                 dir_.File("js")},
+        std::map<std::string, std::string>{}, dir_.File("nats.log"));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!process_->running()) return false;
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      ::close(fd);
+      if (up) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const { return process_ ? process_->Log() : ""; }
+
+  // nats-server's path on PATH (ChildProcess execs a path; Debian installs it in /usr/sbin).
+  static std::string NatsServerPath() {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path != nullptr ? path : "/usr/sbin:/usr/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      std::string candidate = dirs.substr(start, end - start) + "/nats-server";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      start = end + 1;
+    }
+    return "/usr/sbin/nats-server";
+  }
+
+ private:
+  int port_;
+  TempDir dir_;
+  std::unique_ptr<ChildProcess> process_;
+};
 
 #if defined(QB_WITH_KAFKA)
 // `brokers` mock brokers, owned by a silent producer handle.

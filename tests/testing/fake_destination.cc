@@ -20,7 +20,8 @@ void FakeDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
     Outcome o = decider ? decider(row) : Outcome::Delivered();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      published_.push_back({row.id, row.topic, row.key, batch[i].routing_key, row.attempt});
+      published_.push_back({row.id, row.topic, row.key, batch[i].routing_key, row.attempt,
+                            std::string(batch[i].body())});
     }
     cv_.notify_all();
     sink.Report(i, std::move(o));

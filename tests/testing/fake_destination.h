@@ -1,5 +1,5 @@
 // fake_destination.h: a Destination whose outcomes a test programs. It records every published
-// message (id, attempt, key, routing key) in order and can be slowed down.
+// message (id, attempt, key, routing key, body) in order and can be slowed down.
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
@@ -22,6 +22,7 @@ class FakeDestination : public Destination {
     std::string id, topic;
     std::optional<std::string> key, routing_key;
     int attempt = 0;
+    std::string body;  // what was sent: the transformed body or the row's payload
   };
   // Decides the outcome of one message; default: delivered.
   using Decider = std::function<Outcome(const OutboxRow&)>;

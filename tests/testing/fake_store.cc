@@ -178,6 +178,21 @@ Result<int64_t> FakeStore::ReclaimExpired() {
   return n;
 }
 
+Result<int64_t> FakeStore::NextWakeDelayMs(int64_t max_wait_ms) {
+  if (max_wait_ms < 1) return InvalidArgument("NextWakeDelayMs: max_wait_ms must be at least 1");
+  QB_FAKE_DOWN_CHECK();
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = NowMs();
+  int64_t wait = max_wait_ms;
+  for (const auto& r : rows_) {
+    std::optional<int64_t> due;
+    if (r.state == "pending") due = r.scheduled_at_ms;
+    if (r.state == "processing") due = r.lease_expires_at_ms;
+    if (due && *due > now) wait = std::min(wait, *due - now);
+  }
+  return std::max<int64_t>(1, wait);
+}
+
 Result<std::string> FakeStore::Insert(const NewOutboxRow& in) {
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);

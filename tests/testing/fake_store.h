@@ -39,6 +39,7 @@ class FakeStore final : public OutboxClaims {
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
+  Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) override;
 
   // The application's insert (OutboxStore::Insert's defaults; the payload is not checked).
   Result<std::string> Insert(const NewOutboxRow& row);

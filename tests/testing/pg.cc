@@ -1,8 +1,11 @@
 #include "testing/pg.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 namespace queuebox::testing {
 namespace {
@@ -63,6 +66,23 @@ TempPgDatabase::~TempPgDatabase() {
   if (conn_ != nullptr) PQfinish(conn_);
   PGconn* admin = PQconnectdb(admin_url_.c_str());
   if (PQstatus(admin) == CONNECTION_OK) {
+    // A logical replication slot (change capture) keeps WAL on the shared server and blocks
+    // DROP DATABASE: end its sender and drop it first (a terminated sender frees it shortly).
+    const std::string slots = "FROM pg_replication_slots WHERE database = '" + name_ + "'";
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      PGresult* r = PQexec(admin, ("SELECT pg_terminate_backend(active_pid) " + slots +
+                                   " AND active_pid IS NOT NULL; SELECT pg_drop_replication_slot("
+                                   "slot_name) " +
+                                   slots + " AND NOT active")
+                                      .c_str());
+      PQclear(r);
+      r = PQexec(admin, ("SELECT count(*) " + slots).c_str());
+      const bool none =
+          PQresultStatus(r) == PGRES_TUPLES_OK && std::string(PQgetvalue(r, 0, 0)) == "0";
+      PQclear(r);
+      if (none) break;
+      usleep(100 * 1000);
+    }
     PGresult* r = PQexec(admin, ("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)").c_str());
     PQclear(r);
   }

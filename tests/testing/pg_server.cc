@@ -20,7 +20,7 @@ Status Sh(const std::string& command) {
 
 }  // namespace
 
-PrivatePostgres::PrivatePostgres() {
+PrivatePostgres::PrivatePostgres(std::string settings) : settings_(std::move(settings)) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "qbpg.XXXXXX").string();
   char* p = mkdtemp(tmpl.data());
   dir_ = p != nullptr ? p : "";
@@ -41,10 +41,11 @@ Status PrivatePostgres::Init() {
 }
 
 Status PrivatePostgres::Start() {
-  QB_RETURN_IF_ERROR(Sh(
-      "runuser -u postgres -- " + std::string(kPgBin) + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
-      "/server.log -w -t 60 -o \"-c listen_addresses=127.0.0.1 -p " + std::to_string(port_) +
-      " -k " + dir_ + " -c fsync=off -c synchronous_commit=off\" start >/dev/null"));
+  QB_RETURN_IF_ERROR(
+      Sh("runuser -u postgres -- " + std::string(kPgBin) + "/pg_ctl -D " + dir_ + "/data -l " +
+         dir_ + "/server.log -w -t 60 -o \"-c listen_addresses=127.0.0.1 -p " +
+         std::to_string(port_) + " -k " + dir_ + " -c fsync=off -c synchronous_commit=off " +
+         settings_ + "\" start >/dev/null"));
   running_ = true;
   return Status::Ok();
 }

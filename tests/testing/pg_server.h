@@ -13,7 +13,8 @@ namespace queuebox::testing {
 
 class PrivatePostgres {
  public:
-  PrivatePostgres();
+  // `settings`: more server settings, e.g. "-c wal_level=logical" (change capture).
+  explicit PrivatePostgres(std::string settings = "");
   ~PrivatePostgres();
   PrivatePostgres(const PrivatePostgres&) = delete;
   PrivatePostgres& operator=(const PrivatePostgres&) = delete;
@@ -27,6 +28,7 @@ class PrivatePostgres {
 
  private:
   std::string dir_;
+  std::string settings_;
   int port_ = 0;
   bool running_ = false;
 };

@@ -71,14 +71,15 @@ Status FileDestination::Start() {
   return Status::Ok();
 }
 
-Result<std::string> FileDestination::Line(const OutboxRow& row) {
+Result<std::string> FileDestination::Line(const OutboundMessage& message) {
+  const OutboxRow& row = *message.row;
   try {
     nlohmann::ordered_json headers = nlohmann::ordered_json::parse(
         row.headers.empty() ? std::string("{}") : row.headers, nullptr, false);
     if (headers.is_discarded() || !headers.is_object()) {
       return InvalidArgument("invalid row headers: expected a JSON object");
     }
-    nlohmann::ordered_json payload = nlohmann::ordered_json::parse(row.payload, nullptr, false);
+    nlohmann::ordered_json payload = nlohmann::ordered_json::parse(message.body(), nullptr, false);
     if (payload.is_discarded()) return InvalidArgument("invalid payload: not a JSON document");
     nlohmann::ordered_json line = nlohmann::ordered_json::object();
     line["id"] = row.id;
@@ -102,7 +103,7 @@ void FileDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
       sink.Report(i, Outcome::Reject("Publish failed: no row"));
       continue;
     }
-    Result<std::string> line = Line(*batch[i].row);
+    Result<std::string> line = Line(batch[i]);
     if (!line.ok()) {
       sink.Report(i, Outcome::Reject(SanitizeError(line.status().message())));
       continue;

@@ -43,9 +43,9 @@ class FileDestination final : public Destination {
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
   void Stop() override;
 
-  // Builds the line written for `row` (without the trailing newline). kInvalidArgument when the
-  // payload or headers is not valid JSON.
-  static Result<std::string> Line(const OutboxRow& row);
+  // Builds the line written for a message (without the trailing newline): its row, with the
+  // message's body as "payload". kInvalidArgument when the body or headers is not valid JSON.
+  static Result<std::string> Line(const OutboundMessage& message);
 
  private:
   FileDestinationSettings settings_;

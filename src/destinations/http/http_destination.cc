@@ -1,10 +1,15 @@
 // http_destination.cc: option table, URL rules and the libcurl multi publisher.
 #include "destinations/http/http_destination.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -122,6 +127,70 @@ std::vector<std::string> ValidateHttpBlock(const nlohmann::json& block) {
   return problems;
 }
 
+Status ValidateHttpUrl(std::string_view url) {
+  Result<CurlUrl> parsed = ParseBaseUrl(url);
+  return parsed.ok() ? Status::Ok() : parsed.status();
+}
+
+namespace {
+
+// The kind of a non-public address (QueueBox's isLoopback/isLinkLocal/isSiteLocal/
+// isAnyLocal, plus IPv6 fc00::/7), or nullptr for a public one.
+const char* PrivateKind(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr);
+    if ((a >> 24) == 127) return "a loopback address";
+    if ((a >> 16) == 0xA9FE) return "a link-local address";
+    if ((a >> 24) == 10 || (a >> 20) == 0xAC1 || (a >> 16) == 0xC0A8) return "a site-local address";
+    if (a == 0) return "the any-local address";
+    return nullptr;
+  }
+  if (sa->sa_family != AF_INET6) return nullptr;
+  const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+    sockaddr_in v4{};
+    v4.sin_family = AF_INET;
+    std::memcpy(&v4.sin_addr, &a6.s6_addr[12], 4);
+    return PrivateKind(reinterpret_cast<const sockaddr*>(&v4));
+  }
+  if (IN6_IS_ADDR_LOOPBACK(&a6)) return "a loopback address";
+  if (IN6_IS_ADDR_UNSPECIFIED(&a6)) return "the any-local address";
+  if (IN6_IS_ADDR_LINKLOCAL(&a6)) return "a link-local address";
+  if (IN6_IS_ADDR_SITELOCAL(&a6)) return "a site-local address";
+  if ((a6.s6_addr[0] & 0xFE) == 0xFC) return "a unique local address (fc00::/7)";
+  return nullptr;
+}
+
+}  // namespace
+
+Status CheckPublicHost(std::string_view url, const std::string& key) {
+  Result<CurlUrl> parsed = ParseBaseUrl(url);
+  if (!parsed.ok()) return InvalidArgument(key + ": " + parsed.status().message());
+  std::string host = UrlPart(parsed->get(), CURLUPART_HOST).value_or("");
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // an IPv6 literal
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return Status::Ok();  // passes
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, freeaddrinfo);
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    const char* kind = PrivateKind(ai->ai_addr);
+    if (kind == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        ai->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr);
+    inet_ntop(ai->ai_family, raw, text, sizeof text);
+    return PermissionDenied(key + ": host '" + host + "' resolves to " + text + ", " + kind +
+                            ", and http.blockPrivateAddresses is true");
+  }
+  return Status::Ok();
+}
+
 Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path) {
   Result<CurlUrl> parsed = ParseBaseUrl(base_url);
   if (!parsed.ok()) return InvalidArgument("baseUrl: " + parsed.status().message());
@@ -156,6 +225,9 @@ DestinationType HttpDestinationType() {
                "Requests in flight to this receiver at once, all batches together (per "
                "replica); each costs about 12 KiB")
           .Range(1, 100000),
+      opt::TypedBlock("auth", &S::auth, HttpAuthVariants(),
+                      "Authentication of the requests: oauth2 (client credentials), basic or "
+                      "header (described below)"),
   };
   return MakeDestinationType<S>(
       "http", options, ValidateHttpBlock,
@@ -164,6 +236,7 @@ DestinationType HttpDestinationType() {
         s.static_headers = config.headers;
         s.max_error_body_bytes = context.max_error_body_bytes;
         s.on_response = context.on_http_response;
+        s.block_private_addresses = context.block_private_addresses;
         Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
         if (!d.ok()) return d.status();
         return std::unique_ptr<Destination>(std::move(d).value());
@@ -192,8 +265,9 @@ using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
 // The header lines of one request, in the order of QueueBox §7.1 / §9.1. An error text when the
 // row's headers can never be sent (not a JSON object, a line break, an empty name).
-Result<std::vector<std::string>> BuildHeaders(const OutboxRow& row,
-                                              const std::map<std::string, std::string>& statics) {
+Result<std::vector<std::string>> BuildHeaders(
+    const OutboxRow& row, const std::map<std::string, std::string>& statics,
+    const std::optional<std::pair<std::string, std::string>>& auth) {
   std::vector<std::string> lines = {
       "Content-Type: application/json",
       HeaderLine("X-Message-Id", row.id),
@@ -210,6 +284,11 @@ Result<std::vector<std::string>> BuildHeaders(const OutboxRow& row,
   }
   std::vector<std::pair<std::string, std::string>> merged;
   for (const auto& [name, value] : statics) merged.emplace_back(name, value);
+  if (auth) {
+    std::string lower = Lower(auth->first);
+    std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
+    merged.push_back(*auth);
+  }
   for (const auto& [name, value] : row_headers.items()) {
     std::string text;
     try {
@@ -366,16 +445,25 @@ class HttpDestination::Worker {
   CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
   void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
-  Status Prepare(const std::string& url, const OutboxRow& row, Request& r);
+  Status Prepare(const std::string& url, const OutboundMessage& message, Request& r);
   Outcome Finish(Request& r, CURLcode result);
+  // Removes the auth secrets from a failure text (no-op without auth).
+  std::string Scrub(std::string text) const {
+    return owner_.auth_ ? owner_.auth_->Scrub(std::move(text)) : text;
+  }
+
+  // The auth header of the batch being sent (set by Run).
+  std::optional<std::pair<std::string, std::string>> auth_header_;
 
   HttpDestination& owner_;
   const HttpDestinationSettings& settings_;
   CURLM* multi_ = nullptr;
 };
 
-Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow& row, Request& r) {
-  Result<std::vector<std::string>> lines = BuildHeaders(row, settings_.static_headers);
+Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMessage& message,
+                                        Request& r) {
+  const OutboxRow& row = *message.row;
+  Result<std::vector<std::string>> lines = BuildHeaders(row, settings_.static_headers, auth_header_);
   if (!lines.ok()) return lines.status();
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {
@@ -397,8 +485,10 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboxRow&
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, row.payload.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(row.payload.size()));
+  // Not copied: the message (and its body) outlives the request.
+  const std::string_view body = message.body();
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers.get());
   curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
@@ -426,10 +516,12 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
     if (settings_.on_response) settings_.on_response(static_cast<int>(code));
     if (code >= 200 && code < 300) return Outcome::Delivered();
+    // The receiver refused the credentials: an OAuth2 token is dropped, the retry gets a new one.
+    if (code == 401 && auth_header_) owner_.auth_->Rejected(auth_header_->second);
     std::string text = "HTTP " + std::to_string(code) + ": " +
                        (r.reason.empty() ? std::string(StandardReason(code)) : r.reason);
-    if (!IsBlankText(r.body)) text += " - " + SanitizeError(r.body, max);
-    return Outcome::Retry(SanitizeError(text, max));
+    if (!IsBlankText(r.body)) text += " - " + SanitizeError(Scrub(r.body), max);
+    return Outcome::Retry(SanitizeError(Scrub(text), max));
   }
   if (settings_.on_response) settings_.on_response(0);
   if (result == CURLE_OPERATION_TIMEDOUT) {
@@ -437,7 +529,7 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
         SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
   }
   std::string detail = r.error[0] != '\0' ? std::string(r.error) : curl_easy_strerror(result);
-  return Outcome::Retry(SanitizeError("Publish failed: " + detail, max));
+  return Outcome::Retry(SanitizeError(Scrub("Publish failed: " + detail), max));
 }
 
 void HttpDestination::Worker::Run(const std::string& url, std::span<const OutboundMessage> batch,
@@ -447,6 +539,17 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
       sink.Report(i, Outcome::Retry("Publish failed: curl_multi_init failed"));
     }
     return;
+  }
+  // One auth header for the whole batch (an OAuth2 token is fetched at most once per key).
+  auth_header_.reset();
+  if (owner_.auth_) {
+    Result<std::pair<std::string, std::string>> header = owner_.auth_->Header();
+    if (!header.ok()) {
+      std::string reason = SanitizeError(header.status().message(), settings_.max_error_body_bytes);
+      for (size_t i = 0; i < batch.size(); ++i) sink.Report(i, Outcome::Retry(reason));
+      return;
+    }
+    auth_header_ = std::move(header).value();
   }
   std::vector<std::unique_ptr<Request>> requests(batch.size());
   size_t next = 0;       // next batch index to start
@@ -470,7 +573,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
       size_t i = next++;
       auto r = std::make_unique<Request>();
       r->index = i;
-      Status prepared = Prepare(url, *row, *r);
+      Status prepared = Prepare(url, batch[i], *r);
       if (!prepared.ok()) {
         if (r->easy != nullptr) GiveBack(r->easy);
         owner_.ReleasePermit();
@@ -562,14 +665,31 @@ Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestination
   if (!url.ok()) {
     return InvalidArgument("destinations." + settings.name + "." + url.status().message());
   }
-  return std::unique_ptr<HttpDestination>(
+  std::unique_ptr<HttpAuth> auth;
+  if (settings.auth) {
+    OAuth2TokenCache* cache =
+        settings.token_cache != nullptr ? settings.token_cache : &OAuth2TokenCache::Shared();
+    Result<std::unique_ptr<HttpAuth>> made = HttpAuth::Create(
+        *settings.auth, "destinations." + settings.name + ".auth", settings.timeout_ms, cache);
+    if (!made.ok()) return made.status();
+    auth = std::move(made).value();
+  }
+  std::unique_ptr<HttpDestination> d(
       new HttpDestination(std::move(settings), std::move(url).value()));
+  d->auth_ = std::move(auth);
+  return d;
 }
 
 Status HttpDestination::Start() {
+  const std::string prefix = "destinations." + settings_.name + ".";
   Result<std::string> url = JoinHttpUrl(settings_.base_url, settings_.path);
-  if (!url.ok()) {
-    return InvalidArgument("destinations." + settings_.name + "." + url.status().message());
+  if (!url.ok()) return InvalidArgument(prefix + url.status().message());
+  // http.blockPrivateAddresses: the hosts are resolved once, here (not per request).
+  if (settings_.block_private_addresses) {
+    QB_RETURN_IF_ERROR(CheckPublicHost(settings_.base_url, prefix + "baseUrl"));
+    if (auth_ && auth_->token_url()) {
+      QB_RETURN_IF_ERROR(CheckPublicHost(*auth_->token_url(), prefix + "auth.tokenUrl"));
+    }
   }
   return Status::Ok();
 }

@@ -10,6 +10,9 @@
 //   replaces a static header of the same name, compared case-insensitively; a non-string value
 //   is sent as its JSON text). The standard X-* headers are never removed: a row header of the
 //   same name is sent as a second value.
+// Auth (`auth`, http_auth.h): oauth2, basic or header; its header goes after the static headers
+//   (a row header of the same name still wins). One header per batch: a token endpoint that
+//   fails fails the batch with Retry and the reason; a 401 drops the OAuth2 token it carried.
 // Outcomes: any 2xx => Delivered. Any other status (redirects are not followed), a timeout or a
 //   connection error => Retry with the reason (below). A row whose `headers` is not a JSON object,
 //   or holds a name or value that cannot be sent (line break, empty name) => Reject (it can never
@@ -35,10 +38,12 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "destinations/http/http_auth.h"
 #include "destinations/registry.h"
 #include "queuebox/destination.h"
 
@@ -53,6 +58,13 @@ struct HttpDestinationSettings {
   int max_error_body_bytes = 2048;                    // http.maxErrorBodyBytes (bytes, > 0)
   int max_in_flight = 256;  // requests in flight to this destination, all batches together (> 0)
   std::function<void(int status)> on_response;  // each response status; 0 = none (optional)
+  std::optional<DestinationAuthConfig> auth;    // destinations.<name>.auth (http_auth.h)
+  // Where OAuth2 tokens are cached; nullptr: the process-wide OAuth2TokenCache::Shared().
+  OAuth2TokenCache* token_cache = nullptr;
+  // http.blockPrivateAddresses: Start() refuses a baseUrl or tokenUrl host that resolves to a
+  // loopback, link-local, site-local, any-local or fc00::/7 address (an unresolvable host
+  // passes), as QueueBox.
+  bool block_private_addresses = false;
 };
 
 // The registry entry for `type: http`: option table (baseUrl, path, timeoutMs, maxInFlight), block
@@ -62,6 +74,16 @@ DestinationType HttpDestinationType();
 // Checks an http block (defaults filled): baseUrl is an absolute http/https URL with a host and
 // no userinfo; path has no `.` / `..` segment. Returns "key: reason" problems (empty = valid).
 std::vector<std::string> ValidateHttpBlock(const nlohmann::json& block);
+
+// The rules of baseUrl (also tokenUrl): absolute http/https with a host, no userinfo, no
+// `.`/`..` path segment. kInvalidArgument with the reason (never the URL).
+Status ValidateHttpUrl(std::string_view url);
+
+// http.blockPrivateAddresses (QueueBox reference §7.1): resolves the host of `url` and returns
+// kPermissionDenied naming `key`, the host, the address and its kind when an address is
+// loopback, link-local, site-local (10/8, 172.16/12, 192.168/16, fec0::/10), any-local or in
+// fc00::/7. A host that does not resolve passes (as QueueBox). Blocking (DNS).
+Status CheckPublicHost(std::string_view url, const std::string& key);
 
 // baseUrl + path, joined segment by segment (empty segments dropped, so slashes cannot change
 // the target): ("http://h:1/api/", "//v1/events") -> "http://h:1/api/v1/events". The query of
@@ -76,7 +98,8 @@ class HttpDestination final : public Destination {
 
   const std::string& name() const override { return settings_.name; }
   std::string_view type() const override { return "http"; }
-  // Validates the URL again; does not contact the receiver (it may be down at start).
+  // Validates the URL again and, with block_private_addresses, resolves the baseUrl and tokenUrl
+  // hosts (kPermissionDenied); does not contact the receiver (it may be down at start).
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
   void Stop() override;
@@ -100,6 +123,7 @@ class HttpDestination final : public Destination {
 
   HttpDestinationSettings settings_;
   std::string url_;
+  std::unique_ptr<HttpAuth> auth_;  // nullptr without an auth block
   std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_;  // guarded by mu_
   std::vector<void*> free_easy_;               // CURL*, guarded by mu_

@@ -85,7 +85,7 @@ TEST(RegistryTest, KnowsHttpAndFile) {
   EXPECT_THAT(KnownDestinationTypes(), HasSubstr("file, http"));
   const DestinationType* http = FindDestinationType("http");
   ASSERT_NE(http, nullptr);
-  ASSERT_EQ(http->options.size(), 4u);
+  ASSERT_EQ(http->options.size(), 5u);
   EXPECT_EQ(http->options[0].key, "baseUrl");
   EXPECT_TRUE(http->options[0].required);
   EXPECT_EQ(http->options[1].key, "path");
@@ -98,6 +98,8 @@ TEST(RegistryTest, KnowsHttpAndFile) {
   EXPECT_EQ(http->options[3].type, OptionType::kInt);
   EXPECT_EQ(http->options[3].default_value, 256);
   EXPECT_EQ(http->options[3].min, 1);
+  EXPECT_EQ(http->options[4].key, "auth");  // oauth2 | basic | header (http_auth.h)
+  EXPECT_FALSE(http->options[4].required);
   ASSERT_TRUE(static_cast<bool>(http->validate));
   const DestinationType* file = FindDestinationType("file");
   ASSERT_NE(file, nullptr);

@@ -20,9 +20,16 @@ const std::vector<std::string> kSecurityProtocols = {"PLAINTEXT", "SSL", "SASL_P
 
 bool IsSasl(std::string_view protocol) { return protocol.starts_with("SASL_"); }
 
+void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string& value) {
+  rd_kafka_header_add(h, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                      static_cast<ssize_t>(value.size()));
+}
+
+}  // namespace
+
 // Outcomes of one batch, filled by delivery reports (any polling thread).
-struct KafkaBatch {
-  explicit KafkaBatch(size_t n) : outcomes(n) {}
+struct KafkaDestination::Batch {
+  explicit Batch(size_t n) : outcomes(n) {}
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::optional<Outcome>> outcomes;
@@ -31,17 +38,10 @@ struct KafkaBatch {
 };
 
 // The opaque of one produced message; owned by librdkafka until its delivery report.
-struct KafkaSlot {
-  std::shared_ptr<KafkaBatch> batch;
+struct KafkaDestination::Slot {
+  std::shared_ptr<Batch> batch;
   size_t index = 0;
 };
-
-void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string& value) {
-  rd_kafka_header_add(h, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                      static_cast<ssize_t>(value.size()));
-}
-
-}  // namespace
 
 struct KafkaDestination::Producer {
   rd_kafka_t* rk = nullptr;
@@ -57,7 +57,7 @@ struct KafkaDestination::Producer {
 
   static void OnDelivery(rd_kafka_t* /*rk*/, const rd_kafka_message_t* m, void* opaque) {
     auto* self = static_cast<Producer*>(opaque);
-    std::unique_ptr<KafkaSlot> slot(static_cast<KafkaSlot*>(m->_private));
+    std::unique_ptr<Slot> slot(static_cast<Slot*>(m->_private));
     if (!slot) return;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) self->brokers_down = false;
     Outcome outcome = Outcome::Delivered();
@@ -264,118 +264,129 @@ Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::CurrentPro
 }
 
 void KafkaDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
-  const int max_chars = settings_.max_error_body_bytes;
   Result<std::shared_ptr<Producer>> current = CurrentProducer();
   if (!current.ok()) {
     for (size_t i = 0; i < batch.size(); ++i) {
-      sink.Report(i, Outcome::Retry(FailureReason(current.status().message(), max_chars)));
+      sink.Report(i, Outcome::Retry(FailureReason(current.status().message(),
+                                                  settings_.max_error_body_bytes)));
     }
     return;
   }
   std::shared_ptr<Producer> producer = std::move(current).value();
-  auto state = std::make_shared<KafkaBatch>(batch.size());
-  state->max_error_chars = max_chars;
-  auto settle = [&](size_t i, Outcome o) {
-    std::lock_guard<std::mutex> lock(state->mu);
-    state->outcomes[i] = std::move(o);
-  };
+  auto state = std::make_shared<Batch>(batch.size());
+  state->max_error_chars = settings_.max_error_body_bytes;
   const auto produce_deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
-
   for (size_t i = 0; i < batch.size(); ++i) {
-    const OutboxRow& row = *batch[i].row;
-    TemplateContext ctx = TemplateContext::ForRow(row);
-    std::string topic = topic_.Render(row, ctx);
-    if (topic.empty()) {
-      settle(i,
-             Outcome::Retry("Kafka destination '" + settings_.name + "' rendered an empty topic"));
-      continue;
-    }
-    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-    if (!headers.ok()) {
-      settle(i, Outcome::Reject(FailureReason(headers.status().message(), max_chars)));
-      continue;
-    }
-    std::string key = batch[i].routing_key ? *batch[i].routing_key : key_template_.Render(ctx);
-
-    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers->size() + 3);
-    for (const auto& [n, v] : *headers) AddHeader(hdrs, n, v);
-    AddHeader(hdrs, "x-message-id", row.id);
-    AddHeader(hdrs, "x-topic", row.topic);
-    AddHeader(hdrs, "x-attempt", std::to_string(row.attempt));
-
-    auto* slot = new KafkaSlot{state, i};
-    std::vector<rd_kafka_vu_t> vus;
-    auto add = [&vus](rd_kafka_vtype_t type) -> rd_kafka_vu_t& {
-      vus.emplace_back();
-      vus.back().vtype = type;
-      return vus.back();
-    };
-    add(RD_KAFKA_VTYPE_TOPIC).u.cstr = topic.c_str();
-    if (!IsBlank(key)) {
-      rd_kafka_vu_t& k = add(RD_KAFKA_VTYPE_KEY);
-      k.u.mem.ptr = key.data();
-      k.u.mem.size = key.size();
-    }
-    rd_kafka_vu_t& value = add(RD_KAFKA_VTYPE_VALUE);
-    value.u.mem.ptr = const_cast<char*>(row.payload.data());
-    value.u.mem.size = row.payload.size();
-    add(RD_KAFKA_VTYPE_MSGFLAGS).u.i = RD_KAFKA_MSG_F_COPY;
-    add(RD_KAFKA_VTYPE_HEADERS).u.headers = hdrs;
-    add(RD_KAFKA_VTYPE_OPAQUE).u.ptr = slot;
-
-    {
-      std::lock_guard<std::mutex> lock(state->mu);
-      ++state->pending;  // before producing: another thread's poll may report it at once
-    }
-    rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
-    std::string reason;
-    while (true) {
-      rd_kafka_error_t* error = rd_kafka_produceva(producer->rk, vus.data(), vus.size());
-      if (error == nullptr) break;
-      code = rd_kafka_error_code(error);
-      reason = rd_kafka_error_string(error);
-      rd_kafka_error_destroy(error);
-      // A full local queue drains as reports are served: wait for it within the timeout.
-      if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL || Clock::now() >= produce_deadline) break;
-      rd_kafka_poll(producer->rk, 50);
-      code = RD_KAFKA_RESP_ERR_NO_ERROR;
-    }
-    if (code != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      rd_kafka_headers_destroy(hdrs);  // not taken over on failure
-      delete slot;
-      std::lock_guard<std::mutex> lock(state->mu);
-      --state->pending;
-      state->outcomes[i] = Outcome::Retry(
-          FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
-    }
+    Produce(*producer, batch[i], i, state, produce_deadline);
   }
+  AwaitDeliveryReports(*producer, *state);
+  std::vector<Outcome> outcomes = TakeOutcomes(*state);
+  for (size_t i = 0; i < outcomes.size(); ++i) sink.Report(i, std::move(outcomes[i]));
+}
 
-  // Serve delivery reports until every message of this batch has one. librdkafka reports every
-  // message within delivery.timeout.ms; two more seconds cover its timeout scan.
+void KafkaDestination::Produce(Producer& producer, const OutboundMessage& message, size_t index,
+                               const std::shared_ptr<Batch>& state,
+                               std::chrono::steady_clock::time_point produce_deadline) {
+  const int max_chars = settings_.max_error_body_bytes;
+  auto settle = [&](Outcome o) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->outcomes[index] = std::move(o);
+  };
+  const OutboxRow& row = *message.row;
+  TemplateContext ctx = TemplateContext::ForRow(row);
+  std::string topic = topic_.Render(row, ctx);
+  if (topic.empty()) {
+    settle(Outcome::Retry("Kafka destination '" + settings_.name + "' rendered an empty topic"));
+    return;
+  }
+  Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+  if (!headers.ok()) {
+    settle(Outcome::Reject(FailureReason(headers.status().message(), max_chars)));
+    return;
+  }
+  std::string key = message.routing_key ? *message.routing_key : key_template_.Render(ctx);
+
+  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers->size() + 3);
+  for (const auto& [n, v] : *headers) AddHeader(hdrs, n, v);
+  AddHeader(hdrs, "x-message-id", row.id);
+  AddHeader(hdrs, "x-topic", row.topic);
+  AddHeader(hdrs, "x-attempt", std::to_string(row.attempt));
+
+  auto* slot = new Slot{state, index};
+  std::vector<rd_kafka_vu_t> vus;
+  auto add = [&vus](rd_kafka_vtype_t type) -> rd_kafka_vu_t& {
+    vus.emplace_back();
+    vus.back().vtype = type;
+    return vus.back();
+  };
+  add(RD_KAFKA_VTYPE_TOPIC).u.cstr = topic.c_str();
+  if (!IsBlank(key)) {
+    rd_kafka_vu_t& k = add(RD_KAFKA_VTYPE_KEY);
+    k.u.mem.ptr = key.data();
+    k.u.mem.size = key.size();
+  }
+  rd_kafka_vu_t& value = add(RD_KAFKA_VTYPE_VALUE);
+  const std::string_view body = message.body();
+  value.u.mem.ptr = const_cast<char*>(body.data());
+  value.u.mem.size = body.size();
+  add(RD_KAFKA_VTYPE_MSGFLAGS).u.i = RD_KAFKA_MSG_F_COPY;
+  add(RD_KAFKA_VTYPE_HEADERS).u.headers = hdrs;
+  add(RD_KAFKA_VTYPE_OPAQUE).u.ptr = slot;
+
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    ++state->pending;  // before producing: another thread's poll may report it at once
+  }
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::string reason;
+  while (true) {
+    rd_kafka_error_t* error = rd_kafka_produceva(producer.rk, vus.data(), vus.size());
+    if (error == nullptr) break;
+    code = rd_kafka_error_code(error);
+    reason = rd_kafka_error_string(error);
+    rd_kafka_error_destroy(error);
+    // A full local queue drains as reports are served: wait for it within the timeout.
+    if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL || Clock::now() >= produce_deadline) break;
+    rd_kafka_poll(producer.rk, 50);
+    code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+  if (code != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_headers_destroy(hdrs);  // not taken over on failure
+    delete slot;
+    std::lock_guard<std::mutex> lock(state->mu);
+    --state->pending;
+    state->outcomes[index] = Outcome::Retry(
+        FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
+  }
+}
+
+void KafkaDestination::AwaitDeliveryReports(Producer& producer, Batch& state) {
+  // librdkafka reports every message within delivery.timeout.ms; two more seconds cover its
+  // timeout scan.
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms + 2000);
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(state->mu);
-      if (state->pending == 0) break;
+      std::lock_guard<std::mutex> lock(state.mu);
+      if (state.pending == 0) break;
     }
     if (Clock::now() >= deadline) break;
-    rd_kafka_poll(producer->rk, 50);
+    rd_kafka_poll(producer.rk, 50);
   }
+}
 
+std::vector<Outcome> KafkaDestination::TakeOutcomes(Batch& state) {
   std::vector<Outcome> outcomes;
-  {
-    std::lock_guard<std::mutex> lock(state->mu);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!state->outcomes[i]) {
-        // Mark it reported so a late report is ignored.
-        state->outcomes[i] = Outcome::Retry("no Kafka delivery report within " +
-                                            std::to_string(settings_.timeout_ms) + "ms");
-        --state->pending;
-      }
-      outcomes.push_back(*state->outcomes[i]);
+  std::lock_guard<std::mutex> lock(state.mu);
+  for (auto& outcome : state.outcomes) {
+    if (!outcome) {
+      // Mark it reported so a late report is ignored.
+      outcome = Outcome::Retry("no Kafka delivery report within " +
+                               std::to_string(settings_.timeout_ms) + "ms");
+      --state.pending;
     }
+    outcomes.push_back(*outcome);
   }
-  for (size_t i = 0; i < outcomes.size(); ++i) sink.Report(i, std::move(outcomes[i]));
+  return outcomes;
 }
 
 Status KafkaDestination::Health() {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -78,8 +79,22 @@ class KafkaDestination final : public Destination {
 
  private:
   struct Producer;
+  struct Batch;  // the outcomes of one PublishBatch, filled by delivery reports
+  struct Slot;   // the opaque of one produced message
 
   KafkaDestination(KafkaDestinationSettings settings, AddressSpec topic, Template key);
+  // The passes of PublishBatch, in order.
+  // 1, per message: renders its topic, key and headers and hands it to librdkafka, waiting for
+  //   room in a full local queue until `produce_deadline`; a message that cannot be produced
+  //   gets its outcome here.
+  void Produce(Producer& producer, const OutboundMessage& message, size_t index,
+               const std::shared_ptr<Batch>& state,
+               std::chrono::steady_clock::time_point produce_deadline);
+  // 2: serves delivery reports until every produced message has one or timeoutMs + 2 s passed.
+  void AwaitDeliveryReports(Producer& producer, Batch& state);
+  // 3: one outcome per message; a message still without a report is a Retry (a late report is
+  //   then ignored).
+  std::vector<Outcome> TakeOutcomes(Batch& state);
   Result<std::shared_ptr<Producer>> CurrentProducer();
   Result<std::shared_ptr<Producer>> NewProducer();
 

@@ -3,9 +3,11 @@
 #include <nats/nats.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
+#include "core/backoff.h"
 #include "core/log.h"
 
 namespace queuebox {
@@ -34,6 +36,9 @@ std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 struct NatsDestination::Connection {
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
+  // False until a server answered once: nats.c then buffers publishes through a reconnect; before
+  // that, batches fail at once instead of waiting timeoutMs for acks that cannot come.
+  std::atomic<bool> connected_once{false};
   ~Connection() {
     if (js != nullptr) jsCtx_Destroy(js);
     if (nc != nullptr) {
@@ -128,15 +133,43 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
   if (s == NATS_OK)
     s = natsOptions_SetTimeout(opts, std::min<int64_t>(settings_.timeout_ms, 10000));
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // reconnect forever
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // Capped jittered backoff between rounds over the server list (core/backoff.h).
+  if (s == NATS_OK) {
+    s = natsOptions_SetCustomReconnectDelay(
+        opts,
+        [](natsConnection*, int attempts, void*) -> int64_t {
+          return ReconnectDelayMs(attempts, 250, 30000);
+        },
+        nullptr);
+  }
+  auto conn = std::make_shared<Connection>();
+  // A server that is not up yet does not fail the start: the connection keeps trying in the
+  // background (same backoff) and the destination reports not ready meanwhile.
+  if (s == NATS_OK) {
+    s = natsOptions_SetRetryOnFailedConnect(
+        opts, true,
+        [](natsConnection*, void* closure) {
+          static_cast<Connection*>(closure)->connected_once = true;
+        },
+        conn.get());
+  }
   if (s == NATS_OK && settings_.username) {
     s = natsOptions_SetUserInfo(opts, settings_.username->c_str(),
                                 settings_.password.value_or("").c_str());
   }
   if (s == NATS_OK && settings_.token) s = natsOptions_SetToken(opts, settings_.token->c_str());
-  auto conn = std::make_shared<Connection>();
   if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
   natsOptions_Destroy(opts);
+  if (s == NATS_OK) {
+    conn->connected_once = true;
+  } else if (s == NATS_NOT_YET_CONNECTED) {
+    log::Warn(
+        "The NATS destination is not reachable; QueueBox starts without it and keeps "
+        "connecting in the background",
+        {{"destination", settings_.name},
+         {"servers", FailureReason(settings_.servers, settings_.max_error_body_bytes)}});
+    s = NATS_OK;
+  }
   if (s != NATS_OK) {
     // The server list may hold credentials (nats://user:pass@host): the reason is redacted.
     return Unavailable(
@@ -193,7 +226,15 @@ Status NatsDestination::Start() {
 
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) return conn_;
+  if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
+    if (!conn_->connected_once) {
+      return Unavailable(FailureReason("NATS destination '" + settings_.name +
+                                           "' is not connected yet (connecting to " +
+                                           settings_.servers + " in the background)",
+                                       settings_.max_error_body_bytes));
+    }
+    return conn_;
+  }
   // Never started, or closed for good: connect again (the reconnect loop covers the rest).
   conn_.reset();
   Result<std::shared_ptr<Connection>> c = Connect();
@@ -219,11 +260,13 @@ void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
 namespace {
 
 // A message with the headers of §9.1; nullptr + reason on failure.
-natsMsg* BuildMessage(const std::string& subject, const OutboxRow& row, const HeaderList& headers,
-                      bool jet_stream, std::string* reason) {
+natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message,
+                      const HeaderList& headers, bool jet_stream, std::string* reason) {
+  const OutboxRow& row = *message.row;
+  const std::string_view body = message.body();
   natsMsg* m = nullptr;
-  natsStatus s = natsMsg_Create(&m, subject.c_str(), nullptr, row.payload.data(),
-                                static_cast<int>(row.payload.size()));
+  natsStatus s =
+      natsMsg_Create(&m, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
   for (const auto& [k, v] : headers) {
     if (s == NATS_OK) s = natsMsgHeader_Set(m, k.c_str(), v.c_str());
   }
@@ -244,48 +287,60 @@ natsMsg* BuildMessage(const std::string& subject, const OutboxRow& row, const He
 
 void NatsDestination::PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
                                        std::vector<std::optional<Outcome>>& outcomes) {
-  const int max_chars = settings_.max_error_body_bytes;
   auto state = std::make_shared<Batch>(batch.size());
   {
     std::lock_guard<std::mutex> lock(inflight_mu_);
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (outcomes[i]) continue;
-    const OutboxRow& row = *batch[i].row;
-    TemplateContext ctx = TemplateContext::ForRow(row);
-    std::string subject = subject_.Render(row, ctx);
-    std::optional<Outcome> failed;
-    if (subject.empty()) {
-      failed =
-          Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
-    }
-    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-    if (!failed && !headers.ok()) {
-      failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
-    }
-    std::string reason;
-    natsMsg* m = failed ? nullptr : BuildMessage(subject, row, *headers, true, &reason);
-    if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
-    if (failed) {
-      std::lock_guard<std::mutex> lock(inflight_mu_);
-      state->outcomes[i] = std::move(failed);
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(inflight_mu_);
-      inflight_[row.id].push_back(InFlight{state, i});
-      ++state->pending;
-    }
-    natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
-    natsMsg_Destroy(m);  // no-op when the library took it
-    if (s != NATS_OK) {
-      Settle(row.id, Outcome::Retry(FailureReason(
-                         "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
-                         max_chars)));
-    }
+    if (!outcomes[i]) PublishAsync(conn, batch[i], i, state);
   }
+  if (AwaitPubAcks(state, outcomes)) {
+    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
+    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
+    natsMsgList pending;
+    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+}
 
+void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& message, size_t index,
+                                   const std::shared_ptr<Batch>& state) {
+  const int max_chars = settings_.max_error_body_bytes;
+  const OutboxRow& row = *message.row;
+  TemplateContext ctx = TemplateContext::ForRow(row);
+  std::string subject = subject_.Render(row, ctx);
+  std::optional<Outcome> failed;
+  if (subject.empty()) {
+    failed = Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
+  }
+  Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+  if (!failed && !headers.ok()) {
+    failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+  }
+  std::string reason;
+  natsMsg* m = failed ? nullptr : BuildMessage(subject, message, *headers, true, &reason);
+  if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
+  if (failed) {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    state->outcomes[index] = std::move(failed);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    inflight_[row.id].push_back(InFlight{state, index});
+    ++state->pending;
+  }
+  natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
+  natsMsg_Destroy(m);  // no-op when the library took it
+  if (s != NATS_OK) {
+    Settle(row.id, Outcome::Retry(FailureReason(
+                       "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
+                       max_chars)));
+  }
+}
+
+bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
+                                   std::vector<std::optional<Outcome>>& outcomes) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
   std::unique_lock<std::mutex> lock(inflight_mu_);
   state->cv.wait_until(lock, deadline, [&] { return state->pending == 0; });
@@ -299,22 +354,16 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
           q.end());
       it = q.empty() ? inflight_.erase(it) : std::next(it);
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!state->outcomes[i]) {
-        state->outcomes[i] = Outcome::Retry("no JetStream PubAck within " +
-                                            std::to_string(settings_.timeout_ms) + "ms");
+    for (auto& outcome : state->outcomes) {
+      if (!outcome) {
+        outcome = Outcome::Retry("no JetStream PubAck within " +
+                                 std::to_string(settings_.timeout_ms) + "ms");
       }
     }
     state->pending = 0;
   }
   outcomes = state->outcomes;
-  lock.unlock();
-  if (timed_out) {
-    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
-    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
-    natsMsgList pending;
-    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
-  }
+  return timed_out;
 }
 
 void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
@@ -337,7 +386,7 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
       continue;
     }
     std::string reason;
-    natsMsg* m = BuildMessage(subject, row, *headers, false, &reason);
+    natsMsg* m = BuildMessage(subject, batch[i], *headers, false, &reason);
     natsStatus s = m ? natsConnection_PublishMsg(conn.nc, m) : NATS_ERR;
     natsMsg_Destroy(m);
     if (s != NATS_OK) {
@@ -384,6 +433,9 @@ Status NatsDestination::Health() {
   if (!c) return Unavailable("NATS destination '" + settings_.name + "' is not connected");
   natsConnStatus st = natsConnection_Status(c->nc);
   if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
+  if (!c->connected_once) {
+    return Unavailable("NATS destination '" + settings_.name + "' is not connected yet");
+  }
   return Unavailable("NATS destination '" + settings_.name + "' is " +
                      (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected"));
 }

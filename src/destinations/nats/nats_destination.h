@@ -2,7 +2,10 @@
 // nats.c 3.4.
 //
 // Connection: one per destination, opened by Start(), reconnecting forever in the background
-// (nats.c buffers publishes while it reconnects). Credentials: username + password or token.
+// with capped jittered backoff (nats.c buffers publishes while it reconnects). A server that is
+// not up at start does not fail the start: the connection keeps trying in the background, the
+// destination reports not ready (Health) and its batches fail at once (retry path) until a
+// server answered (issue 13 item 4). Credentials: username + password or token.
 // Message: subject = subjectFrom column or the `subject` template rendered (empty => failure
 //   "rendered an empty subject"; the route's routingKeyTemplate never changes it); body = the
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
@@ -66,8 +69,9 @@ class NatsDestination final : public Destination {
 
   const std::string& name() const override { return settings_.name; }
   std::string_view type() const override { return "nats"; }
-  // Connects (and creates the JetStream context). kUnavailable naming the destination when no
-  // server answers.
+  // Connects (and creates the JetStream context); when no server answers yet, keeps connecting
+  // in the background and returns OK. kUnavailable naming the destination for a connection that
+  // cannot be set up at all (bad options).
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
   // OK while connected; kUnavailable while reconnecting or closed.
@@ -85,8 +89,18 @@ class NatsDestination final : public Destination {
   explicit NatsDestination(NatsDestinationSettings settings, AddressSpec subject);
   Result<std::shared_ptr<Connection>> CurrentConnection();
   Result<std::shared_ptr<Connection>> Connect();
+  // JetStream: every message is sent asynchronously (PublishAsync), then the PubAcks are awaited.
   void PublishJetStream(Connection& conn, std::span<const OutboundMessage> batch,
                         std::vector<std::optional<Outcome>>& outcomes);
+  // Sends one message and registers it in inflight_; a message that cannot be sent gets its
+  // outcome in `state` at once.
+  void PublishAsync(Connection& conn, const OutboundMessage& message, size_t index,
+                    const std::shared_ptr<Batch>& state);
+  // Waits up to timeoutMs for the batch's PubAcks and copies its outcomes out. True when it gave
+  // up on some: they are Retry and removed from inflight_, so a late PubAck is ignored.
+  bool AwaitPubAcks(const std::shared_ptr<Batch>& state,
+                    std::vector<std::optional<Outcome>>& outcomes);
+  // Core NATS: publish every message, then one flush confirms them all.
   void PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                    std::vector<std::optional<Outcome>>& outcomes);
   // PubAck callback target: settles the oldest in-flight message with this Nats-Msg-Id.

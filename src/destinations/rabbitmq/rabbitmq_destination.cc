@@ -12,6 +12,7 @@
 
 #include "core/backoff.h"
 #include "core/log.h"
+#include "destinations/rabbitmq/amqp_extension.h"
 
 namespace queuebox {
 namespace {
@@ -97,8 +98,15 @@ amqp_table_entry_t StringEntry(const std::string& key, const std::string& value)
   return e;
 }
 
-// The AMQP basic properties an OutboundMessage may set by name (destination.h amqp_properties):
-// the short-string ones.
+// The AMQP extension of a message; an empty one when it has none.
+const AmqpExtension& AmqpOf(const OutboundMessage& message) {
+  static const AmqpExtension kNone;
+  const auto* amqp = dynamic_cast<const AmqpExtension*>(message.extension);
+  return amqp != nullptr ? *amqp : kNone;
+}
+
+// The AMQP basic properties a message may set by name (AmqpExtension::properties): the
+// short-string ones.
 struct PropertySlot {
   std::string_view name;
   amqp_flags_t flag;
@@ -289,7 +297,8 @@ RabbitMqDestination::RabbitMqDestination(RabbitMqDestinationSettings settings, A
                                          Template routing_key)
     : settings_(std::move(settings)),
       exchange_(std::move(exchange)),
-      routing_key_(std::move(routing_key)) {}
+      routing_key_(std::move(routing_key)),
+      reconnect_(settings_.name, [this] { return ConnectAndDeclare(); }) {}
 
 RabbitMqDestination::~RabbitMqDestination() { Stop(); }
 
@@ -319,8 +328,12 @@ std::string RabbitMqDestination::Endpoint() const { return host_ + ":" + std::to
 void RabbitMqDestination::Drop(const std::string& reason) {
   conn_.reset();
   connected_ = false;
-  std::lock_guard<std::mutex> lock(error_mu_);
-  last_error_ = FailureReason(reason, settings_.max_error_body_bytes);
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    last_error_ = FailureReason(reason, settings_.max_error_body_bytes);
+  }
+  // Reconnect in the background too, so readiness recovers without waiting for traffic.
+  if (started_) reconnect_.Kick();
 }
 
 Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
@@ -351,53 +364,171 @@ Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
   return Status::Ok();
 }
 
-Status RabbitMqDestination::Start() {
+Status RabbitMqDestination::ConnectAndDeclare() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (conn_ && conn_->healthy()) return Status::Ok();
   Status s = EnsureConnected(/*ignore_backoff=*/true);
   if (s.ok() && exchange_.fixed()) {
     OutboxRow none;
     std::string exchange = exchange_.Render(none, TemplateContext::ForRow(none));
     s = conn_->Declare(exchange, settings_.exchange_type);
-    if (!s.ok()) Drop(s.message());
+    if (!s.ok()) {
+      Drop(s.message());
+      return FailedPrecondition(FailureReason(s.message(), settings_.max_error_body_bytes));
+    }
   }
-  if (!s.ok()) {
-    return Unavailable("destinations." + settings_.name + ": " +
-                       FailureReason(s.message(), settings_.max_error_body_bytes));
+  return s;
+}
+
+Status RabbitMqDestination::Start() {
+  started_ = true;
+  Status s = ConnectAndDeclare();
+  if (s.ok()) return s;
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    // The broker answered and refused the exchange: a configuration problem, not an outage.
+    return Unavailable("destinations." + settings_.name + ": " + s.message());
   }
+  // The broker is not reachable: start anyway, not ready, and keep trying in the background.
+  reconnect_.Kick();
   return Status::Ok();
 }
 
-void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
-  const int max_chars = settings_.max_error_body_bytes;
-  std::vector<std::optional<Outcome>> outcomes(batch.size());
-  auto fail = [&](size_t i, const std::string& reason) {
-    if (!outcomes[i]) outcomes[i] = Outcome::Retry(FailureReason(reason, max_chars));
-  };
-  auto report = [&] {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
-                                 : Outcome::Retry("RabbitMQ publish was not attempted"));
-    }
-  };
-
-  // Pass 1 (no lock): addresses, routing keys and headers of every message.
+// One PublishBatch call: what pass 1 prepared for each message, the outcomes decided so far, and
+// which delivery tag stands for which message while the confirms are read.
+struct RabbitMqDestination::Batch {
   struct Prepared {
     std::string exchange, routing_key, message_id;
     HeaderList headers;
   };
-  std::vector<Prepared> prepared(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const OutboxRow& row = *batch[i].row;
+
+  Batch(std::span<const OutboundMessage> batch, int max_error_chars)
+      : messages(batch),
+        prepared(batch.size()),
+        outcomes(batch.size()),
+        max_chars(max_error_chars) {}
+
+  // A retryable failure, unless the message already has its outcome.
+  void Fail(size_t i, const std::string& reason) {
+    if (!outcomes[i]) outcomes[i] = Outcome::Retry(FailureReason(reason, max_chars));
+  }
+  void FailAll(const std::string& reason) {
+    for (size_t i = 0; i < messages.size(); ++i) Fail(i, reason);
+  }
+  bool AnyUndecided() const {
+    return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o; });
+  }
+  // The confirm (ack or nack) of one delivery tag decides its message.
+  void Settle(uint64_t tag, bool ack) {
+    auto it = pending.find(tag);
+    if (it == pending.end()) return;
+    size_t i = it->second;
+    auto ret = returned.find(tag);
+    if (!ack) {
+      Fail(i, "RabbitMQ nacked the message (exchange '" + prepared[i].exchange + "')");
+    } else if (ret != returned.end()) {
+      Fail(i, ret->second);
+    } else {
+      outcomes[i] = Outcome::Delivered();
+    }
+    pending.erase(it);
+  }
+  // basic.ack / basic.nack (with `multiple`, every open tag up to this one).
+  void OnConfirm(const amqp_frame_t& frame) {
+    bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
+    uint64_t tag;
+    bool multiple;
+    if (ack) {
+      auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
+      tag = m->delivery_tag;
+      multiple = m->multiple != 0;
+    } else {
+      auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
+      tag = m->delivery_tag;
+      multiple = m->multiple != 0;
+    }
+    if (!multiple) {
+      Settle(tag, ack);
+      return;
+    }
+    std::vector<uint64_t> tags;
+    for (auto it = pending.begin(); it != pending.end() && it->first <= tag; ++it) {
+      tags.push_back(it->first);
+    }
+    for (uint64_t t : tags) Settle(t, ack);
+  }
+
+  // basic.return: remembered for the ack that follows it; `broken` when it cannot be read.
+  void OnReturn(const amqp_frame_t& frame, amqp_connection_state_t state) {
+    auto* m = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
+    std::string reason = "unroutable: RabbitMQ returned the message (" +
+                         std::to_string(m->reply_code) + " " + BytesText(m->reply_text) +
+                         ", exchange '" + BytesText(m->exchange) + "', routing key '" +
+                         BytesText(m->routing_key) + "')";
+    amqp_message_t msg;
+    amqp_rpc_reply_t r = amqp_read_message(state, frame.channel, &msg, 0);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+      broken = RpcError(r, "RabbitMQ read of a returned message");
+      return;
+    }
+    std::string id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+                         ? BytesText(msg.properties.message_id)
+                         : std::string();
+    amqp_destroy_message(&msg);
+    // The return precedes the ack of its message: mark the earliest open tag of this id.
+    auto tags = by_id.find(id);
+    if (tags == by_id.end()) return;
+    for (uint64_t t : tags->second) {
+      if (pending.count(t) && !returned.count(t)) {
+        returned[t] = reason;
+        return;
+      }
+    }
+  }
+
+  void Report(OutcomeSink& sink) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
+                                 : Outcome::Retry("RabbitMQ publish was not attempted"));
+    }
+  }
+
+  std::span<const OutboundMessage> messages;
+  std::vector<Prepared> prepared;
+  std::vector<std::optional<Outcome>> outcomes;
+  int max_chars;
+  std::map<uint64_t, size_t> pending;                 // delivery tag -> index
+  std::map<std::string, std::deque<uint64_t>> by_id;  // message_id -> tags, in order
+  std::map<uint64_t, std::string> returned;           // tag -> reason of its basic.return
+  std::string broken;  // why the connection became unusable during the batch; empty while usable
+};
+
+void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  Batch b(batch, settings_.max_error_body_bytes);
+  Prepare(b);
+  std::lock_guard<std::mutex> lock(mu_);
+  DropIfClosedWhileIdle();
+  if (DeclareExchanges(b)) {
+    Publish(b);
+    AwaitConfirms(b);
+    Finish(b);
+  }
+  b.Report(sink);
+}
+
+void RabbitMqDestination::Prepare(Batch& b) const {
+  for (size_t i = 0; i < b.messages.size(); ++i) {
+    const OutboundMessage& message = b.messages[i];
+    const OutboxRow& row = *message.row;
     TemplateContext ctx = TemplateContext::ForRow(row);
-    Prepared& p = prepared[i];
+    Batch::Prepared& p = b.prepared[i];
     p.exchange = exchange_.Render(row, ctx);
     if (p.exchange.empty()) {
-      fail(i, "RabbitMQ destination '" + settings_.name + "' rendered an empty exchange");
+      b.Fail(i, "RabbitMQ destination '" + settings_.name + "' rendered an empty exchange");
       continue;
     }
     Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
     if (!headers.ok()) {
-      outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+      b.outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), b.max_chars));
       continue;
     }
     p.headers = {{"x-topic", row.topic}};
@@ -410,40 +541,41 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
         p.headers.emplace_back(std::move(k), std::move(v));
       }
     }
-    std::string bad_property = CheckProperties(batch[i].amqp_properties);
+    const AmqpExtension& amqp = AmqpOf(message);
+    std::string bad_property = CheckProperties(amqp.properties);
     if (!bad_property.empty()) {
-      outcomes[i] = Outcome::Reject(FailureReason(bad_property, max_chars));
+      b.outcomes[i] = Outcome::Reject(FailureReason(bad_property, b.max_chars));
       continue;
     }
     // Integer headers replace string headers of the same name.
     std::erase_if(p.headers,
-                  [&](const auto& h) { return batch[i].amqp_integer_headers.count(h.first) > 0; });
-    auto message_id = batch[i].amqp_properties.find("message_id");
-    p.message_id = message_id != batch[i].amqp_properties.end() ? message_id->second : row.id;
-    p.routing_key = batch[i].routing_key ? *batch[i].routing_key : routing_key_.Render(ctx);
+                  [&](const auto& h) { return amqp.integer_headers.count(h.first) > 0; });
+    auto message_id = amqp.properties.find("message_id");
+    p.message_id = message_id != amqp.properties.end() ? message_id->second : row.id;
+    p.routing_key = message.routing_key ? *message.routing_key : routing_key_.Render(ctx);
   }
+}
 
-  std::lock_guard<std::mutex> lock(mu_);
-  // A connection the broker closed while idle is replaced before publishing.
-  std::string idle_reason;
-  if (conn_ && !conn_->StillOpen(&idle_reason)) {
+void RabbitMqDestination::DropIfClosedWhileIdle() {
+  std::string reason;
+  if (conn_ && !conn_->StillOpen(&reason)) {
     log::Warn("RabbitMQ connection lost; reconnecting",
-              {{"destination", settings_.name}, {"error", FailureReason(idle_reason, max_chars)}});
-    Drop(idle_reason);
+              {{"destination", settings_.name},
+               {"error", FailureReason(reason, settings_.max_error_body_bytes)}});
+    Drop(reason);
   }
+}
 
-  // Pass 2: declare each exchange once per connection. A failed declare closes the channel:
-  // its messages fail and the next exchange gets a fresh connection.
-  std::map<std::string, std::string> bad_exchanges;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (outcomes[i]) continue;
-    const std::string& ex = prepared[i].exchange;
+bool RabbitMqDestination::DeclareExchanges(Batch& b) {
+  std::map<std::string, std::string> bad_exchanges;  // exchange -> why its declare failed
+  for (size_t i = 0; i < b.messages.size(); ++i) {
+    if (b.outcomes[i]) continue;
+    const std::string& ex = b.prepared[i].exchange;
     if (bad_exchanges.count(ex)) continue;
     Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
     if (!s.ok()) {
-      for (size_t j = 0; j < batch.size(); ++j) fail(j, s.message());
-      report();
-      return;
+      b.FailAll(s.message());
+      return false;
     }
     s = conn_->Declare(ex, settings_.exchange_type);
     if (!s.ok()) {
@@ -451,39 +583,34 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
       Drop(s.message());
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto bad = bad_exchanges.find(prepared[i].exchange);
-    if (bad != bad_exchanges.end()) fail(i, bad->second);
+  for (size_t i = 0; i < b.messages.size(); ++i) {
+    auto bad = bad_exchanges.find(b.prepared[i].exchange);
+    if (bad != bad_exchanges.end()) b.Fail(i, bad->second);
   }
-  bool any = std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o; });
-  if (!any) {
-    report();
-    return;
-  }
+  if (!b.AnyUndecided()) return false;
   Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
   if (!s.ok()) {
-    for (size_t j = 0; j < batch.size(); ++j) fail(j, s.message());
-    report();
-    return;
+    b.FailAll(s.message());
+    return false;
   }
+  return true;
+}
 
-  // Pass 3: publish everything (mandatory), remembering which delivery tag is which message.
+void RabbitMqDestination::Publish(Batch& b) {
   amqp_connection_state_t state = conn_->state();
-  std::map<uint64_t, size_t> pending;                 // delivery tag -> index
-  std::map<std::string, std::deque<uint64_t>> by_id;  // message_id -> tags, in order
-  std::map<uint64_t, std::string> returned;           // tag -> reason of its basic.return
-  std::string broken;
-  for (size_t i = 0; i < batch.size() && broken.empty(); ++i) {
-    if (outcomes[i]) continue;
-    const OutboxRow& row = *batch[i].row;
-    const Prepared& p = prepared[i];
+  for (size_t i = 0; i < b.messages.size(); ++i) {
+    if (b.outcomes[i]) continue;
+    const OutboundMessage& message = b.messages[i];
+    const OutboxRow& row = *message.row;
+    const Batch::Prepared& p = b.prepared[i];
+    const AmqpExtension& amqp = AmqpOf(message);
     std::vector<amqp_table_entry_t> entries;
-    entries.reserve(p.headers.size() + 1 + batch[i].amqp_integer_headers.size());
+    entries.reserve(p.headers.size() + 1 + amqp.integer_headers.size());
     for (const auto& [k, v] : p.headers) {
       entries.push_back(StringEntry(k, v));
       if (k == "x-topic") {
         // x-attempt (integer) right after x-topic, unless another header replaced it.
-        bool replaced = batch[i].amqp_integer_headers.count("x-attempt") > 0 ||
+        bool replaced = amqp.integer_headers.count("x-attempt") > 0 ||
                         std::any_of(p.headers.begin(), p.headers.end(),
                                     [](const auto& h) { return h.first == "x-attempt"; });
         if (!replaced) {
@@ -495,7 +622,7 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
         }
       }
     }
-    for (const auto& [k, v] : batch[i].amqp_integer_headers) {
+    for (const auto& [k, v] : amqp.integer_headers) {
       amqp_table_entry_t e;
       e.key = BytesOf(k);
       e.value.kind = AMQP_FIELD_KIND_I64;
@@ -509,130 +636,76 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
     props.content_type = amqp_cstring_bytes("application/json");
     props.delivery_mode = settings_.persistent ? 2 : 1;
     props.message_id = BytesOf(p.message_id);
-    for (const auto& [name, value] : batch[i].amqp_properties) {
-      const PropertySlot* slot = FindProperty(name);  // checked in pass 1
+    for (const auto& [name, value] : amqp.properties) {
+      const PropertySlot* slot = FindProperty(name);  // checked by Prepare
       props._flags |= slot->flag;
       props.*(slot->field) = BytesOf(value);
     }
     props.headers.num_entries = static_cast<int>(entries.size());
     props.headers.entries = entries.data();
-    amqp_bytes_t body{row.payload.size(), const_cast<char*>(row.payload.data())};
+    const std::string_view payload = message.body();
+    amqp_bytes_t body{payload.size(), const_cast<char*>(payload.data())};
     int rc = amqp_basic_publish(state, kChannel, amqp_cstring_bytes(p.exchange.c_str()),
                                 amqp_cstring_bytes(p.routing_key.c_str()), /*mandatory=*/1,
                                 /*immediate=*/0, &props, body);
     if (rc != AMQP_STATUS_OK) {
-      broken = std::string("RabbitMQ publish failed: ") + amqp_error_string2(rc);
-      break;
+      b.broken = std::string("RabbitMQ publish failed: ") + amqp_error_string2(rc);
+      return;
     }
     uint64_t tag = conn_->NextTag();
-    pending[tag] = i;
-    by_id[p.message_id].push_back(tag);
+    b.pending[tag] = i;
+    b.by_id[p.message_id].push_back(tag);
   }
+}
 
-  // Pass 4: read confirms (and returns) until every published message has its answer.
-  auto settle = [&](uint64_t tag, bool ack) {
-    auto it = pending.find(tag);
-    if (it == pending.end()) return;
-    size_t i = it->second;
-    auto ret = returned.find(tag);
-    if (!ack) {
-      fail(i, "RabbitMQ nacked the message (exchange '" + prepared[i].exchange + "')");
-    } else if (ret != returned.end()) {
-      fail(i, ret->second);
-    } else {
-      outcomes[i] = Outcome::Delivered();
-    }
-    pending.erase(it);
-  };
+void RabbitMqDestination::AwaitConfirms(Batch& b) {
+  amqp_connection_state_t state = conn_->state();
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.confirm_timeout_ms);
-  while (broken.empty() && !pending.empty()) {
+  while (b.broken.empty() && !b.pending.empty()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      broken = "no RabbitMQ publisher confirm within " +
-               std::to_string(settings_.confirm_timeout_ms) + "ms";
-      break;
+      b.broken = "no RabbitMQ publisher confirm within " +
+                 std::to_string(settings_.confirm_timeout_ms) + "ms";
+      return;
     }
     timeval tv = ToTimeval(left.count());
     amqp_frame_t frame;
     int rc = amqp_simple_wait_frame_noblock(state, &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) continue;
     if (rc != AMQP_STATUS_OK) {
-      broken = std::string("RabbitMQ connection lost: ") + amqp_error_string2(rc);
-      break;
+      b.broken = std::string("RabbitMQ connection lost: ") + amqp_error_string2(rc);
+      return;
     }
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
       case AMQP_BASIC_ACK_METHOD:
-      case AMQP_BASIC_NACK_METHOD: {
-        bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
-        uint64_t tag;
-        bool multiple;
-        if (ack) {
-          auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
-          tag = m->delivery_tag;
-          multiple = m->multiple != 0;
-        } else {
-          auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
-          tag = m->delivery_tag;
-          multiple = m->multiple != 0;
-        }
-        if (multiple) {
-          std::vector<uint64_t> tags;
-          for (auto it = pending.begin(); it != pending.end() && it->first <= tag; ++it) {
-            tags.push_back(it->first);
-          }
-          for (uint64_t t : tags) settle(t, ack);
-        } else {
-          settle(tag, ack);
-        }
+      case AMQP_BASIC_NACK_METHOD:
+        b.OnConfirm(frame);
         break;
-      }
-      case AMQP_BASIC_RETURN_METHOD: {
-        auto* m = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
-        std::string reason = "unroutable: RabbitMQ returned the message (" +
-                             std::to_string(m->reply_code) + " " + BytesText(m->reply_text) +
-                             ", exchange '" + BytesText(m->exchange) + "', routing key '" +
-                             BytesText(m->routing_key) + "')";
-        amqp_message_t msg;
-        amqp_rpc_reply_t r = amqp_read_message(state, frame.channel, &msg, 0);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-          broken = RpcError(r, "RabbitMQ read of a returned message");
-          break;
-        }
-        std::string id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-                             ? BytesText(msg.properties.message_id)
-                             : std::string();
-        amqp_destroy_message(&msg);
-        // The return precedes the ack of its message: mark the earliest open tag of this id.
-        auto tags = by_id.find(id);
-        if (tags != by_id.end()) {
-          for (uint64_t t : tags->second) {
-            if (pending.count(t) && !returned.count(t)) {
-              returned[t] = reason;
-              break;
-            }
-          }
-        }
+      case AMQP_BASIC_RETURN_METHOD:
+        b.OnReturn(frame, state);
         break;
-      }
       case AMQP_CONNECTION_CLOSE_METHOD:
       case AMQP_CHANNEL_CLOSE_METHOD:
-        broken = "RabbitMQ " + Connection::CloseReason(frame);
+        b.broken = "RabbitMQ " + Connection::CloseReason(frame);
         break;
       default:
         break;
     }
   }
-  if (!broken.empty()) {
-    for (const auto& [tag, i] : pending) fail(i, broken);
-    for (size_t i = 0; i < batch.size(); ++i) fail(i, broken);
-    log::Warn("RabbitMQ connection dropped",
-              {{"destination", settings_.name}, {"error", FailureReason(broken, max_chars)}});
-    Drop(broken);
-  } else {
-    amqp_maybe_release_buffers(state);
+}
+
+void RabbitMqDestination::Finish(Batch& b) {
+  if (b.broken.empty()) {
+    amqp_maybe_release_buffers(conn_->state());
+    return;
   }
-  report();
+  for (const auto& [tag, i] : b.pending) b.Fail(i, b.broken);
+  b.FailAll(b.broken);
+  log::Warn("RabbitMQ connection dropped",
+            {{"destination", settings_.name},
+             {"error", FailureReason(b.broken, settings_.max_error_body_bytes)}});
+  Drop(b.broken);
 }
 
 Status RabbitMqDestination::Health() {
@@ -643,6 +716,7 @@ Status RabbitMqDestination::Health() {
 }
 
 void RabbitMqDestination::Stop() {
+  reconnect_.Stop();
   std::lock_guard<std::mutex> lock(mu_);
   conn_.reset();
   connected_ = false;

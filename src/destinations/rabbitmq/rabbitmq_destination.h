@@ -69,8 +69,10 @@ class RabbitMqDestination final : public Destination {
 
   const std::string& name() const override { return settings_.name; }
   std::string_view type() const override { return "rabbitmq"; }
-  // Connects, opens the confirm channel and declares a literal exchange. kUnavailable naming
-  // the destination and host:port (never the credentials) when that fails.
+  // Connects, opens the confirm channel and declares a literal exchange. A broker that cannot
+  // be reached does not fail the start: the destination starts not ready (Health) and
+  // reconnects in the background with capped jittered backoff; its messages take the retry
+  // path meanwhile. kUnavailable naming the destination when the broker refuses the exchange.
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
   // OK while the connection is open; kUnavailable with the last error otherwise.
@@ -79,11 +81,32 @@ class RabbitMqDestination final : public Destination {
 
  private:
   class Connection;
+  struct Batch;
 
   RabbitMqDestination(RabbitMqDestinationSettings settings, AddressSpec exchange,
                       Template routing_key);
+  // The passes of PublishBatch, in order. Each message keeps the first outcome it gets.
+  // 1 (no lock): exchange, headers, message id and routing key of every message; a message that
+  //   can never be sent (bad row headers or AMQP property) is rejected here.
+  void Prepare(Batch& b) const;
+  // Replaces a connection the broker closed while idle (under mu_ from here on).
+  void DropIfClosedWhileIdle();
+  // 2: declares each exchange once per connection; a failed declare closes the channel, so its
+  //   messages fail and the next exchange gets a fresh connection. False when nothing is left to
+  //   publish or no connection can be had (every open message then failed).
+  bool DeclareExchanges(Batch& b);
+  // 3: publishes every open message (mandatory), remembering which delivery tag is which.
+  void Publish(Batch& b);
+  // 4: reads confirms and returns until every published message has its answer, the confirm
+  //   timeout passes or the connection breaks.
+  void AwaitConfirms(Batch& b);
+  // 5: a broken connection fails what is still open and is dropped.
+  void Finish(Batch& b);
   // Opens conn_ (honouring the reconnect backoff unless `now` is set).
   Status EnsureConnected(bool ignore_backoff);
+  // Opens conn_ when it is not open and declares a literal exchange: kUnavailable when the
+  // broker cannot be reached, kFailedPrecondition when it refuses the declare. Takes mu_.
+  Status ConnectAndDeclare();
   void Drop(const std::string& reason);
   std::string Endpoint() const;
 
@@ -99,8 +122,12 @@ class RabbitMqDestination final : public Destination {
   std::chrono::steady_clock::time_point next_connect_{};
 
   std::atomic<bool> connected_{false};
+  std::atomic<bool> started_{false};
   std::mutex error_mu_;
   std::string last_error_;
+  // Reconnects in the background while the broker is unreachable (from Start, and after a
+  // lost connection), so readiness follows the broker without traffic.
+  ReconnectLoop reconnect_;
 };
 
 }  // namespace queuebox

@@ -102,6 +102,15 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgSettings& s)
     keys.push_back("application_name");
     values.push_back(s.application_name.c_str());
   }
+  // After the URL, so they win; only the first dbname is expanded as a URL.
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"host", &s.host},
+                                   {"port", &s.port},
+                                   {"dbname", &s.dbname},
+                                   {"replication", &s.replication}}) {
+    if (value->empty()) continue;
+    keys.push_back(key);
+    values.push_back(value->c_str());
+  }
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
@@ -239,9 +248,15 @@ Result<PgPool::Lease> PgPool::Acquire() {
   const int64_t wait_ms =
       settings_.connection_timeout_ms > 0 ? settings_.connection_timeout_ms : 30000;
   std::unique_lock<std::mutex> lock(mu_);
-  bool free = cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                           [&] { return !idle_.empty() || open_ < size; });
+  auto available = [&] { return !idle_.empty() || open_ < size; };
+  bool free = available();
   if (!free) {
+    ++waiting_;
+    free = cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), available);
+    --waiting_;
+  }
+  if (!free) {
+    ++timeouts_;
     return Unavailable("All " + std::to_string(size) +
                        " PostgreSQL connections (database.poolSize) stayed busy for " +
                        std::to_string(wait_ms) + " ms.");
@@ -261,6 +276,17 @@ Result<PgPool::Lease> PgPool::Acquire() {
     return conn.status();
   }
   return Lease(this, std::move(conn).value());
+}
+
+ConnectionPoolStats PgPool::Stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ConnectionPoolStats s;
+  s.idle = static_cast<int>(idle_.size());
+  s.active = open_ - s.idle;
+  s.pending = waiting_;
+  s.max = settings_.pool_size > 0 ? settings_.pool_size : 1;
+  s.timeouts = timeouts_;
+  return s;
 }
 
 void PgPool::Return(std::unique_ptr<PgConnection> conn) {

@@ -46,6 +46,12 @@ struct PgSettings {
   // application_name of the session; empty: the URL's, else "queuebox". The LISTEN/NOTIFY
   // listener sets "queuebox-listener" so operators can find its backend in pg_stat_activity.
   std::string application_name;
+  // Overrides of the URL's host, port and database (outbox.capture.connection.*); empty: the
+  // URL's.
+  std::string host, port, dbname;
+  // "database" opens a logical replication connection (walsender; simple queries and
+  // replication commands only), for change capture (store/postgres/capture/pg_capture.h).
+  std::string replication;
 };
 
 // The settings of database.* as the store uses them: ToLibpqUrl(url), the username/password
@@ -122,6 +128,9 @@ class PgPool {
   // connection_timeout_ms for one to come back (then kUnavailable).
   Result<Lease> Acquire();
 
+  // Active, idle, waiting callers, size and timeouts so far (min 0: connections open on demand).
+  ConnectionPoolStats Stats();
+
  private:
   void Return(std::unique_ptr<PgConnection> conn);
 
@@ -130,6 +139,8 @@ class PgPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<PgConnection>> idle_;
   int open_ = 0;  // idle + on loan + being opened
+  int waiting_ = 0;
+  int64_t timeouts_ = 0;
 };
 
 }  // namespace queuebox::store

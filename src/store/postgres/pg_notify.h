@@ -1,5 +1,5 @@
 // pg_notify.h: the optional LISTEN/NOTIFY wake-up of the relay on PostgreSQL
-// (outbox.notify.enabled; issue 6 item 4). Migration V13 adds a statement-level AFTER INSERT
+// (outbox.notify.enabled). Migration V13 adds a statement-level AFTER INSERT
 // trigger on outbox that calls pg_notify('queuebox_outbox', ''); this listener holds its own
 // libpq connection (application_name "queuebox-listener"), runs LISTEN queuebox_outbox, and calls
 // `on_wake` (Relay::Wake) when a notification arrives.
@@ -37,6 +37,7 @@
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
+#include "store/open_store.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store {
@@ -52,7 +53,7 @@ struct PgNotifyOptions {
   std::chrono::milliseconds keepalive{30000};  // round trip on a connection quiet this long
 };
 
-class PgNotifyListener {
+class PgNotifyListener final : public InsertListener {
  public:
   // The connection settings come from `db` exactly as the store builds them (ToLibpqUrl,
   // username/password overrides, connectionTimeoutMs); the trigger is looked up on
@@ -60,16 +61,16 @@ class PgNotifyListener {
   static Result<std::unique_ptr<PgNotifyListener>> Create(const DatabaseConfig& db,
                                                           std::function<void()> on_wake,
                                                           PgNotifyOptions options = {});
-  ~PgNotifyListener();  // Stop()
+  ~PgNotifyListener() override;  // Stop()
   PgNotifyListener(const PgNotifyListener&) = delete;
   PgNotifyListener& operator=(const PgNotifyListener&) = delete;
 
   // Starts the listener thread, which connects in the background. kFailedPrecondition when
   // already started, kInternal when the stop event cannot be created.
-  Status Start();
+  Status Start() override;
   // Stops the thread and closes the connection. Returns within one connect attempt at most
   // (connect is the only blocking call, bounded by database.connectionTimeoutMs); idempotent.
-  void Stop();
+  void Stop() override;
 
   // True while LISTEN is in effect on a live connection.
   bool listening() const { return listening_.load(); }

@@ -6,6 +6,7 @@
 
 #include "store/migrate.h"
 #include "store/postgres/claim_sql.h"
+#include "store/postgres/pg_arrays.h"
 
 namespace queuebox::store {
 namespace {
@@ -20,34 +21,6 @@ constexpr const char* kMs = " * interval '1 millisecond'";
 // The claim's window, in rows per row of the batch: twice the batch, so a few blocked rows among
 // the heads never cost the key walk (claim.sql).
 constexpr int64_t kClaimWindowFactor = 2;
-
-// A PostgreSQL array literal of text elements: {"a","b\"c"}.
-std::string PgArray(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
-bool IsUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A fence whose id or token is not a UUID can never match (QueueBox: a null token never
 // matches), so it is left out instead of failing the whole batch on the uuid cast.
@@ -123,7 +96,8 @@ Result<std::unique_ptr<PostgresOutboxStore>> PostgresOutboxStore::Open(
 PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings settings)
     : config_(std::move(config)),
       pool_(std::move(settings)),
-      heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }) {}
+      heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }),
+      inbox_(config_, pool_) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);
@@ -159,7 +133,8 @@ Result<MigrateReport> PostgresOutboxStore::Migrate(std::optional<int> baseline) 
   QB_RETURN_IF_ERROR(RequireDefaultSchema(config_));
   QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
   Migrator migrator(*conn);
-  return RunMigrations(migrator, PostgresMigrations(), config_, baseline);
+  return RunMigrations(migrator, PostgresMigrations(), config_, baseline,
+                       PostgresEarlierChecksums());
 }
 
 Status PostgresOutboxStore::Ping() { return Run("SELECT 1").status(); }
@@ -326,20 +301,28 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
   return ToStats(by_state, oldest, dead);
 }
 
+Result<int64_t> PostgresOutboxStore::NextWakeDelayMs(int64_t max_wait_ms) {
+  if (max_wait_ms < 1) return InvalidArgument("NextWakeDelayMs: max_wait_ms must be at least 1");
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("SELECT GREATEST(1, LEAST($1::bigint, ceil(EXTRACT(EPOCH FROM min(due) - "
+          "clock_timestamp()) * 1000)::bigint)) FROM ("
+          "SELECT min({scheduled_at}) AS due FROM {T} WHERE {state} = 'pending' AND "
+          "{scheduled_at} > clock_timestamp() "
+          "UNION ALL SELECT min({lease_expires_at}) FROM {T} WHERE {state} = 'processing' AND "
+          "{lease_expires_at} > clock_timestamp()) AS next_due",
+          {max_wait_ms}));
+  if (rows.empty() || rows[0].empty() || !rows[0][0]) return max_wait_ms;
+  return ParseInt(*rows[0][0]).value_or(max_wait_ms);
+}
+
 Result<std::vector<std::string>> PostgresOutboxStore::DistinctTopics() {
   QB_ASSIGN_OR_RETURN(SqlRows rows, Run("SELECT DISTINCT {topic} FROM {T} ORDER BY 1"));
   return FirstColumn(rows);
 }
 
 Result<int64_t> PostgresOutboxStore::Replay(const ReplayFilter& filter) {
-  static const ReplayDialect kDialect{
-      "clock_timestamp()", [](size_t n) { return "$" + std::to_string(n); },
-      [](const std::string& col, const std::string& p) {
-        // ids are UUIDs: a malformed one is kInvalidArgument (SQLSTATE 22P02).
-        return col + " = ANY (" + p + (col == "{id}" ? "::uuid[])" : "::text[])");
-      },
-      &PgArray, [](const std::string& p) { return p + "::timestamptz"; }};
-  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildReplay(filter, kDialect));
+  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildReplay(filter, PgReplayDialect()));
   if (!st) return int64_t{0};
   int64_t changes = 0;
   QB_RETURN_IF_ERROR(Run(st->sql, st->params, &changes).status());

@@ -19,6 +19,7 @@
 #include "queuebox/store.h"
 #include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/postgres_inbox_store.h"
 #include "store/postgres/replica_heartbeat.h"
 
 namespace queuebox::store {
@@ -40,6 +41,9 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
+  // Rounded up to whole milliseconds. Two index probes (idx_outbox_pending_due; the processing
+  // rows through idx_outbox_processing_claimed).
+  Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) override;
   Result<std::vector<std::string>> DistinctTopics() override;
   Result<int64_t> Replay(const ReplayFilter& filter) override;
   Result<std::vector<DeadRow>> ListDead(int limit) override;
@@ -48,6 +52,9 @@ class PostgresOutboxStore final : public OutboxStore {
                                     int batch) override;
   // Key affinity through queuebox_relay_replicas (ReplicaHeartbeat).
   ReplicaMembership* replica_membership() override { return &heartbeat_; }
+  // The inbox on the same pool (postgres_inbox_store.h).
+  InboxStore* inbox() override { return &inbox_; }
+  std::optional<ConnectionPoolStats> PoolStats() override { return pool_.Stats(); }
 
  private:
   class Migrator;
@@ -73,6 +80,7 @@ class PostgresOutboxStore final : public OutboxStore {
   ClaimWindowState window_;
 
   ReplicaHeartbeat heartbeat_;  // after window_: a share change resets it
+  PostgresInboxStore inbox_;    // after pool_, which it uses
 };
 
 }  // namespace queuebox::store

@@ -155,6 +155,7 @@ Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const Databas
   sqlite3_busy_timeout(db, static_cast<int>(std::min<int64_t>(busy_ms, 2147483647)));
   std::unique_ptr<SqliteOutboxStore> store(new SqliteOutboxStore(db, config));
   store->write_gate_ = WriteGateFor(path);
+  store->inbox_ = std::make_unique<SqliteInboxStore>(*store);
   {
     std::lock_guard<std::mutex> lock(store->mu_);
     // WAL: readers never block the writer. ":memory:" stays in its own journal mode.
@@ -167,6 +168,7 @@ SqliteOutboxStore::SqliteOutboxStore(sqlite3* db, DatabaseConfig config)
     : db_(db), config_(std::move(config)) {}
 
 SqliteOutboxStore::~SqliteOutboxStore() {
+  inbox_.reset();
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
@@ -266,11 +268,22 @@ Result<SqlRows> SqliteOutboxStore::Write(const std::string& sql,
   return rows;
 }
 
+Status SqliteOutboxStore::Transaction(const std::function<Status()>& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> gate(*write_gate_);
+  QB_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
+  Status s = body();
+  if (s.ok()) s = ExecLocked("COMMIT");
+  if (!s.ok()) (void)ExecLocked("ROLLBACK");
+  return s;
+}
+
 Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
   std::lock_guard<std::mutex> lock(mu_);
   Migrator migrator(*this);
   claim_sql_.clear();  // the migration may add the claim's indexes: choose the hints again
-  return RunMigrations(migrator, SqliteMigrations(), config_, baseline);
+  return RunMigrations(migrator, SqliteMigrations(), config_, baseline,
+                       SqliteEarlierChecksums());
 }
 
 Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }

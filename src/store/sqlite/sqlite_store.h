@@ -18,6 +18,7 @@
 
 #include <sqlite3.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 
 #include "queuebox/store.h"
 #include "store/common.h"
+#include "store/sqlite/sqlite_inbox_store.h"
 
 namespace queuebox::store {
 
@@ -67,9 +69,12 @@ class SqliteOutboxStore final : public OutboxStore {
   Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
   Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                     int batch) override;
+  // The inbox on the same connection (sqlite_inbox_store.h).
+  InboxStore* inbox() override { return inbox_.get(); }
 
  private:
   class Migrator;
+  friend class SqliteInboxStore;
 
   SqliteOutboxStore(sqlite3* db, DatabaseConfig config);
   std::string Sql(std::string_view tmpl) const;
@@ -83,6 +88,9 @@ class SqliteOutboxStore final : public OutboxStore {
   // Write: one statement inside BEGIN IMMEDIATE ... COMMIT under the mutex.
   Result<SqlRows> Write(const std::string& sql, const std::vector<SqlParam>& params,
                         int64_t* changes = nullptr);
+  // Runs `body` inside BEGIN IMMEDIATE ... COMMIT under the mutex and the write gate; any error
+  // (from `body` or the commit) rolls back. `body` calls RunLocked.
+  Status Transaction(const std::function<Status()>& body);
   Status ErrorLocked(int rc, const std::string& what) const;
   // The claim statement for this table: with index hints when the claim's indexes exist.
   Result<std::string> ClaimSqlLocked();
@@ -99,6 +107,7 @@ class SqliteOutboxStore final : public OutboxStore {
   // still meet the busy timeout. Taken after mu_, around BEGIN IMMEDIATE ... COMMIT.
   std::shared_ptr<std::mutex> write_gate_;
   std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
+  std::unique_ptr<SqliteInboxStore> inbox_;          // uses this store's connection
 };
 
 }  // namespace queuebox::store

@@ -3,7 +3,10 @@
 // Node: the reference side of the differential test. golden_test.cc runs the same file through
 // the embedded, synchronous engine; both must give every case's expected output.
 //
-//   node golden_node.js <golden.json> <node_modules/jsonata/jsonata.js>
+//   node golden_node.js <golden.json> <node_modules/jsonata/jsonata.js> [more.json ...]
+//
+// More files (QueueBox's documented examples, tests/vendor/queuebox/transform_examples.json) run
+// after the golden cases, in the same way; only golden.json needs 300 cases.
 //
 // Mirrors the engine: maxDepth is jsonata's `stack` option (default 100), the input and the
 // bindings go through JSON text, and functions serialize as no value (src/transform/js/driver.js).
@@ -11,7 +14,7 @@
 const fs = require('fs');
 const path = require('path');
 
-const [goldenPath, jsonataArg] = process.argv.slice(2);
+const [goldenPath, jsonataArg, ...morePaths] = process.argv.slice(2);
 if (!goldenPath || !jsonataArg) {
   process.stderr.write('usage: golden_node.js <golden.json> <jsonata.js>\n');
   process.exit(2);
@@ -19,6 +22,7 @@ if (!goldenPath || !jsonataArg) {
 const jsonataPath = path.resolve(jsonataArg);
 const jsonata = require(jsonataPath);
 const cases = JSON.parse(fs.readFileSync(goldenPath, 'utf8'));
+const more = morePaths.map((p) => JSON.parse(fs.readFileSync(p, 'utf8')));
 
 function withoutFunctions(key, value) {
   if (typeof value === 'function') return undefined;
@@ -64,11 +68,11 @@ function check(c, got) {
   return want === have ? null : `got ${got.text}, expected ${want}`;
 }
 
-(async () => {
+async function runFile(list, label) {
   let passed = 0;
   let failed = 0;
   const names = new Set();
-  for (const c of cases) {
+  for (const c of list) {
     let problem = names.has(c.name) ? 'duplicate name' : null;
     names.add(c.name);
     if (!problem) problem = check(c, await run(c));
@@ -79,12 +83,18 @@ function check(c, got) {
       passed++;
     }
   }
+  process.stdout.write(`${label} (npm jsonata ${require(path.join(path.dirname(jsonataPath), 'package.json')).version} ` +
+                       `under Node ${process.version}): ${list.length} cases\n`);
+  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  return failed;
+}
+
+(async () => {
+  let failed = await runFile(cases, 'golden');
   if (cases.length < 300) {
     failed++;
     process.stdout.write(`FAIL only ${cases.length} cases; the suite needs at least 300\n`);
   }
-  process.stdout.write(`golden (npm jsonata ${require(path.join(path.dirname(jsonataPath), 'package.json')).version} ` +
-                       `under Node ${process.version}): ${cases.length} cases\n`);
-  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  for (let i = 0; i < more.length; i++) failed += await runFile(more[i], path.basename(morePaths[i]));
   process.exit(failed === 0 ? 0 : 1);
 })();

@@ -1,16 +1,16 @@
 // destination_transport.h: a babelqueue::Transport over one of the QueueBox relay's destinations
 // (include/queuebox/destination.h: http, file, rabbitmq; other brokers as they land), so an
-// OutboxRelay can publish through them. Library `babelqueue_transport` (src/bq_transport), kept
-// apart so the SDK core links no broker or HTTP client.
+// OutboxRelay can publish through them. Library `babelqueue_transport`, beside the destinations
+// and above the SDK, so the SDK links no broker or HTTP client.
 //
 // Each Publish(queue, body) sends one OutboundMessage whose OutboxRow has
 //   payload = body (the envelope bytes, verbatim; never re-encoded), topic = queue,
 //   id = meta.id, attempt = 0, and the binding's projection of the envelope (bindings.h):
 //   - a destination of type "rabbitmq": the AMQP binding (ProjectAmqp, broker-bindings §2).
-//     OutboundMessage::amqp_properties = type, correlation_id, message_id, app_id, content_type;
-//     headers natively typed: x-source-lang (string) in the row's headers, x-schema-version and
-//     x-attempts in OutboundMessage::amqp_integer_headers. The destination adds its own x-topic
-//     and x-attempt headers and delivery_mode.
+//     An AmqpExtension (destinations/rabbitmq/amqp_extension.h) carries the properties type,
+//     correlation_id, message_id, app_id, content_type and the integer headers x-schema-version
+//     and x-attempts; x-source-lang (string) goes in the row's headers. The destination adds its
+//     own x-topic and x-attempt headers and delivery_mode.
 //   - any other type: headers = a JSON object of strings bq-job, bq-trace-id, bq-message-id,
 //     bq-schema-version, bq-source-lang, bq-attempts (the Kafka binding; for HTTP, QueueBox's
 //     choice as no upstream binding exists).

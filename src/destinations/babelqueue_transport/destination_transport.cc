@@ -1,10 +1,11 @@
-// destination_transport.cc: see babelqueue/destination_transport.h.
-#include "babelqueue/destination_transport.h"
+// destination_transport.cc: see destination_transport.h.
+#include "destinations/babelqueue_transport/destination_transport.h"
 
 #include <optional>
 #include <utility>
 
 #include "babelqueue/bindings.h"
+#include "destinations/rabbitmq/amqp_extension.h"
 
 namespace babelqueue {
 namespace {
@@ -46,19 +47,21 @@ Status DestinationTransport::Publish(std::string_view queue, std::string_view bo
   row.topic = std::string(queue);
   row.payload = std::string(body);
   queuebox::OutboundMessage message{&row, std::nullopt};
+  queuebox::AmqpExtension amqp_extension;
   Json headers = Json::object();
   if (destination_->type() == "rabbitmq") {
     // AMQP binding: native properties, and headers typed as the binding says (strings stay in
-    // the row's headers, integers go to the typed field).
+    // the row's headers, integers go to the extension).
     AmqpProjection amqp = ProjectAmqp(*env);
-    message.amqp_properties = {{"type", amqp.type},
-                               {"correlation_id", amqp.correlation_id},
-                               {"message_id", amqp.message_id},
-                               {"app_id", amqp.app_id},
-                               {"content_type", amqp.content_type}};
+    amqp_extension.properties = {{"type", amqp.type},
+                                 {"correlation_id", amqp.correlation_id},
+                                 {"message_id", amqp.message_id},
+                                 {"app_id", amqp.app_id},
+                                 {"content_type", amqp.content_type}};
+    message.extension = &amqp_extension;
     for (auto& [name, value] : amqp.headers.items()) {
       if (value.is_number_integer()) {
-        message.amqp_integer_headers[name] = value.get<int64_t>();
+        amqp_extension.integer_headers[name] = value.get<int64_t>();
       } else {
         headers[name] = value;
       }

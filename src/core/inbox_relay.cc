@@ -1,0 +1,431 @@
+// The inbox relay (inbox_relay.h): one thread that claims, renders and forwards in cycles.
+#include "core/inbox_relay.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "core/backoff.h"
+#include "core/log.h"
+#include "core/outcome.h"
+#include "core/redaction.h"
+
+namespace queuebox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+class NoopObserver : public InboxRelayObserver {};
+
+// The outbox's topic column: VARCHAR(255).
+constexpr size_t kMaxTopicChars = 255;
+
+// What a forward did: the inbox ids forwarded, and the rows it gave up on (refused by the
+// database; they stay `processing` until their lease returns them). The rest lost their claim.
+struct Forwarded {
+  std::vector<std::string> done;
+  size_t refused = 0;
+};
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// Characters of UTF-8 text (lead bytes), for the outbox's 255-character topic.
+size_t Characters(std::string_view text) {
+  size_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+class InboxRelayImpl final : public InboxRelay {
+ public:
+  InboxRelayImpl(InboxRelayOptions options, InboxRelayClaims* claims, InboxOperations* operations,
+                 InboxRelayObserver* observer)
+      : options_(std::move(options)),
+        claims_(claims),
+        operations_(operations),
+        observer_(observer != nullptr ? observer : &noop_) {}
+
+  ~InboxRelayImpl() override { Stop(); }
+
+  Status Start() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return FailedPrecondition("the inbox relay is already started");
+    started_ = true;
+    last_cycle_ = Clock::now();
+    thread_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+
+  void Wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  Status WaitIdle(milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!started_) return FailedPrecondition("the inbox relay is not started");
+    const uint64_t target = cycle_seq_ + 1;
+    wake_ = true;
+    cv_.notify_all();
+    if (!idle_cv_.wait_for(lock, timeout, [&] { return idle_seq_ >= target || stopping_; })) {
+      return DeadlineExceeded("the inbox relay did not become idle in time");
+    }
+    return Status::Ok();
+  }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    stop_flag_ = true;
+    cv_.notify_all();
+    idle_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  double SecondsSinceLastCycle() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::chrono::duration<double>(Clock::now() - last_cycle_).count();
+  }
+
+  bool LastCycleOk() const override { return last_ok_.load(); }
+
+  Result<int64_t> RunCycle() override {
+    Cycle cycle = RunOneCycle();
+    if (!cycle.status.ok()) return cycle.status;
+    return cycle.forwarded;
+  }
+
+ private:
+  struct Cycle {
+    Status status;
+    size_t claimed = 0;
+    int64_t forwarded = 0;
+  };
+
+  void Loop() {
+    int failures = 0;
+    while (true) {
+      uint64_t seq;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        wake_ = false;
+        seq = ++cycle_seq_;
+      }
+      Cycle cycle = RunOneCycle();
+      int64_t wait_ms = options_.relay.poll_interval_ms;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_cycle_ = Clock::now();
+        if (cycle.status.ok() && cycle.claimed == 0) {
+          idle_seq_ = seq;
+          idle_cv_.notify_all();
+        }
+      }
+      if (cycle.status.ok()) {
+        if (failures > 0) log::Info("The inbox relay reaches the database again; it resumes");
+        failures = 0;
+        // A full batch: more may be waiting right now.
+        if (cycle.claimed == static_cast<size_t>(options_.relay.batch_size)) continue;
+      } else {
+        wait_ms = ReconnectDelayMs(failures++, options_.relay.poll_interval_ms, 30000);
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
+    }
+  }
+
+  // Counts and logs a failed cycle (rate-limited: an outage fails every cycle).
+  void CycleFailed(const Status& status, const char* what) {
+    observer_->OnInboxRelayError();
+    int64_t suppressed = 0;
+    if (db_limiter_.Allow(&suppressed)) {
+      log::Error(what, {{"reason", SanitizeError(status.message(), kMaxLastErrorChars)},
+                        {"suppressed", std::to_string(suppressed)}});
+    }
+  }
+
+  Cycle RunOneCycle() {
+    Cycle cycle;
+    const auto reclaim_every =
+        milliseconds(std::max<int64_t>(1, options_.relay.claim_timeout_ms / 5));
+    if (!reclaimed_once_ || Clock::now() - last_reclaim_ >= reclaim_every) {
+      Result<int64_t> n = claims_->ReclaimExpired();
+      if (!n.ok()) {
+        cycle.status = n.status();
+        CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+        last_ok_ = false;
+        return cycle;
+      }
+      reclaimed_once_ = true;
+      last_reclaim_ = Clock::now();
+      if (*n > 0) {
+        log::Warn("Returned inbox rows with an expired lease to pending",
+                  {{"rows", std::to_string(*n)}});
+      }
+    }
+    RefreshGauge();
+    const auto claimed_at = Clock::now();
+    Result<std::vector<ClaimedInboxRow>> rows =
+        claims_->ClaimPush(options_.relay.batch_size, options_.relay.claim_timeout_ms);
+    if (!rows.ok()) {
+      cycle.status = rows.status();
+      CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+      last_ok_ = false;
+      return cycle;
+    }
+    cycle.claimed = rows->size();
+    if (rows->empty()) {
+      last_ok_ = true;
+      return cycle;
+    }
+    std::vector<InboxForward> forwards;
+    std::vector<DeadOrder> dead;
+    forwards.reserve(rows->size());
+    for (const ClaimedInboxRow& row : *rows) {
+      auto it = options_.topic_templates.find(row.source);
+      const std::string_view tmpl =
+          it != options_.topic_templates.end() ? std::string_view(it->second)
+                                               : kDefaultInboxTopicTemplate;
+      std::string topic = RenderInboxTopic(tmpl, row.source, row.event_type);
+      std::string problem;
+      if (topic.empty()) {
+        problem = "The topic template of source '" + row.source + "' rendered empty";
+      } else if (Characters(topic) > kMaxTopicChars) {
+        problem = "The topic template of source '" + row.source + "' rendered a topic longer than " +
+                  std::to_string(kMaxTopicChars) + " characters";
+      }
+      if (!problem.empty()) {
+        observer_->OnInboxRelayError();
+        log::Error(problem + " for message " + row.id +
+                       ". The message is now dead; fix the template or the message's event type, "
+                       "then replay it.",
+                   {{"inbox_id", row.id}, {"source", row.source}});
+        dead.push_back({{row.id, row.claim_token}, problem});
+        continue;
+      }
+      forwards.push_back({{row.id, row.claim_token},
+                          std::move(topic),
+                          RelayHeaders(row.headers, row.id, row.source, row.idempotency_key,
+                                       row.correlation_id),
+                          options_.max_attempts});
+    }
+    if (!dead.empty()) {
+      Result<std::vector<std::string>> marked = claims_->MarkDead(dead);
+      if (!marked.ok()) {
+        CycleFailed(marked.status(), "Marking inbox rows dead failed; they return after their lease");
+      } else if (marked->size() < dead.size()) {
+        ClaimsLost(dead.size() - marked->size(), "mark it dead");
+      }
+    }
+    if (!forwards.empty()) {
+      Result<Forwarded> result = ForwardWithRetry(forwards, claimed_at);
+      if (!result.ok()) {
+        cycle.status = result.status();
+        last_ok_ = false;
+        return cycle;
+      }
+      cycle.forwarded = static_cast<int64_t>(result->done.size());
+      if (cycle.forwarded > 0) {
+        observer_->OnInboxForwarded(cycle.forwarded);
+        if (options_.on_forwarded) options_.on_forwarded();
+      }
+      size_t lost = forwards.size() - result->done.size() - result->refused;
+      if (lost > 0) ClaimsLost(lost, "forward it");
+    }
+    last_ok_ = true;
+    return cycle;
+  }
+
+  // Forward, retrying an outage with capped backoff while the claims can still hold (one lease;
+  // the lease is renewed on the way). A refusal that is not an outage is retried row by row.
+  Result<Forwarded> ForwardWithRetry(const std::vector<InboxForward>& forwards,
+                                     Clock::time_point claimed_at) {
+    const auto lease = milliseconds(options_.relay.claim_timeout_ms);
+    auto renewed_at = claimed_at;
+    int failures = 0;
+    while (true) {
+      Result<std::vector<std::string>> done = claims_->Forward(forwards);
+      if (done.ok()) return Forwarded{std::move(done).value(), 0};
+      if (!IsTransient(done.status().code())) {
+        CycleFailed(done.status(), "Forwarding inbox rows failed; retrying them one at a time");
+        return ForwardOneByOne(forwards);
+      }
+      CycleFailed(done.status(), "Forwarding inbox rows failed; retrying");
+      if (stop_flag_.load() || Clock::now() - renewed_at >= lease) return done.status();
+      std::this_thread::sleep_for(milliseconds(ReconnectDelayMs(failures++, 50, 5000)));
+      if (Clock::now() - renewed_at >= lease / 3) {
+        std::vector<Fence> fences;
+        for (const InboxForward& f : forwards) fences.push_back(f.fence);
+        if (claims_->Renew(fences, options_.relay.claim_timeout_ms).ok()) renewed_at = Clock::now();
+      }
+    }
+  }
+
+  // Each row in its own forward: rows the outbox accepts go on; a row refused again stays
+  // `processing` until its lease returns it (QueueBox reference §11.6). An outage on the way
+  // leaves the remaining rows to their lease too.
+  Forwarded ForwardOneByOne(const std::vector<InboxForward>& forwards) {
+    Forwarded out;
+    for (size_t i = 0; i < forwards.size(); ++i) {
+      const InboxForward& f = forwards[i];
+      Result<std::vector<std::string>> one = claims_->Forward(std::span<const InboxForward>(&f, 1));
+      if (one.ok()) {
+        out.done.insert(out.done.end(), one->begin(), one->end());
+        continue;
+      }
+      observer_->OnInboxRelayError();
+      log::Error("Forwarding an inbox message failed; it returns after its lease",
+                 {{"inbox_id", f.fence.id},
+                  {"topic", f.topic},
+                  {"reason", SanitizeError(one.status().message(), kMaxLastErrorChars)}});
+      if (IsTransient(one.status().code())) {
+        out.refused += forwards.size() - i;
+        return out;
+      }
+      ++out.refused;
+    }
+    return out;
+  }
+
+  void ClaimsLost(size_t n, const char* action) {
+    observer_->OnInboxClaimsLost(static_cast<int64_t>(n));
+    log::Error(std::string("The claim on ") + std::to_string(n) +
+                   " inbox message(s) was lost, so the relay did not " + action +
+                   " and wrote nothing for them; their new owner does. Raise "
+                   "'inbox.relay.claimTimeoutMs' above the slowest forward.",
+               {{"lost", std::to_string(n)}});
+  }
+
+  void RefreshGauge() {
+    if (operations_ == nullptr) return;
+    const auto every = milliseconds(options_.relay.pending_gauge_interval_ms);
+    if (gauge_once_ && Clock::now() - last_gauge_ < every) return;
+    Result<double> age = operations_->OldestPendingAgeSeconds();
+    if (!age.ok()) return;  // the cycle's own statements report the outage
+    gauge_once_ = true;
+    last_gauge_ = Clock::now();
+    observer_->OnInboxOldestPendingAge(*age);
+  }
+
+  InboxRelayOptions options_;
+  InboxRelayClaims* claims_;
+  InboxOperations* operations_;
+  NoopObserver noop_;
+  InboxRelayObserver* observer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  bool started_ = false, stopping_ = false, wake_ = false;
+  std::atomic<bool> stop_flag_{false};
+  std::atomic<bool> last_ok_{true};
+  uint64_t cycle_seq_ = 0, idle_seq_ = 0;
+  Clock::time_point last_cycle_;
+  // Relay thread only (or RunCycle's caller).
+  bool reclaimed_once_ = false, gauge_once_ = false;
+  Clock::time_point last_reclaim_, last_gauge_;
+  log::RateLimiter db_limiter_{milliseconds(5000)};
+  std::thread thread_;
+};
+
+}  // namespace
+
+InboxRelayOptions InboxRelayOptions::FromConfig(const Config& config) {
+  InboxRelayOptions o;
+  o.relay = config.inbox.relay;
+  o.max_attempts = config.inbox.relay.max_attempts.value_or(config.outbox.max_attempts);
+  return o;
+}
+
+Result<std::unique_ptr<InboxRelay>> InboxRelay::Create(InboxRelayOptions options,
+                                                       InboxRelayClaims* claims,
+                                                       InboxOperations* operations,
+                                                       InboxRelayObserver* observer) {
+  if (claims == nullptr) return InvalidArgument("the inbox relay needs an inbox store");
+  if (options.relay.batch_size <= 0) return InvalidArgument("inbox.relay.batchSize must be > 0");
+  if (options.relay.claim_timeout_ms <= 0) {
+    return InvalidArgument("inbox.relay.claimTimeoutMs must be > 0");
+  }
+  if (options.relay.poll_interval_ms <= 0) {
+    return InvalidArgument("inbox.relay.pollIntervalMs must be > 0");
+  }
+  if (options.max_attempts <= 0) return InvalidArgument("inbox.relay.maxAttempts must be > 0");
+  return std::unique_ptr<InboxRelay>(
+      new InboxRelayImpl(std::move(options), claims, operations, observer));
+}
+
+std::string RenderInboxTopic(std::string_view tmpl, std::string_view source,
+                             const std::optional<std::string>& event_type) {
+  std::string out;
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    if (tmpl.compare(i, 2, "{{") == 0) {
+      size_t end = tmpl.find("}}", i + 2);
+      if (end != std::string_view::npos) {
+        std::string_view name = Trim(tmpl.substr(i + 2, end - i - 2));
+        if (name == "source") {
+          out += source;
+          i = end + 2;
+          continue;
+        }
+        if (name == "eventType") {
+          out += event_type.value_or("");
+          i = end + 2;
+          continue;
+        }
+      }
+    }
+    out += tmpl[i++];
+  }
+  return std::string(Trim(out));
+}
+
+std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_id,
+                         std::string_view source, std::string_view idempotency_key,
+                         const std::optional<std::string>& correlation_id) {
+  nlohmann::json in = nlohmann::json::parse(inbox_headers, nullptr, false);
+  nlohmann::json out = nlohmann::json::object();
+  if (in.is_object()) {
+    for (auto it = in.begin(); it != in.end(); ++it) {
+      const std::string& name = it.key();
+      if (EqualsIgnoreCase(name, kHeaderInboxId) || EqualsIgnoreCase(name, kHeaderSource) ||
+          EqualsIgnoreCase(name, kHeaderIdempotencyKey) ||
+          EqualsIgnoreCase(name, kHeaderCorrelationId)) {
+        continue;
+      }
+      out[name] = it.value().is_string() ? it.value() : nlohmann::json(it.value().dump());
+    }
+  }
+  out[kHeaderInboxId] = std::string(inbox_id);
+  out[kHeaderSource] = std::string(source);
+  out[kHeaderIdempotencyKey] = std::string(idempotency_key);
+  if (correlation_id) out[kHeaderCorrelationId] = *correlation_id;
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace queuebox

@@ -1,0 +1,444 @@
+#include "store/postgres/postgres_inbox_store.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "store/inbox_common.h"
+#include "store/postgres/pg_arrays.h"
+
+namespace queuebox::store {
+namespace {
+
+// Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
+std::string Ts(const std::string& col) {
+  return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
+
+constexpr const char* kMs = " * interval '1 millisecond'";
+
+// The claim's window, in rows per row of the batch (ClaimTemplate).
+constexpr int64_t kClaimWindowFactor = 2;
+
+// A PostgreSQL array literal whose unset elements are NULL.
+std::string PgArrayOrNull(const std::vector<std::optional<std::string>>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    if (!items[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+bool Matchable(const Fence& f) { return IsUuid(f.id) && IsUuid(f.claim_token); }
+
+// The items of a fenced batch write in id order, so two writes sharing rows (a renewal and a
+// forward of one replica on two pooled connections) lock them in one order (postgres_store.cc).
+template <typename T, typename FenceOf>
+std::vector<const T*> InIdOrder(std::span<const T> items, FenceOf fence_of) {
+  std::vector<const T*> out;
+  out.reserve(items.size());
+  for (const T& item : items) {
+    if (Matchable(fence_of(item))) out.push_back(&item);
+  }
+  std::sort(out.begin(), out.end(),
+            [&](const T* a, const T* b) { return fence_of(*a).id < fence_of(*b).id; });
+  return out;
+}
+
+// UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
+std::string FencedUpdate(const std::string& set, const std::string& unnest,
+                         const std::string& names) {
+  return "UPDATE {T} AS i SET " + set + " FROM unnest(" + unnest + ") AS f(" + names +
+         ") WHERE i.{id} = f.qb_id AND i.{claim_token} = f.qb_token"
+         " AND i.{state} = 'processing' AND i.{lease_expires_at} > clock_timestamp()"
+         " RETURNING i.{id}::text";
+}
+
+// The claim (docs/inbox.md, "The claim"). $1 limit, $2 lease ms, $3 window rows.
+// - qb_window: the first $3 due pending push rows in claim order (idx_inbox_consumption_pending,
+//   then an incremental sort on created_at, id).
+// - qb_fast: the first row of each aggregate in the window (the window is a prefix of the claim
+//   order, so that row is the aggregate's head), unless a push row of the aggregate is in
+//   `processing` (idx_inbox_aggregate_state); rows without an aggregate are their own group.
+// - qb_gate: true when qb_fast found fewer than $1 rows and the window was full: the window
+//   holds long runs of a few aggregates, and heads of others may lie beyond it.
+// - only then: qb_aggs, a skip scan over idx_inbox_push_head (one seek per aggregate with a
+//   pending push row), each aggregate's first entry (its head) in qb_slow when due and not busy,
+//   plus the first $1 due rows without an aggregate; the first $1 of those in claim order.
+// - qb_locked: the picked rows still pending, locked, SKIP LOCKED. A skipped head is never
+//   replaced by a later row of its aggregate, which is not picked.
+// Claimers of one inbox run this one at a time (the advisory lock of ClaimPush): each sees the
+// claims committed before it, so two claimers never take two rows of one aggregate.
+std::string ClaimTemplate() {
+  const std::string pending_push = "{consumption} = 'push' AND {state} = 'pending'";
+  const std::string order = "qb_at, qb_created, qb_id";
+  auto not_busy = [](const std::string& agg) {
+    return "NOT EXISTS (SELECT 1 FROM {T} AS b WHERE b.{aggregate_id} = " + agg +
+           " AND b.{state} = 'processing' AND b.{consumption} = 'push')";
+  };
+  const std::string gate = "(SELECT qb_on FROM qb_gate)";
+  return "WITH RECURSIVE "
+         "qb_window AS MATERIALIZED (SELECT {id} AS qb_id, {aggregate_id} AS qb_agg, "
+         "{scheduled_at} AS qb_at, {created_at} AS qb_created FROM {T} WHERE " +
+         pending_push +
+         " AND {scheduled_at} <= clock_timestamp() "
+         "ORDER BY {scheduled_at}, {created_at}, {id} LIMIT $3), "
+         "qb_fast AS MATERIALIZED (SELECT qb_id, qb_at, qb_created FROM (SELECT w.*, "
+         "row_number() OVER (PARTITION BY coalesce(w.qb_agg, '#' || w.qb_id::text) "
+         "ORDER BY " +
+         order + ") AS qb_n FROM qb_window AS w) AS w WHERE qb_n = 1 AND (qb_agg IS NULL OR " +
+         not_busy("w.qb_agg") + ") ORDER BY " + order +
+         " LIMIT $1), "
+         "qb_gate AS MATERIALIZED (SELECT (SELECT count(*) FROM qb_fast) < $1 AND "
+         "(SELECT count(*) FROM qb_window) >= $3 AS qb_on), "
+         "qb_aggs (qb_agg) AS ((SELECT {aggregate_id} FROM {T} WHERE " +
+         gate + " AND " + pending_push +
+         " AND {aggregate_id} IS NOT NULL ORDER BY {aggregate_id} LIMIT 1) "
+         "UNION ALL SELECT (SELECT n.{aggregate_id} FROM {T} AS n WHERE n.{consumption} = 'push' "
+         "AND n.{state} = 'pending' AND n.{aggregate_id} > a.qb_agg ORDER BY n.{aggregate_id} "
+         "LIMIT 1) FROM qb_aggs AS a WHERE a.qb_agg IS NOT NULL), "
+         "qb_slow AS (SELECT qb_id FROM (SELECT h.* FROM qb_aggs AS a CROSS JOIN LATERAL "
+         "(SELECT {id} AS qb_id, {scheduled_at} AS qb_at, {created_at} AS qb_created FROM {T} "
+         "WHERE " +
+         pending_push +
+         " AND {aggregate_id} = a.qb_agg ORDER BY {scheduled_at}, {created_at}, {id} LIMIT 1) "
+         "AS h WHERE a.qb_agg IS NOT NULL AND h.qb_at <= clock_timestamp() AND " +
+         not_busy("a.qb_agg") +
+         " UNION ALL SELECT * FROM (SELECT {id}, {scheduled_at}, {created_at} FROM {T} WHERE " +
+         gate + " AND " + pending_push +
+         " AND {aggregate_id} IS NULL AND {scheduled_at} <= clock_timestamp() "
+         "ORDER BY {scheduled_at}, {created_at}, {id} LIMIT $1) AS u) AS s ORDER BY " +
+         order +
+         " LIMIT $1), "
+         "qb_pick AS (SELECT qb_id FROM qb_fast WHERE NOT " +
+         gate +
+         " UNION ALL SELECT qb_id FROM qb_slow), "
+         "qb_locked AS (SELECT l.{id} AS qb_id FROM {T} AS l WHERE l.{id} IN (SELECT qb_id FROM "
+         "qb_pick) AND l.{consumption} = 'push' AND l.{state} = 'pending' "
+         "FOR UPDATE OF l SKIP LOCKED) "
+         "UPDATE {T} AS u SET {state} = 'processing', {claimed_at} = clock_timestamp(), "
+         "{claim_token} = gen_random_uuid(), {lease_expires_at} = clock_timestamp() + $2::bigint" +
+         std::string(kMs) +
+         " FROM qb_locked WHERE u.{id} = qb_locked.qb_id RETURNING u.{id}::text, u.{source}, "
+         "u.{idempotency_key}, u.{aggregate_id}, u.{event_type}, u.{correlation_id}, "
+         "u.{headers}::text, u.{attempt}, u.{claim_token}::text, " +
+         Ts("u.{created_at}") + ", " + Ts("u.{scheduled_at}");
+}
+
+}  // namespace
+
+PostgresInboxStore::PostgresInboxStore(DatabaseConfig config, PgPool& pool)
+    : config_(std::move(config)),
+      pool_(pool),
+      claim_lock_key_(JavaStringHash(config_.inbox_table)) {}
+
+std::string PostgresInboxStore::Sql(std::string_view tmpl) const {
+  return RenderInboxSql(tmpl, config_);
+}
+
+std::string PostgresInboxStore::ClaimSql(const DatabaseConfig& config) {
+  static const std::string tmpl = ClaimTemplate();
+  return RenderInboxSql(tmpl, config);
+}
+
+Result<SqlRows> PostgresInboxStore::Run(const std::string& tmpl,
+                                        const std::vector<SqlParam>& params, int64_t* changes,
+                                        PgConnection::Plan plan) {
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  return conn->Query(Sql(tmpl), params, changes, plan);
+}
+
+Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Store(
+    std::span<const NewInboxMessage> messages) {
+  return StoreInboxBatch(
+      messages, [this](const std::vector<const NewInboxMessage*>& batch) { return Insert(batch); });
+}
+
+Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
+    const std::vector<const NewInboxMessage*>& batch) {
+  std::vector<std::string> sources, keys, payloads, headers, consumptions, states, delays;
+  std::vector<std::optional<std::string>> aggs, events, corrs, errors, publish;
+  for (const NewInboxMessage* m : batch) {
+    sources.push_back(m->source);
+    keys.push_back(m->idempotency_key);
+    aggs.push_back(m->aggregate_id);
+    events.push_back(m->event_type);
+    corrs.push_back(m->correlation_id);
+    payloads.push_back(m->payload);
+    headers.push_back(m->headers);
+    consumptions.push_back(std::string(ConsumptionName(m->consumption)));
+    states.push_back(m->dead ? kInboxStateDead : kInboxStatePending);
+    errors.push_back(m->dead ? std::optional<std::string>(m->last_error) : std::nullopt);
+    delays.push_back(std::to_string(m->delay_ms));
+    publish.push_back(m->publish_time_ms
+                          ? std::optional<std::string>(std::to_string(*m->publish_time_ms))
+                          : std::nullopt);
+  }
+  // created_at: the statement's clock plus n microseconds for the n-th message (arrival order).
+  // scheduled_at (QueueBox reference §11.5): min(publish time, now) + delay with a publish time,
+  // else created_at + delay; a dead row none. The first occurrence of a key within the batch is
+  // inserted, in (source, idempotency_key) order.
+  static const std::string tmpl =
+      "WITH qb_in AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
+      "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], "
+      "$12::bigint[]) WITH ORDINALITY AS m(qb_source, qb_key, qb_agg, qb_event, qb_corr, "
+      "qb_payload, qb_headers, qb_consumption, qb_state, qb_error, qb_delay, qb_publish, qb_ord)), "
+      "qb_now AS MATERIALIZED (SELECT clock_timestamp() AS qb_t), "
+      "qb_first AS (SELECT DISTINCT ON (qb_source, qb_key) qb_in.*, qb_now.qb_t + (qb_ord - 1) * "
+      "interval '1 microsecond' AS qb_created, qb_now.qb_t FROM qb_in, qb_now "
+      "ORDER BY qb_source, qb_key, qb_ord) "
+      "INSERT INTO {T} ({source}, {idempotency_key}, {aggregate_id}, {event_type}, "
+      "{correlation_id}, {payload}, {headers}, {consumption}, {state}, {last_error}, {created_at}, "
+      "{scheduled_at}) SELECT qb_source, qb_key, qb_agg, qb_event, qb_corr, qb_payload::jsonb, "
+      "qb_headers::jsonb, qb_consumption, qb_state, qb_error, qb_created, CASE "
+      "WHEN qb_state = 'dead' THEN qb_created "
+      "WHEN qb_publish IS NOT NULL THEN LEAST(to_timestamp(qb_publish / 1000.0), qb_t) + "
+      "qb_delay" +
+      std::string(kMs) + " ELSE qb_created + qb_delay" + std::string(kMs) +
+      " END FROM qb_first ORDER BY qb_source, qb_key "
+      "ON CONFLICT DO NOTHING RETURNING {id}::text, {source}, {idempotency_key}";
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run(tmpl, {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs), PgArrayOrNull(events),
+                 PgArrayOrNull(corrs), PgArray(payloads), PgArray(headers), PgArray(consumptions),
+                 PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish)}));
+  std::map<std::pair<std::string, std::string>, std::string> inserted;
+  for (const SqlRow& r : rows) {
+    if (r.size() < 3 || !r[0] || !r[1] || !r[2])
+      return Internal("The inbox insert returned no id.");
+    inserted[{*r[1], *r[2]}] = *r[0];
+  }
+  std::vector<InboxStoreOutcome> out;
+  out.reserve(batch.size());
+  for (const NewInboxMessage* m : batch) {
+    auto it = inserted.find({m->source, m->idempotency_key});
+    if (it == inserted.end()) {
+      out.push_back({InboxStoreOutcome::Kind::kDuplicate, "", Status::Ok()});
+      continue;
+    }
+    out.push_back({InboxStoreOutcome::Kind::kStored, std::move(it->second), Status::Ok()});
+    inserted.erase(it);  // a later message with the same key is a duplicate
+  }
+  return out;
+}
+
+Result<std::vector<ClaimedInboxRow>> PostgresInboxStore::ClaimPush(int limit, int64_t lease_ms) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, lease_ms));
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  // One claimer of this inbox at a time (docs/inbox.md, "The claim"); released at COMMIT.
+  QB_RETURN_IF_ERROR(
+      conn->Exec("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(claim_lock_key_) + ")"));
+  Result<SqlRows> rows = conn->Query(
+      ClaimSql(config_), {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}, nullptr,
+      PgConnection::Plan::kPerCall);
+  if (!rows.ok()) {
+    (void)conn->Exec("ROLLBACK");
+    return rows.status();
+  }
+  QB_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+  std::vector<ClaimedInboxRow> out;
+  out.reserve(rows->size());
+  for (const SqlRow& r : *rows) {
+    ClaimedInboxRow row;
+    row.id = r[0].value_or("");
+    row.source = r[1].value_or("");
+    row.idempotency_key = r[2].value_or("");
+    row.aggregate_id = r[3];
+    row.event_type = r[4];
+    row.correlation_id = r[5];
+    row.headers = r[6].value_or("{}");
+    row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
+    row.claim_token = r[8].value_or("");
+    row.created_at = r[9].value_or("");
+    row.scheduled_at = r[10].value_or("");
+    out.push_back(std::move(row));
+  }
+  // RETURNING order is undefined: claim order.
+  std::sort(out.begin(), out.end(), [](const ClaimedInboxRow& a, const ClaimedInboxRow& b) {
+    return std::tie(a.scheduled_at, a.created_at, a.id) <
+           std::tie(b.scheduled_at, b.created_at, b.id);
+  });
+  return out;
+}
+
+Result<std::vector<std::string>> PostgresInboxStore::Forward(
+    std::span<const InboxForward> forwards) {
+  std::vector<std::string> ids, tokens, topics, headers, maxes, ords;
+  std::map<const InboxForward*, size_t> position;
+  for (size_t i = 0; i < forwards.size(); ++i) position[&forwards[i]] = i;
+  for (const InboxForward* f :
+       InIdOrder(forwards, [](const InboxForward& x) -> const Fence& { return x.fence; })) {
+    ids.push_back(f->fence.id);
+    tokens.push_back(f->fence.claim_token);
+    topics.push_back(f->topic);
+    headers.push_back(f->headers);
+    maxes.push_back(std::to_string(f->max_attempts));
+    ords.push_back(std::to_string(position[f]));
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  // One statement: the INSERT reads only the rows the fenced UPDATE changed, so a lost claim
+  // inserts nothing; the outbox rows are inserted in claim order (their sequence).
+  static const std::string tmpl =
+      "WITH qb_f AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], "
+      "$5::int[], $6::int[]) AS f(qb_id, qb_token, qb_topic, qb_headers, qb_max, qb_ord)), "
+      "qb_done AS (UPDATE {T} AS i SET {state} = 'processed', {processed_at} = "
+      "clock_timestamp(), {claim_token} = NULL, {lease_expires_at} = NULL FROM qb_f "
+      "WHERE i.{id} = qb_f.qb_id AND i.{claim_token} = qb_f.qb_token AND i.{state} = "
+      "'processing' AND i.{lease_expires_at} > clock_timestamp() RETURNING i.{id} AS qb_id, "
+      "i.{aggregate_id} AS qb_key, i.{payload} AS qb_payload, qb_f.qb_topic, qb_f.qb_headers, "
+      "qb_f.qb_max, qb_f.qb_ord), "
+      "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
+      "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
+      "qb_done ORDER BY qb_ord RETURNING 1) "
+      "SELECT qb_id::text FROM qb_done";
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), PgArray(topics),
+                                               PgArray(headers), PgArray(maxes), PgArray(ords)}));
+  return FirstColumn(rows);
+}
+
+Result<std::vector<std::string>> PostgresInboxStore::MarkDead(std::span<const DeadOrder> orders) {
+  std::vector<std::string> ids, tokens, errors;
+  for (const DeadOrder* o :
+       InIdOrder(orders, [](const DeadOrder& x) -> const Fence& { return x.fence; })) {
+    ids.push_back(o->fence.id);
+    tokens.push_back(o->fence.claim_token);
+    errors.push_back(o->error);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  static const std::string tmpl = FencedUpdate(
+      "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
+      "{last_error} = f.qb_error",
+      "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)}));
+  return FirstColumn(rows);
+}
+
+Result<std::vector<std::string>> PostgresInboxStore::Renew(std::span<const Fence> fences,
+                                                           int64_t lease_ms) {
+  std::vector<std::string> ids, tokens;
+  for (const Fence* f : InIdOrder(fences, [](const Fence& x) -> const Fence& { return x; })) {
+    ids.push_back(f->id);
+    tokens.push_back(f->claim_token);
+  }
+  if (ids.empty()) return std::vector<std::string>{};
+  QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
+  static const std::string tmpl =
+      FencedUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
+                   "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), lease_ms}));
+  return FirstColumn(rows);
+}
+
+Result<int64_t> PostgresInboxStore::ReclaimExpired() {
+  int64_t changes = 0;
+  // Push rows only: the pull claim takes expired pull rows itself (reference §4). SKIP LOCKED as
+  // the outbox's reclaim: a row locked by a fenced write stays expired for the next reclaim.
+  static const std::string sql =
+      "UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL WHERE {id} IN (SELECT r.{id} FROM "
+      "{T} AS r WHERE r.{state} = 'processing' AND r.{consumption} = 'push' AND "
+      "(r.{lease_expires_at} IS NULL OR r.{lease_expires_at} <= clock_timestamp()) "
+      "FOR UPDATE OF r SKIP LOCKED)";
+  QB_RETURN_IF_ERROR(Run(sql, {}, &changes, PgConnection::Plan::kCached).status());
+  return changes;
+}
+
+namespace {
+constexpr const char* kOldestPendingSql =
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp() - min({created_at}))::float8 FROM {T} "
+    "WHERE {state} = 'pending' AND {consumption} = 'push'";
+}  // namespace
+
+Result<InboxStats> PostgresInboxStore::Stats() {
+  QB_ASSIGN_OR_RETURN(SqlRows by_state,
+                      Run("SELECT {source}, {state}, count(*) FROM {T} GROUP BY {source}, {state}",
+                          {}, nullptr, PgConnection::Plan::kCached));
+  QB_ASSIGN_OR_RETURN(SqlRows oldest,
+                      Run(kOldestPendingSql, {}, nullptr, PgConnection::Plan::kCached));
+  return ToInboxStats(by_state, oldest);
+}
+
+Result<double> PostgresInboxStore::OldestPendingAgeSeconds() {
+  QB_ASSIGN_OR_RETURN(SqlRows oldest,
+                      Run(kOldestPendingSql, {}, nullptr, PgConnection::Plan::kCached));
+  return ToInboxStats({}, oldest).oldest_pending_age_seconds;
+}
+
+Result<int64_t> PostgresInboxStore::Replay(const InboxReplayFilter& filter) {
+  QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st,
+                      BuildInboxReplay(filter, PgReplayDialect()));
+  if (!st) return int64_t{0};
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(Run(st->sql, st->params, &changes).status());
+  return changes;
+}
+
+Result<std::vector<DeadInboxRow>> PostgresInboxStore::ListDead(int limit) {
+  if (limit <= 0) return InvalidArgument("The limit must be above 0.");
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("SELECT {id}::text, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
+          "{attempt}, {last_error}, " +
+              Ts("{created_at}") +
+              " FROM {T} WHERE {state} = 'dead' ORDER BY {created_at} DESC, {id} DESC "
+              "LIMIT $1::int",
+          {int64_t{limit}}, nullptr, PgConnection::Plan::kCached));
+  std::vector<DeadInboxRow> out;
+  for (const SqlRow& r : rows) out.push_back(ToDeadInboxRow(r));
+  return out;
+}
+
+Result<int64_t> PostgresInboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
+                                                    int batch) {
+  QB_RETURN_IF_ERROR(ValidateInboxRetention(state, max_age_ms, "max_age_ms", batch));
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(
+      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
+          "{created_at} < clock_timestamp() - $2::bigint" +
+              std::string(kMs) +
+              " ORDER BY {created_at} LIMIT $3::int FOR UPDATE SKIP LOCKED) "
+              "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
+          {state, max_age_ms, int64_t{batch}}, &changes, PgConnection::Plan::kCached)
+          .status());
+  return changes;
+}
+
+Result<int64_t> PostgresInboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                                      int batch) {
+  QB_RETURN_IF_ERROR(ValidateInboxRetention(state, max_count, "max_count", batch));
+  int64_t changes = 0;
+  QB_RETURN_IF_ERROR(
+      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
+          "ORDER BY {created_at} DESC, {id} DESC OFFSET $2::bigint LIMIT $3::int "
+          "FOR UPDATE SKIP LOCKED) "
+          "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
+          {state, max_count, int64_t{batch}}, &changes, PgConnection::Plan::kCached)
+          .status());
+  return changes;
+}
+
+Status PostgresInboxStore::CheckSchema() {
+  const std::string& table = config_.inbox_table;
+  const std::string& column = config_.inbox_columns.headers;
+  // Like QueueBox's SchemaGuard: the table as written, lower or upper case; columns compared
+  // without case.
+  QB_ASSIGN_OR_RETURN(SqlRows cols,
+                      Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                          "ANY (current_schemas(false)) AND table_name::text IN ($1::text, "
+                          "lower($1::text), upper($1::text))",
+                          {table}, nullptr, PgConnection::Plan::kCached));
+  return RequireInboxHeaders(table, column, FirstColumn(cols),
+                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
+                                 " JSONB NOT NULL DEFAULT '{}';");
+}
+
+}  // namespace queuebox::store

@@ -1,0 +1,71 @@
+// postgres_inbox_store.h: the inbox store on PostgreSQL (QueueBox reference §3.3, §4.6, §11),
+// owned by PostgresOutboxStore and sharing its connection pool.
+//
+// Statements (docs/inbox.md has each one explained):
+//   Store      one INSERT ... SELECT FROM unnest(arrays) ... ON CONFLICT DO NOTHING per batch,
+//              rows inserted in (source, idempotency_key) order (two writers of overlapping
+//              batches take the unique index's locks in one order, so they cannot deadlock);
+//              created_at = the statement's clock + n microseconds for the n-th message, so the
+//              batch keeps its arrival order.
+//   ClaimPush  one transaction: pg_advisory_xact_lock on QueueBox's key for the inbox table (the
+//              Java hash of its name, so QueueBox replicas on the same database serialise with
+//              ours), then ONE claim statement for the whole batch: the first due pending push
+//              rows in (scheduled_at, created_at, id) order, one head per aggregate, none whose
+//              aggregate has a push row in `processing`; when those rows are long runs of a few
+//              aggregates, a skip scan over idx_inbox_push_head (V19) finds each aggregate's head.
+//   Forward    ONE statement: a data-modifying CTE marks the fenced rows `processed` and the
+//              INSERT into the outbox reads only the rows that CTE changed.
+//   Renew, MarkDead, ReclaimExpired, Replay, retention: one statement each.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "queuebox/inbox.h"
+#include "queuebox/store.h"
+#include "store/common.h"
+#include "store/postgres/pg_connection.h"
+
+namespace queuebox::store {
+
+class PostgresInboxStore final : public InboxStore {
+ public:
+  // `pool` is the outbox store's and must outlive this store. `config` names both tables.
+  PostgresInboxStore(DatabaseConfig config, PgPool& pool);
+
+  Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override;
+  Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override;
+  Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override;
+  Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
+  Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
+  Result<int64_t> ReclaimExpired() override;
+  Result<InboxStats> Stats() override;
+  Result<double> OldestPendingAgeSeconds() override;
+  Result<int64_t> Replay(const InboxReplayFilter& filter) override;
+  Result<std::vector<DeadInboxRow>> ListDead(int limit) override;
+  Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
+  Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
+                                    int batch) override;
+  Status CheckSchema() override;
+
+  // The claim statement for `config` (names mapped): $1 limit, $2 lease ms, $3 window rows. For
+  // EXPLAIN in bench/ and docs/inbox.md.
+  static std::string ClaimSql(const DatabaseConfig& config);
+
+ private:
+  std::string Sql(std::string_view tmpl) const;
+  Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
+                      int64_t* changes = nullptr,
+                      PgConnection::Plan plan = PgConnection::Plan::kPerCall);
+  // The INSERT of Store for `messages` (all checked); outcomes per message.
+  Result<std::vector<InboxStoreOutcome>> Insert(const std::vector<const NewInboxMessage*>& batch);
+
+  DatabaseConfig config_;
+  PgPool& pool_;
+  int64_t claim_lock_key_;  // JavaStringHash(inbox table name)
+};
+
+}  // namespace queuebox::store

@@ -1,0 +1,316 @@
+// The inbox relay (src/core/inbox_relay.h) on SQLite and PostgreSQL, against the real stores:
+// QueueBox's InboxRelayTest and InboxRelayClaimLostTest (reference §14.1, §14.3) and the
+// scenarios that apply to it (scenarios.md: crash between claim and forward, lost claim, two
+// relays on one database).
+#include "core/inbox_relay.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "store_test_support.h"
+#include "testing/status_matchers.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::StoreDb;
+using Kind = InboxStoreOutcome::Kind;
+
+class CountingObserver : public InboxRelayObserver {
+ public:
+  void OnInboxForwarded(int64_t n) override { forwarded += n; }
+  void OnInboxRelayError() override { ++errors; }
+  void OnInboxClaimsLost(int64_t n) override { claims_lost += n; }
+  std::atomic<int64_t> forwarded{0}, errors{0}, claims_lost{0};
+};
+
+// The real store's claims with a hook that runs just before each forward: the place where a
+// relay crashes or loses its claim in the scenarios.
+class HookedClaims : public InboxRelayClaims {
+ public:
+  explicit HookedClaims(InboxRelayClaims* real) : real_(real) {}
+  std::function<void(std::span<const InboxForward>)> before_forward;
+
+  Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override {
+    return real_->ClaimPush(limit, lease_ms);
+  }
+  Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override {
+    if (before_forward) before_forward(forwards);
+    return real_->Forward(forwards);
+  }
+  Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override {
+    return real_->MarkDead(orders);
+  }
+  Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override {
+    return real_->Renew(fences, lease_ms);
+  }
+  Result<int64_t> ReclaimExpired() override { return real_->ReclaimExpired(); }
+
+ private:
+  InboxRelayClaims* real_;
+};
+
+class InboxRelayTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string pg_url;
+    if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+    db_ = std::make_unique<StoreDb>(GetParam());
+    db_->Create(pg_url);
+    store_ = db_->Open();
+    ASSERT_NE(store_, nullptr);
+    auto report = store_->Migrate(std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    inbox_ = store_->inbox();
+    ASSERT_NE(inbox_, nullptr);
+  }
+
+  InboxRelayOptions Options() const {
+    InboxRelayOptions o;
+    o.relay.batch_size = 50;
+    o.relay.claim_timeout_ms = 60000;
+    o.max_attempts = 7;
+    o.topic_templates["stripe"] = "{{ source }}.{{ eventType }}";
+    return o;
+  }
+
+  std::unique_ptr<InboxRelay> MakeRelay(InboxRelayClaims* claims,
+                                        InboxRelayObserver* observer = nullptr) {
+    auto relay = InboxRelay::Create(Options(), claims, inbox_, observer);
+    EXPECT_TRUE(relay.ok()) << relay.status().ToString();
+    return relay.ok() ? std::move(relay).value() : nullptr;
+  }
+
+  std::string Add(std::string key, std::optional<std::string> aggregate,
+                  std::optional<std::string> event_type = "payment.succeeded",
+                  std::string headers = "{}") {
+    NewInboxMessage m;
+    m.source = "stripe";
+    m.idempotency_key = std::move(key);
+    m.aggregate_id = std::move(aggregate);
+    m.event_type = std::move(event_type);
+    m.payload = R"({"key":")" + m.idempotency_key + R"("})";
+    m.headers = std::move(headers);
+    auto out = inbox_->Store(std::span<const NewInboxMessage>(&m, 1));
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok() || out->size() != 1 || (*out)[0].kind != Kind::kStored) return "";
+    return (*out)[0].id;
+  }
+
+  // Runs cycles until one forwards nothing; returns the rows forwarded.
+  int64_t Drain(InboxRelay& relay) {
+    int64_t total = 0;
+    for (int i = 0; i < 1000; ++i) {
+      auto n = relay.RunCycle();
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+      if (!n.ok() || *n == 0) break;
+      total += *n;
+    }
+    return total;
+  }
+
+  std::string Count(const std::string& sql) { return db_->Scalar(sql); }
+  void ExpireInboxLeases() {
+    db_->Exec("UPDATE inbox SET lease_expires_at = " + db_->NowPlus(-3600) +
+              " WHERE state = 'processing'");
+  }
+
+  std::unique_ptr<StoreDb> db_;
+  std::unique_ptr<OutboxStore> store_;
+  InboxStore* inbox_ = nullptr;
+};
+
+TEST_P(InboxRelayTest, ForwardsEachPushRowWithItsTopicKeyHeadersAndMaxAttempts) {
+  const std::string a1 = Add("evt_1", "cus_1", "payment.succeeded",
+                             R"({"h":"v","X-SOURCE":"spoofed","x-inbox-id":"spoofed"})");
+  const std::string a2 = Add("evt_2", "cus_1");
+  const std::string u = Add("evt_3", std::nullopt);
+  db_->Exec("UPDATE inbox SET correlation_id = 'corr-1' WHERE id = '" + a1 + "'");
+  CountingObserver observer;
+  auto relay = MakeRelay(inbox_, &observer);
+  ASSERT_NE(relay, nullptr);
+
+  EXPECT_EQ(Drain(*relay), 3);
+  EXPECT_EQ(observer.forwarded.load(), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'processed'"), "3");
+  auto rows = db_->Query(
+      "SELECT topic, key, max_attempts, headers, payload FROM outbox "
+      "ORDER BY sequence");
+  ASSERT_EQ(rows.size(), 3u);
+  std::map<std::string, nlohmann::json> by_inbox_id;
+  std::vector<std::string> cus_1_order;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[0], "stripe.payment.succeeded");
+    EXPECT_EQ(r[2], "7");
+    nlohmann::json h = nlohmann::json::parse(r[3]);
+    by_inbox_id[h.value("x-inbox-id", "")] = h;
+    if (r[1] == "cus_1") cus_1_order.push_back(h.value("x-idempotency-key", ""));
+    EXPECT_EQ(nlohmann::json::parse(r[4])["key"], h.value("x-idempotency-key", ""));
+  }
+  EXPECT_EQ(cus_1_order, (std::vector<std::string>{"evt_1", "evt_2"}));
+  ASSERT_EQ(by_inbox_id.size(), 3u);
+  const nlohmann::json& h1 = by_inbox_id[a1];
+  EXPECT_EQ(h1["h"], "v");
+  EXPECT_EQ(h1["x-source"], "stripe");
+  EXPECT_FALSE(h1.contains("X-SOURCE"));
+  EXPECT_EQ(h1["x-inbox-id"], a1);
+  EXPECT_EQ(h1["X-Correlation-Id"], "corr-1");
+  EXPECT_FALSE(by_inbox_id[a2].contains("X-Correlation-Id"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox WHERE key IS NULL"), "1");
+  EXPECT_TRUE(by_inbox_id.count(u));
+}
+
+TEST_P(InboxRelayTest, ABlankTopicMakesTheRowDeadWithARelayErrorAndWritesNothing) {
+  InboxRelayOptions o = Options();
+  o.topic_templates.clear();  // stripe renders the default "{{ eventType }}"
+  CountingObserver observer;
+  const std::string id = Add("evt_1", "cus_1", std::nullopt);
+  auto relay = InboxRelay::Create(o, inbox_, inbox_, &observer);
+  ASSERT_TRUE(relay.ok());
+  auto n = (*relay)->RunCycle();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 0);
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + id + "'"), "dead");
+  EXPECT_THAT(Count("SELECT last_error FROM inbox WHERE id = '" + id + "'"),
+              HasSubstr("rendered empty"));
+  EXPECT_EQ(observer.errors.load(), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+}
+
+// S: the relay dies between its claim and its forward. The rows stay `processing` until their
+// lease passes; the next relay reclaims them and forwards each once.
+TEST_P(InboxRelayTest, ACrashBetweenClaimAndForwardIsReclaimedAndForwardedOnce) {
+  Add("evt_1", "cus_1");
+  Add("evt_2", "cus_2");
+  Add("evt_3", "cus_1");
+  auto crashed = inbox_->ClaimPush(50, 60000);  // the relay that died after claiming
+  ASSERT_TRUE(crashed.ok());
+  ASSERT_EQ(crashed->size(), 2u);
+
+  auto relay = MakeRelay(inbox_);
+  ASSERT_NE(relay, nullptr);
+  auto n = relay->RunCycle();  // leases still live: nothing to take
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+
+  ExpireInboxLeases();
+  auto restarted = MakeRelay(inbox_);  // a new process reclaims on its first cycle
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_EQ(Drain(*restarted), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'processed'"), "3");
+  // The crashed relay's late forward is fenced out.
+  std::vector<InboxForward> late;
+  for (const auto& r : *crashed) late.push_back({{r.id, r.claim_token}, "late", "{}", 5});
+  auto done = inbox_->Forward(late);
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->empty());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
+}
+
+// InboxRelayClaimLostTest: another owner takes the rows between the claim and the forward; the
+// forward inserts nothing for them and counts claims_lost{component="inbox"}.
+TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
+  Add("evt_1", "cus_1");
+  Add("evt_2", "cus_2");
+  HookedClaims hooked(inbox_);
+  std::vector<ClaimedInboxRow> thief;
+  hooked.before_forward = [&](std::span<const InboxForward> forwards) {
+    if (!thief.empty()) return;
+    ASSERT_EQ(forwards.size(), 2u);
+    db_->Exec("UPDATE inbox SET lease_expires_at = " + db_->NowPlus(-3600) + " WHERE id = '" +
+              forwards[0].fence.id + "'");
+    ASSERT_TRUE(inbox_->ReclaimExpired().ok());
+    auto taken = inbox_->ClaimPush(50, 60000);
+    ASSERT_TRUE(taken.ok());
+    ASSERT_EQ(taken->size(), 1u);
+    thief = *taken;
+  };
+  CountingObserver observer;
+  auto relay = MakeRelay(&hooked, &observer);
+  ASSERT_NE(relay, nullptr);
+  auto n = relay->RunCycle();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(observer.claims_lost.load(), 1);
+  ASSERT_EQ(thief.size(), 1u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "1");
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + thief[0].id + "'"), "processing");
+  EXPECT_EQ(
+      Count("SELECT COUNT(*) FROM outbox WHERE CAST(headers AS TEXT) LIKE '%" + thief[0].id + "%'"),
+      "0");
+  // The new owner forwards it: one outbox row per inbox row in the end.
+  std::vector<InboxForward> f = {{{thief[0].id, thief[0].claim_token}, "stripe.x", "{}", 5}};
+  auto done = inbox_->Forward(f);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->size(), 1u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+}
+
+// Two relays on one database: every row forwarded exactly once, and each aggregate's rows reach
+// the outbox in their arrival order (the outbox key order carries it on to the destination).
+TEST_P(InboxRelayTest, TwoRelaysForwardEachRowOnceAndKeepEachAggregatesOrder) {
+  constexpr int kAggregates = 8, kPerAggregate = 15;
+  std::vector<NewInboxMessage> batch;
+  for (int i = 0; i < kPerAggregate; ++i) {
+    for (int a = 0; a < kAggregates; ++a) {
+      NewInboxMessage m;
+      m.source = "stripe";
+      m.idempotency_key = "evt_" + std::to_string(a) + "_" + std::to_string(i);
+      m.aggregate_id = "cus_" + std::to_string(a);
+      m.event_type = "payment.succeeded";
+      m.payload = R"({"n":)" + std::to_string(i) + "}";
+      batch.push_back(std::move(m));
+    }
+  }
+  ASSERT_TRUE(inbox_->Store(batch).ok());
+  auto second_store = db_->Open();
+  ASSERT_NE(second_store, nullptr);
+  InboxRelayOptions o = Options();
+  o.relay.batch_size = 5;
+  auto r1 = InboxRelay::Create(o, inbox_, inbox_);
+  auto r2 = InboxRelay::Create(o, second_store->inbox(), second_store->inbox());
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  std::atomic<int64_t> total{0};
+  const int kRows = kAggregates * kPerAggregate;
+  auto run = [&](InboxRelay* relay) {
+    for (int i = 0; i < 5000 && total.load() < kRows; ++i) {
+      auto n = relay->RunCycle();
+      if (n.ok()) total += *n;  // an error (SQLite busy): the next cycle retries
+    }
+  };
+  std::thread t1(run, r1->get());
+  std::thread t2(run, r2->get());
+  t1.join();
+  t2.join();
+  EXPECT_EQ(total.load(), kRows);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(kRows));
+  auto rows = db_->Query("SELECT key, headers, payload FROM outbox ORDER BY sequence");
+  std::set<std::string> inbox_ids;
+  std::map<std::string, int> last_n;
+  for (const auto& r : rows) {
+    inbox_ids.insert(nlohmann::json::parse(r[1]).value("x-inbox-id", ""));
+    int n = nlohmann::json::parse(r[2])["n"].get<int>();
+    auto it = last_n.find(r[0]);
+    if (it != last_n.end()) {
+      EXPECT_EQ(n, it->second + 1) << "aggregate " << r[0];
+    }
+    last_n[r[0]] = n;
+  }
+  EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, InboxRelayTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace queuebox

@@ -1,0 +1,435 @@
+// End to end: JSONata transforms (QueueBox reference §8) in the queuebox binary, against a real
+// PostgreSQL and a real HTTP receiver on loopback.
+//
+// - QueueBox's documented transform examples (tests/vendor/queuebox/transform_examples.json,
+//   vendored from its docs) run unchanged: the documented YAML with only `baseUrl` pointed at the
+//   receiver, the documented row in, the documented body out.
+// - The runaway cases end at their limit with the configured onError outcome while the other
+//   messages keep flowing, and queuebox_transform_failures_total counts them.
+// - An expression that does not compile stops the start (and check-config) with its key path.
+// - A relay without transforms never loads the engine.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "testing/env.h"
+#include "testing/http_receiver.h"
+#include "testing/pg.h"
+#include "testing/process.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::AnyOf;
+using testing::ChildProcess;
+using ::testing::HasSubstr;
+using testing::HttpReceiver;
+using testing::TempDir;
+using testing::TempPgDatabase;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+constexpr const char* kExamples =
+    QUEUEBOX_SOURCE_DIR "/tests/vendor/queuebox/transform_examples.json";
+
+Json LoadExamples() {
+  std::ifstream in(kExamples);
+  std::stringstream text;
+  text << in.rdbuf();
+  return Json::parse(text.str());
+}
+
+// SQL text literal with dollar quoting (payloads hold quotes).
+std::string Literal(const std::string& s) { return "$qb$" + s + "$qb$"; }
+
+class TransformE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string url;
+    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
+    pg_ = std::make_unique<TempPgDatabase>(url);
+    ASSERT_TRUE(receiver_.Start().ok());
+    http_port_ = testing::UnusedLoopbackPort();
+  }
+
+  // The relay's own settings, then `tail` (destinations, routes) as given.
+  std::string WriteConfig(const std::string& tail, const std::string& name = "queuebox") {
+    std::string yaml = "database:\n  type: postgresql\n  url: " + pg_->url() +
+                       "\n  startupTimeoutMs: 20000\n"
+                       "server:\n  httpPort: " +
+                       std::to_string(http_port_) +
+                       "\noutbox:\n  pollIntervalMs: 50\n  batchSize: 50\n"
+                       "  claimTimeoutMs: 120000\n  retryBaseDelayMs: 50\n"
+                       "  shutdownTimeoutMs: 5000\n"
+                       "logging:\n  format: json\n  level: info\n" +
+                       tail;
+    dir_.Write(name + ".yml", yaml);
+    return dir_.File(name + ".yml");
+  }
+
+  void Migrate(const std::string& config) {
+    std::string out;
+    ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "migrate"}, {}, &out), 0) << out;
+  }
+
+  // True when this binary was built with transforms; false (and the test skips) otherwise.
+  bool BuiltWithTransforms() {
+    std::string config = WriteConfig(
+        "destinations:\n  d: {type: http, baseUrl: 'http://127.0.0.1:1'}\n"
+        "routes:\n  - {topicPattern: '**', destination: d, transform: {expression: '$'}}\n",
+        "probe");
+    std::string out;
+    testing::RunCommand(kBinary, {"--config", config, "check-config"}, {}, &out);
+    return out.find("this build has no JSONata transforms") == std::string::npos;
+  }
+
+  int RunUntilIdle(const std::string& config, std::string* out) {
+    return testing::RunCommand(
+        kBinary, {"--config", config, "run", "--until-idle", "--idle-timeout-ms", "120000"}, {},
+        out, std::chrono::seconds(180));
+  }
+
+  int64_t Count(const std::string& where) {
+    return std::stoll(pg_->Scalar("SELECT count(*) FROM outbox WHERE " + where));
+  }
+
+  std::string Metrics() {
+    httplib::Client c("127.0.0.1", http_port_);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(5);
+    auto r = c.Get("/metrics");
+    return r ? r->body : "";
+  }
+
+  std::unique_ptr<TempPgDatabase> pg_;
+  HttpReceiver receiver_;
+  TempDir dir_;
+  int http_port_ = 0;
+};
+
+// The documented YAML, with `baseUrl` pointed at the receiver (the one change: the docs name
+// hosts such as https://api.partner.example). Examples that document an expression without a
+// block run as a route transform.
+std::string ExampleYaml(const Json& example, const std::string& receiver) {
+  std::string yaml;
+  if (example["yaml"].is_string()) {
+    yaml = example["yaml"].get<std::string>();
+  } else {
+    std::string indented;
+    std::istringstream lines(example["expr"].get<std::string>());
+    for (std::string line; std::getline(lines, line);) indented += "          " + line + "\n";
+    yaml =
+        "destinations:\n  receiver:\n    type: http\n    baseUrl: https://receiver.example\n"
+        "    path: /events\nroutes:\n  - topicPattern: \"order.*\"\n    destination: receiver\n"
+        "    transform:\n      expression: |\n" +
+        indented;
+  }
+  return std::regex_replace(yaml, std::regex(R"(baseUrl: \S+)"), "baseUrl: " + receiver);
+}
+
+TEST_F(TransformE2ETest, QueueBoxDocumentedExamplesRunUnchanged) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  bool migrated = false;
+  int ran = 0;
+  for (const Json& example : LoadExamples()) {
+    const std::string stage = example["stage"];
+    if (stage != "route" && stage != "destination") continue;
+    SCOPED_TRACE(example["name"].get<std::string>());
+    const std::string yaml = ExampleYaml(example, receiver_.BaseUrl());
+    std::string config = WriteConfig(yaml, "example" + std::to_string(ran));
+    if (!migrated) {
+      Migrate(config);
+      migrated = true;
+    }
+    pg_->Exec("TRUNCATE outbox");
+    receiver_.Clear();
+    const Json& vars = example["bindings"];
+    const std::string id = vars["messageId"];
+    // The row of the example, with the id and created_at the expected body shows.
+    pg_->Exec("INSERT INTO outbox (id, topic, payload, created_at) VALUES ('" + id + "', '" +
+              example["topic"].get<std::string>() + "', " + Literal(example["input"].dump()) +
+              "::jsonb, '" + vars["timestamp"].get<std::string>() + "')");
+    std::string out;
+    ASSERT_EQ(RunUntilIdle(config, &out), 0) << out;
+    ASSERT_EQ(receiver_.RequestCount(), 1u) << out;
+    testing::ReceivedRequest got = receiver_.Requests()[0];
+    EXPECT_EQ(got.Header("X-Message-Id"), id);
+    EXPECT_EQ(got.Header("X-Topic"), example["topic"]);
+    // The documented output (the payload's own key order is PostgreSQL jsonb's, so the bodies
+    // are compared as JSON values).
+    EXPECT_EQ(Json::parse(got.body), example["result"]) << got.body;
+    std::smatch path;
+    std::regex_search(yaml, path, std::regex(R"(path: (\S+))"));
+    EXPECT_EQ(got.target, path[1].str());
+    // The row keeps its payload and is sent.
+    EXPECT_EQ(Count("state = 'sent' AND payload = " + Literal(example["input"].dump()) + "::jsonb"),
+              1);
+    ++ran;
+  }
+  EXPECT_EQ(ran, 7);  // every route and destination example of the file
+}
+
+// The runaway cases of issue 16, each with another onError, next to 300 ordinary messages.
+TEST_F(TransformE2ETest, RunawaysEndAtTheirLimitWithTheirOnErrorWhileOthersFlow) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  std::string config = WriteConfig(
+      "destinations:\n"
+      "  receiver:\n    type: http\n    baseUrl: " +
+      receiver_.BaseUrl() +
+      "\n    path: /events\n    timeoutMs: 10000\n"
+      "routes:\n"
+      "  - topicPattern: runaway.recursion\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '($f := function($x){ $f($x + 1) + 1 }; $f(0))'\n"
+      "      onError: Dead\n"
+      "  - topicPattern: runaway.loop\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '($f := function($x){ $f($x + 1) }; $f(0))'\n"
+      "      onError: Fail\n"
+      "  - topicPattern: runaway.range\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '[1..5000000]'\n"
+      "      timeoutMs: 60000\n"
+      "      onError: Skip\n"
+      "  - topicPattern: runaway.regex\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '$match($pad(\"\", 40, \"a\") & \"b\", /^(a+)+$/)'\n"
+      "      onError: Dead\n"
+      "  - topicPattern: runaway.big\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '($d := function($s, $n){ $n = 0 ? $s : $d($s & $s, $n - 1) }; "
+      "$d(\"abcdefghijklmnopqrstuvwxy\", 21))'\n"
+      "      timeoutMs: 60000\n"
+      "      onError: Fail\n"
+      "  - topicPattern: \"**\"\n    destination: receiver\n"
+      "    transform:\n"
+      "      expression: '{\"n\": n, \"id\": $messageId}'\n"
+      "      timeoutMs: 10000\n");
+  Migrate(config);
+  pg_->Exec(
+      "INSERT INTO outbox (topic, payload, max_attempts) VALUES "
+      "('runaway.recursion', '{\"r\":1}', 1), ('runaway.loop', '{\"r\":2}', 1), "
+      "('runaway.range', '{\"r\":3}', 1), ('runaway.regex', '{\"r\":4}', 1), "
+      "('runaway.big', '{\"r\":5}', 1)");
+  pg_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 'normal.event', 'k' || (i % 10), "
+      "jsonb_build_object('n', i) FROM generate_series(1, 300) AS i");
+
+  ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("relay.log"));
+  auto deadline = std::chrono::steady_clock::now() + 180s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         Count("state NOT IN ('sent', 'dead')") > 0) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(Count("state NOT IN ('sent', 'dead')"), 0) << relay.Log();
+
+  auto row = [&](const std::string& topic) {
+    auto r =
+        pg_->Query("SELECT state, attempt, last_error FROM outbox WHERE topic = '" + topic + "'");
+    EXPECT_EQ(r.size(), 1u) << topic;
+    return r.empty() ? std::vector<std::string>{"", "", ""} : r[0];
+  };
+  // Infinite recursion: the depth limit (maxDepth 100); Dead: dead at once.
+  auto recursion = row("runaway.recursion");
+  EXPECT_EQ(recursion[0], "dead");
+  EXPECT_EQ(recursion[1], "0");
+  EXPECT_THAT(recursion[2], HasSubstr("Transform dead-lettered the message: D1011"));
+  // A tail-recursive loop: the 100 ms timeout; Fail: the retry path, dead after max_attempts.
+  auto loop = row("runaway.loop");
+  EXPECT_EQ(loop[0], "dead");
+  EXPECT_EQ(loop[1], "1");
+  EXPECT_EQ(loop[2],
+            "Transform failed: D1012: The evaluation ran longer than 100 ms and was stopped");
+  // A 5,000,000-element range: the memory limit; Skip: the row's payload is delivered.
+  auto range = row("runaway.range");
+  EXPECT_EQ(range[0], "sent");
+  // $match with a catastrophic regex: the timeout inside the regex; Dead.
+  auto regex = row("runaway.regex");
+  EXPECT_EQ(regex[0], "dead");
+  EXPECT_EQ(regex[1], "0");
+  EXPECT_EQ(regex[2],
+            "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms "
+            "and was stopped");
+  // A 50 MB result: the memory limit; Fail.
+  auto big = row("runaway.big");
+  EXPECT_EQ(big[0], "dead");
+  EXPECT_EQ(big[1], "1");
+  EXPECT_THAT(big[2], AnyOf(HasSubstr("of memory and was stopped"), HasSubstr("over the limit")));
+
+  // Everything else was delivered, transformed.
+  EXPECT_EQ(Count("topic = 'normal.event' AND state = 'sent'"), 300);
+  std::map<std::string, std::string> ids;  // id -> n
+  for (const auto& r : pg_->Query("SELECT id, payload->>'n' FROM outbox")) ids[r[0]] = r[1];
+  std::set<std::string> transformed;
+  int skipped = 0;
+  for (const auto& req : receiver_.Requests()) {
+    Json body = Json::parse(req.body);
+    const std::string id = req.Header("X-Message-Id");
+    if (body.contains("r")) {
+      EXPECT_EQ(body, Json({{"r", 3}}));  // Skip delivered the range row's payload as is
+      ++skipped;
+      continue;
+    }
+    EXPECT_EQ(body, Json({{"n", std::stoi(ids[id])}, {"id", id}}));
+    transformed.insert(id);
+  }
+  EXPECT_EQ(transformed.size(), 300u);
+  EXPECT_EQ(skipped, 1);
+
+  std::string metrics = Metrics();
+  EXPECT_THAT(metrics, HasSubstr("queuebox_transform_failures_total{strategy=\"dead\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("queuebox_transform_failures_total{strategy=\"fail\"} 4"));
+  EXPECT_THAT(metrics, HasSubstr("queuebox_transform_failures_total{strategy=\"skip\"} 1"));
+  relay.Kill(SIGTERM);
+  ASSERT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  EXPECT_THAT(relay.Log(), HasSubstr("\"jsonata_engine\":\"loaded\""));
+}
+
+// POST /admin/transform/test in the binary (reference §13.2): QueueBox's documented requests
+// (the how-to's curl and the HTTP API page) answer the documented result behind bearer auth; a
+// wrong token is 401 and an oversized body 413, both in the endpoint's error shape.
+TEST_F(TransformE2ETest, TheTransformTestEndpointAnswersTheDocumentedRequests) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  std::string config = WriteConfig(
+      "admin:\n  enabled: true\n  maxPayloadBytes: 4096\n"
+      "  auth: {type: bearer, token: the-admin-token}\n"
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+      receiver_.BaseUrl() + "\nroutes:\n  - topicPattern: \"**\"\n    destination: receiver\n");
+  Migrate(config);
+  ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("admin.log"));
+  httplib::Client c("127.0.0.1", http_port_);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(30);
+  const httplib::Headers auth = {{"Authorization", "Bearer the-admin-token"}};
+  bool live = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 60s;
+       !live && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+    auto r = c.Get("/health/live");
+    live = r && r->status == 200;
+  }
+  ASSERT_TRUE(live) << relay.Log();
+
+  int ran = 0;
+  for (const Json& example : LoadExamples()) {
+    if (example["stage"] != "admin") continue;
+    SCOPED_TRACE(example["name"].get<std::string>());
+    auto r = c.Post("/admin/transform/test", auth, example["request"].dump(), "application/json");
+    ASSERT_TRUE(r) << relay.Log();
+    EXPECT_EQ(r->status, 200) << r->body;
+    Json answer = Json::parse(r->body);
+    EXPECT_EQ(answer["success"], true);
+    EXPECT_EQ(answer["result"], example["result"]);
+    EXPECT_EQ(answer["context"]["topic"], example["request"]["mockTopic"]);
+    EXPECT_EQ(answer["context"]["attempt"], 0);
+    EXPECT_EQ(answer["context"]["messageId"].get<std::string>().size(), 36u);
+    ++ran;
+  }
+  EXPECT_EQ(ran, 2);
+
+  auto r = c.Post("/admin/transform/test", auth,
+                  R"({"expression": "Account.Order[0", "payload": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Json::parse(r->body),
+            Json({{"success", false},
+                  {"error",
+                   "Invalid expression: S0203 at position 15: Expected \"]\" before end "
+                   "of expression"}}));
+  r = c.Post("/admin/transform/test", {{"Authorization", "Bearer wrong"}},
+             R"({"expression": "$", "payload": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Json::parse(r->body), Json({{"success", false}, {"error", "Invalid bearer token"}}));
+  r = c.Post("/admin/transform/test", auth, std::string(5000, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Json::parse(r->body),
+            Json({{"success", false}, {"error", "Request body exceeds 4096 bytes"}}));
+  // Nothing was sent or written.
+  EXPECT_EQ(receiver_.RequestCount(), 0u);
+  EXPECT_EQ(Count("true"), 0);
+  relay.Kill(SIGTERM);
+  ASSERT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+
+// Reference §8 / §13.6: every expression compiles at start; the error names the key path,
+// JSONata's code and position, and the start stops before the database is touched.
+TEST_F(TransformE2ETest, AnExpressionThatDoesNotCompileStopsTheStart) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  std::string config = WriteConfig(
+      "destinations:\n"
+      "  partner:\n    type: http\n    baseUrl: " +
+      receiver_.BaseUrl() +
+      "\n    transform:\n      expression: '{\"a\": }'\n"
+      "routes:\n"
+      "  - topicPattern: \"order.*\"\n    destination: partner\n"
+      "    transform:\n      expression: 'Account.Order[0'\n");
+  const std::string errors =
+      "The configuration has 2 errors. Fix each one and start QueueBox again.\n"
+      "  - destinations.partner.transform.expression: S0211 at position 7: The symbol \"}\" "
+      "cannot be used as a unary operator\n"
+      "  - routes[0].transform.expression: S0203 at position 15: Expected \"]\" before end of "
+      "expression";
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(kBinary, {"--config", config, "check-config"}, {}, &out), 1);
+  EXPECT_THAT(out, HasSubstr(errors));
+  EXPECT_EQ(testing::RunCommand(kBinary, {"--config", config, "run", "--until-idle"}, {}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("QueueBox did not start. Reason: " + errors));
+  // Nothing was migrated: the start stopped before the database.
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                        "'outbox'"),
+            "0");
+  // onError in another letter case does not load.
+  config = WriteConfig(
+      "destinations:\n  d: {type: http, baseUrl: 'http://127.0.0.1:1'}\n"
+      "routes:\n  - {topicPattern: '**', destination: d, transform: {expression: '$', onError: "
+      "fail}}\n",
+      "lowercase");
+  EXPECT_EQ(testing::RunCommand(kBinary, {"--config", config, "check-config"}, {}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("routes[0].transform.onError: must be one of Fail, Skip, Dead (exact "
+                             "case); did you mean Fail?"));
+}
+
+// A relay without transforms keeps its footprint: it never loads the JSONata engine (reported
+// at stop); the same relay with one route transform does.
+TEST_F(TransformE2ETest, ARelayWithoutTransformsNeverLoadsTheEngine) {
+  const std::string destinations =
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " + receiver_.BaseUrl() + "\n";
+  std::string plain = WriteConfig(
+      destinations + "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n", "plain");
+  Migrate(plain);
+  pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('a', '{\"n\":1}'), ('b', '{\"n\":2}')");
+  std::string out;
+  ASSERT_EQ(RunUntilIdle(plain, &out), 0) << out;
+  EXPECT_EQ(receiver_.RequestCount(), 2u);
+  EXPECT_THAT(out, HasSubstr("\"jsonata_engine\":\"not loaded\""));
+  std::smatch rss;
+  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"re("max_rss_kb":"(\d+)")re")));
+  const long plain_rss_kb = std::stol(rss[1]);
+
+  if (!BuiltWithTransforms()) return;
+  std::string transformed =
+      WriteConfig(destinations +
+                      "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+                      "    transform: {expression: '{\"n\": n}', timeoutMs: 10000}\n",
+                  "transformed");
+  pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('c', '{\"n\":3}')");
+  ASSERT_EQ(RunUntilIdle(transformed, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("\"jsonata_engine\":\"loaded\""));
+  ASSERT_TRUE(std::regex_search(out, rss, std::regex(R"re("max_rss_kb":"(\d+)")re")));
+  std::printf("peak RSS: %ld KiB without transforms, %ld KiB with one route transform\n",
+              plain_rss_kb, std::stol(rss[1]));
+}
+
+}  // namespace
+}  // namespace queuebox
