@@ -63,6 +63,11 @@ sources:
     idempotencyKeyPath: $.id
     rateLimit:
       requestsPerMinute: 2
+  delayed:
+    path: /delayed
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    initialDelay: 1h
   prod:
     path: /prod
     topic: "{{ source }}"
@@ -348,6 +353,18 @@ TEST_P(WebhookSourceTest, DrainingAnswers503) {
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(r->body, R"({"error":"QueueBox is shutting down"})");
   EXPECT_EQ(Rows(), 0);
+}
+
+// initialDelay holds the row: scheduled_at is an hour after its receipt, on the database clock.
+TEST_P(WebhookSourceTest, InitialDelaySchedulesTheRowLater) {
+  auto r = Post("/inbox/delayed", R"({"id":"later"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  auto now = Post("/inbox/stripe", R"({"id":"now"})");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->status, 202);
+  EXPECT_EQ(Rows("source = 'delayed' AND scheduled_at > created_at"), 1);
+  EXPECT_EQ(Rows("source = 'stripe' AND scheduled_at > created_at"), 0);
 }
 
 // Slow-loris senders (headers never finished, a body trickling in) hold only their own
