@@ -9,7 +9,8 @@
 //
 // The payload case needs a payload column without a JSON check: on PostgreSQL the column is
 // altered to TEXT (a schema of one's own, as SQL Server's NVARCHAR(MAX)); on SQLite the row is
-// written with ignore_check_constraints (a table made without the bundled CHECK).
+// written with ignore_check_constraints (a table made without the bundled CHECK), as is a row
+// whose headers are not JSON at all (SQLite only: PostgreSQL's headers column is JSONB).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -163,6 +164,13 @@ class BadRowsTest : public ::testing::TestWithParam<std::string> {
     };
   }
 
+  // SQLite only (a text column; the row written past the bundled CHECK): headers that are not
+  // JSON at all.
+  void AddUnparsableHeaders(std::vector<BadRow>& bad, const std::string& topic,
+                            const std::string& reason) {
+    if (!db_->pg()) bad.push_back({.topic = topic, .headers = "{oops", .reason = reason});
+  }
+
   std::unique_ptr<testing::StoreDb> db_;
   std::unique_ptr<OutboxStore> store_;
   std::unique_ptr<Relay> relay_;
@@ -179,6 +187,8 @@ TEST_P(BadRowsTest, Http_BadRowsAreDeadAtOnceAndTheBatchIsDelivered) {
                  .key = "cus_1\r\nX-Injected: yes",
                  .reason = "key: contains a line break"});
   bad.push_back({.topic = "orders\ncreated", .reason = "topic: contains a line break"});
+  AddUnparsableHeaders(bad, "orders.created",
+                       "invalid row headers: expected a JSON object of string values");
   Insert("orders.created", bad);
   HttpDestinationSettings s;
   s.name = "http";
@@ -203,6 +213,7 @@ TEST_P(BadRowsTest, Kafka_BadRowsAreDeadAtOnceAndTheBatchIsDelivered) {
   std::vector<BadRow> bad = CommonBadRows("ok.events");
   bad.push_back({.topic = std::string(250, 't'), .reason = "topic: the Kafka topic"});
   bad.push_back({.topic = "ok events", .reason = "has a character Kafka does not allow"});
+  AddUnparsableHeaders(bad, "ok.events", "headers: not valid JSON");
   Insert("ok.events", bad);
   KafkaDestinationSettings s;
   s.name = "kafka";
@@ -229,6 +240,7 @@ TEST_P(BadRowsTest, RabbitMq_BadRowsAreDeadAtOnceAndTheBatchIsDelivered) {
   std::string long_key;  // 128 characters, 256 bytes: fits the topic column, not a routing key
   for (int i = 0; i < 128; ++i) long_key += "\xC3\xA9";
   bad.push_back({.topic = long_key, .reason = "routing key: "});
+  AddUnparsableHeaders(bad, "ok.events", "headers: not valid JSON");
   Insert("ok.events", bad);
   RabbitMqDestinationSettings s;
   s.name = "rabbit";
@@ -260,6 +272,7 @@ TEST_P(BadRowsTest, Nats_BadRowsAreDeadAtOnceAndTheBatchIsDelivered) {
   bad.push_back({.topic = "ok.events",
                  .key = "cus_1\r\nx-injected: yes",
                  .reason = "key: contains a line break"});
+  AddUnparsableHeaders(bad, "ok.events", "headers: not valid JSON");
   Insert("ok.events", bad);
   NatsDestinationSettings s;
   s.name = "nats";
