@@ -60,25 +60,148 @@ void ValidateAddressKeys(const nlohmann::json& block, std::string_view field,
 Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& static_headers,
                                    std::string_view row_headers) {
   HeaderList out(static_headers.begin(), static_headers.end());
-  if (row_headers.empty()) return out;
-  nlohmann::json j = nlohmann::json::parse(row_headers, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return InvalidArgument("the row's headers are not a JSON object");
-  }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it->is_null()) continue;
-    std::string value = it->is_string()
-                            ? it->get<std::string>()
-                            : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Result<HeaderList> row = ParseRowHeaders(row_headers);
+  if (!row.ok()) return row.status();
+  for (auto& [name, value] : *row) {
     auto same =
-        std::find_if(out.begin(), out.end(), [&](const auto& h) { return h.first == it.key(); });
+        std::find_if(out.begin(), out.end(), [&](const auto& h) { return h.first == name; });
     if (same != out.end()) {
       same->second = std::move(value);
     } else {
-      out.emplace_back(it.key(), std::move(value));
+      out.emplace_back(std::move(name), std::move(value));
     }
   }
   return out;
+}
+
+namespace {
+
+// At most 64 bytes of `s` for a reason, with "..." when cut.
+std::string Shown(std::string_view s) {
+  constexpr size_t kMax = 64;
+  if (s.size() <= kMax) return std::string(s);
+  size_t n = kMax;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole characters
+  return std::string(s.substr(0, n)) + "...";
+}
+
+const char* JsonTypeName(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    default:
+      return "a number";
+  }
+}
+
+}  // namespace
+
+Result<HeaderList> ParseRowHeaders(std::string_view headers) {
+  HeaderList out;
+  if (headers.empty()) return out;
+  nlohmann::json j = nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidArgument(
+        "headers: not valid JSON; the row's headers must be a JSON object of "
+        "strings");
+  }
+  if (!j.is_object()) {
+    return InvalidArgument(std::string("headers: ") + JsonTypeName(j) +
+                           ", not a JSON object of strings");
+  }
+  out.reserve(j.size());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it->is_string()) {
+      return InvalidArgument("headers: the value of \"" + Shown(it.key()) + "\" is " +
+                             JsonTypeName(*it) +
+                             "; the row's headers must be a JSON object of "
+                             "strings");
+    }
+    out.emplace_back(it.key(), it->get<std::string>());
+  }
+  return out;
+}
+
+Status CheckPayloadIsJson(std::string_view body) {
+  if (nlohmann::json::accept(body)) return Status::Ok();
+  return InvalidArgument("payload: not valid JSON (the payload must be one JSON document)");
+}
+
+Status CheckHeaderText(std::string_view field, std::string_view value) {
+  const size_t at = value.find_first_of(std::string_view("\r\n\0", 3));
+  if (at == std::string_view::npos) return Status::Ok();
+  const char* what = value[at] == '\0' ? "a NUL byte" : "a line break (CR or LF)";
+  return InvalidArgument(std::string(field) + ": contains " + what +
+                         ", which a message header cannot carry");
+}
+
+Status CheckHeaderListText(const HeaderList& headers) {
+  for (const auto& [name, value] : headers) {
+    const std::string field = "headers: \"" + Shown(name) + "\"";
+    Status s = CheckHeaderText(field + " (name)", name);
+    if (s.ok()) s = CheckHeaderText(field, value);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status CheckKafkaTopic(std::string_view topic) {
+  constexpr size_t kMaxKafkaTopic = 249;
+  if (topic.size() > kMaxKafkaTopic) {
+    return InvalidArgument("topic: the Kafka topic '" + Shown(topic) + "' is " +
+                           std::to_string(topic.size()) + " characters; Kafka allows at most " +
+                           std::to_string(kMaxKafkaTopic));
+  }
+  if (topic == "." || topic == "..") {
+    return InvalidArgument("topic: '" + std::string(topic) + "' is not a legal Kafka topic name");
+  }
+  for (char c : topic) {
+    const bool legal = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '_' || c == '-';
+    if (!legal) {
+      return InvalidArgument("topic: the Kafka topic '" + Shown(topic) +
+                             "' has a character Kafka does not allow (only a-z, A-Z, 0-9, '.', "
+                             "'_' and '-')");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckAmqpShortString(std::string_view field, std::string_view value) {
+  constexpr size_t kMaxShortString = 255;
+  if (value.size() <= kMaxShortString) return Status::Ok();
+  return InvalidArgument(std::string(field) + ": '" + Shown(value) + "' is " +
+                         std::to_string(value.size()) + " bytes; RabbitMQ allows at most " +
+                         std::to_string(kMaxShortString));
+}
+
+Status CheckNatsSubject(std::string_view subject) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("subject: the NATS subject '" + Shown(subject) + "' " + why);
+  };
+  size_t start = 0;
+  while (true) {
+    const size_t dot = subject.find('.', start);
+    const std::string_view token =
+        subject.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (token.empty()) return bad("has an empty token (a leading, trailing or double '.')");
+    if (token == "*" || token == ">") return bad("has a wildcard token, which cannot be published");
+    for (char c : token) {
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+        return bad("has whitespace or a control character");
+      }
+    }
+    if (dot == std::string_view::npos) return Status::Ok();
+    start = dot + 1;
+  }
 }
 
 bool IsBlank(std::string_view s) {

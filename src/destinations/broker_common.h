@@ -82,10 +82,41 @@ void AddAddressOptions(OptionTable<S>& table, const std::string& field, const st
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // Static headers, then the row's `headers` JSON object; a row header replaces a static header
-// of the same name (exact case) in place. A non-string value is its JSON text, null is skipped.
-// kInvalidArgument when `row_headers` is not a JSON object (the message can never succeed).
+// of the same name (exact case) in place. kInvalidArgument naming the field ("headers: ...") when
+// `row_headers` is not a JSON object of strings (the message can never succeed).
 Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& static_headers,
                                    std::string_view row_headers);
+
+// ---- Rows a destination can never carry (docs/guarantees.md, "Bad rows never stop a batch") ----
+// Each check returns kInvalidArgument whose message begins with the field it names; the
+// destination reports it as Outcome::Reject, so the row goes dead at once (no attempt loop) and
+// the other messages of its batch are published. Messages hold no value longer than 64 bytes.
+
+// The row's `headers` (JSON text; empty counts as {}) as a JSON object of strings.
+Result<HeaderList> ParseRowHeaders(std::string_view headers);
+
+// "payload: ..." unless `body` is one JSON document. SQLite has no JSON type, and a schema of
+// one's own may hold the payload as text, so a destination checks what it sends.
+Status CheckPayloadIsJson(std::string_view body);
+
+// "<field>: ..." when `value` holds CR, LF or NUL, which a header carried as a line of text
+// (HTTP, NATS) cannot carry. `field` names it: "key", "topic", "headers: \"X-Name\"".
+Status CheckHeaderText(std::string_view field, std::string_view value);
+
+// CheckHeaderText on every name and value of `headers` (field "headers: \"<name>\"").
+Status CheckHeaderListText(const HeaderList& headers);
+
+// "topic: ..." unless `topic` is a legal Kafka topic name: 1 to 249 characters of
+// [a-zA-Z0-9._-], and neither "." nor "..".
+Status CheckKafkaTopic(std::string_view topic);
+
+// "<field>: ..." when `value` is longer than an AMQP 0-9-1 short string (255 bytes): the
+// RabbitMQ exchange and routing key.
+Status CheckAmqpShortString(std::string_view field, std::string_view value);
+
+// "subject: ..." unless `subject` is a NATS subject one can publish to: tokens separated by '.',
+// none empty, no whitespace or control characters, no wildcard token ('*', '>').
+Status CheckNatsSubject(std::string_view subject);
 
 // True when `s` is empty or only whitespace (a blank record key means no key, §7.3).
 bool IsBlank(std::string_view s);

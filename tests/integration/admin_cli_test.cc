@@ -89,9 +89,9 @@ TEST_P(CliTest, StatusShowsTheCaptureSlotAndTheWalItRetains) {
   if (GetParam() != "postgresql") {
     // Capture is PostgreSQL's: on SQLite, status has no capture part even with the mode set.
     std::ostringstream out, err;
-    ASSERT_EQ(RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out,
-                               err),
-              0)
+    ASSERT_EQ(
+        RunStatusCommand(*store_, store_->replica_membership(), config_, /*json=*/true, out, err),
+        0)
         << err.str();
     EXPECT_FALSE(json::parse(out.str()).contains("capture")) << out.str();
     EXPECT_EQ(err.str(), "");
@@ -185,6 +185,50 @@ TEST_P(CliTest, DeadListAsTableAndJson) {
   EXPECT_THAT(table.str(), HasSubstr(id));
   EXPECT_THAT(table.str(), HasSubstr("HTTP 500 body"));  // one line per row
   EXPECT_EQ(RunDeadListCommand(*store_, config_, 0, false, table, err), 2);
+}
+
+// `queuebox replay --table inbox` and `queuebox dead list --table inbox`: dead inbox rows of one
+// source go back to pending (attempt and error cleared); other sources and active rows stay.
+TEST_P(CliTest, InboxReplayAndDeadListBySource) {
+  InboxStore* inbox = store_->inbox();
+  ASSERT_NE(inbox, nullptr);
+  auto add = [&](const std::string& source, const std::string& key, const std::string& state) {
+    NewInboxMessage m;
+    m.source = source;
+    m.idempotency_key = key;
+    m.aggregate_id = "cus_1";
+    m.payload = R"({"k":")" + key + R"("})";
+    auto out = inbox->Store(std::span<const NewInboxMessage>(&m, 1));
+    EXPECT_TRUE(out.ok() && out->size() == 1u);
+    const std::string id = out.ok() ? (*out)[0].id : "";
+    db_->Exec("UPDATE inbox SET state = '" + state +
+              "', attempt = 2, last_error = 'relay failed' WHERE id = '" + id + "'");
+    return id;
+  };
+  const std::string dead = add("stripe", "evt_1", "dead");
+  const std::string other = add("github", "evt_2", "dead");
+  const std::string active = add("stripe", "evt_3", "processing");
+
+  std::ostringstream list, err;
+  ASSERT_EQ(RunInboxDeadListCommand(*inbox, 50, true, list, err), 0) << err.str();
+  json j = json::parse(list.str());
+  ASSERT_EQ(j.size(), 2u);
+
+  ReplayRequest request;
+  request.table = "inbox";
+  request.source = "stripe";
+  std::ostringstream out;
+  ASSERT_EQ(RunReplayCommand(*store_, config_, request, out, err, inbox), 0) << err.str();
+  EXPECT_EQ(out.str(), "Moved 1 inbox row(s).\n");
+  EXPECT_EQ(db_->Scalar("SELECT state FROM inbox WHERE id = '" + dead + "'"), "pending");
+  EXPECT_EQ(db_->Scalar("SELECT attempt FROM inbox WHERE id = '" + dead + "'"), "0");
+  EXPECT_EQ(db_->Scalar("SELECT state FROM inbox WHERE id = '" + other + "'"), "dead");
+  EXPECT_EQ(db_->Scalar("SELECT state FROM inbox WHERE id = '" + active + "'"), "processing");
+
+  ReplayRequest no_inbox = request;
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunReplayCommand(*store_, config_, no_inbox, out2, err2, nullptr), 1);
+  EXPECT_THAT(err2.str(), HasSubstr("no inbox"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, CliTest, ::testing::Values("sqlite", "postgresql"), DialectName);

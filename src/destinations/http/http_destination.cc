@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/redaction.h"
+#include "destinations/broker_common.h"
 
 namespace queuebox {
 namespace {
@@ -247,7 +248,10 @@ DestinationType HttpDestinationType() {
 
 namespace {
 
-bool HasLineBreak(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+// CR, LF or NUL: bytes a header line cannot carry (NUL would also cut curl's C string).
+bool HasLineBreak(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
+}
 
 // "Name: value"; an empty value needs curl's "Name;" form (curl drops "Name:").
 std::string HeaderLine(std::string_view name, std::string_view value) {
@@ -263,11 +267,17 @@ struct SlistDeleter {
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
-// The header lines of one request, in the order of QueueBox §7.1 / §9.1. An error text when the
-// row's headers can never be sent (not a JSON object, a line break, an empty name).
+// The header lines of one request, in the order of QueueBox §7.1 / §9.1. kInvalidArgument when
+// they can never be sent: the row's headers are not a JSON object of strings, a name is empty, a
+// name or value or the row's topic or key holds a line break or NUL.
 Result<std::vector<std::string>> BuildHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth) {
+  // The standard headers carry the row's topic and key as they are.
+  if (Status s = CheckHeaderText("topic", row.topic); !s.ok()) return s;
+  if (row.key.has_value()) {
+    if (Status s = CheckHeaderText("key", *row.key); !s.ok()) return s;
+  }
   std::vector<std::string> lines = {
       "Content-Type: application/json",
       HeaderLine("X-Message-Id", row.id),
@@ -290,12 +300,11 @@ Result<std::vector<std::string>> BuildHeaders(
     merged.push_back(*auth);
   }
   for (const auto& [name, value] : row_headers.items()) {
-    std::string text;
-    try {
-      text = value.is_string() ? value.get<std::string>() : value.dump();
-    } catch (const nlohmann::json::exception&) {
-      return InvalidArgument("invalid value of header \"" + name + "\": not valid UTF-8 JSON");
+    if (!value.is_string()) {
+      return InvalidArgument("invalid row headers: the value of \"" + Truncate(name, 64) +
+                             "\" is not a string (expected a JSON object of string values)");
     }
+    std::string text = value.get<std::string>();
     std::string lower = Lower(name);
     std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
     merged.emplace_back(name, std::move(text));
@@ -308,7 +317,8 @@ Result<std::vector<std::string>> BuildHeaders(
                              "line breaks");
     }
     if (HasLineBreak(value)) {
-      return InvalidArgument("invalid value of header \"" + name + "\": it contains a line break");
+      return InvalidArgument("invalid value of header \"" + name + "\": it contains a " +
+                             (value.find('\0') != std::string::npos ? "NUL byte" : "line break"));
     }
     lines.push_back(HeaderLine(name, value));
   }
@@ -463,7 +473,9 @@ class HttpDestination::Worker {
 Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMessage& message,
                                         Request& r) {
   const OutboxRow& row = *message.row;
-  Result<std::vector<std::string>> lines = BuildHeaders(row, settings_.static_headers, auth_header_);
+  if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
+  Result<std::vector<std::string>> lines =
+      BuildHeaders(row, settings_.static_headers, auth_header_);
   if (!lines.ok()) return lines.status();
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {

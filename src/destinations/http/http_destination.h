@@ -7,16 +7,16 @@
 //   Content-Type: application/json, X-Message-Id, X-Topic, X-Attempt, X-Message-Key (only when
 //   the row's key is non-null, as QueueBox; an empty key is sent as an empty value), then the
 //   static `headers` of the destination, then the row's `headers` JSON object (a row header
-//   replaces a static header of the same name, compared case-insensitively; a non-string value
-//   is sent as its JSON text). The standard X-* headers are never removed: a row header of the
-//   same name is sent as a second value.
+//   replaces a static header of the same name, compared case-insensitively). The standard X-*
+//   headers are never removed: a row header of the same name is sent as a second value.
 // Auth (`auth`, http_auth.h): oauth2, basic or header; its header goes after the static headers
 //   (a row header of the same name still wins). One header per batch: a token endpoint that
 //   fails fails the batch with Retry and the reason; a 401 drops the OAuth2 token it carried.
 // Outcomes: any 2xx => Delivered. Any other status (redirects are not followed), a timeout or a
-//   connection error => Retry with the reason (below). A row whose `headers` is not a JSON object,
-//   or holds a name or value that cannot be sent (line break, empty name) => Reject (it can never
-//   succeed; no request is made).
+//   connection error => Retry with the reason (below). A row that can never be sent => Reject (no
+//   request is made; the row goes dead at once and the batch goes on): `headers` not a JSON
+//   object of strings, a header name or value that cannot be sent (empty name, line break, NUL),
+//   a topic or key with CR, LF or NUL (X-Topic, X-Message-Key), a payload that is not JSON.
 // Reasons (already redacted, cut to max_error_body_bytes):
 //   "HTTP <code>: <reason phrase>" [+ " - <body>"] (the body cut, redacted, then the whole cut),
 //   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".

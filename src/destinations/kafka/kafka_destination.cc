@@ -300,8 +300,10 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     return;
   }
   Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-  if (!headers.ok()) {
-    settle(Outcome::Reject(FailureReason(headers.status().message(), max_chars)));
+  Status sendable = headers.ok() ? CheckKafkaTopic(topic) : headers.status();
+  if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
+  if (!sendable.ok()) {  // a message Kafka can never take: dead at once, the batch goes on
+    settle(Outcome::Reject(FailureReason(sendable.message(), max_chars)));
     return;
   }
   std::string key = message.routing_key ? *message.routing_key : key_template_.Render(ctx);

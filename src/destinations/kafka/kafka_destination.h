@@ -10,8 +10,10 @@
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
 //   one of the same name), then x-message-id, x-topic, x-attempt (UTF-8 text).
 // Outcomes: Delivered only on a successful delivery report (acks=all). Every other result
-//   (delivery error, timeout, produce refused) => Retry with the librdkafka reason; a row whose
-//   `headers` is not a JSON object => Reject.
+//   (delivery error, timeout, produce refused) => Retry with the librdkafka reason. A message
+//   Kafka can never take => Reject (dead at once, the batch goes on; broker_common.h): `headers`
+//   not a JSON object of strings, a payload that is not JSON, a topic longer than 249
+//   characters or with a character outside [a-zA-Z0-9._-].
 // Throughput: the whole batch is produced at once; delivery reports are matched to their message
 //   through the message opaque and collected until all arrived or timeoutMs (+2 s) passed.
 //

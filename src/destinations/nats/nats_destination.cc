@@ -260,6 +260,18 @@ void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
 namespace {
 
 // A message with the headers of §9.1; nullptr + reason on failure.
+// Why a message can never be published (NATS headers are lines of text), or OK: the caller
+// rejects it, so it goes dead at once and the rest of the batch is published.
+Status Unsendable(const std::string& subject, const OutboundMessage& message,
+                  const HeaderList& headers) {
+  Status s = CheckNatsSubject(subject);
+  if (s.ok()) s = CheckHeaderListText(headers);
+  if (s.ok()) s = CheckHeaderText("topic", message.row->topic);
+  if (s.ok() && message.row->key) s = CheckHeaderText("key", *message.row->key);
+  if (s.ok()) s = CheckPayloadIsJson(message.body());
+  return s;
+}
+
 natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message,
                       const HeaderList& headers, bool jet_stream, std::string* reason) {
   const OutboxRow& row = *message.row;
@@ -314,8 +326,9 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
     failed = Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
   }
   Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-  if (!failed && !headers.ok()) {
-    failed = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+  if (!failed) {
+    Status sendable = headers.ok() ? Unsendable(subject, message, *headers) : headers.status();
+    if (!sendable.ok()) failed = Outcome::Reject(FailureReason(sendable.message(), max_chars));
   }
   std::string reason;
   natsMsg* m = failed ? nullptr : BuildMessage(subject, message, *headers, true, &reason);
@@ -381,8 +394,9 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
       continue;
     }
     Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-    if (!headers.ok()) {
-      outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), max_chars));
+    Status sendable = headers.ok() ? Unsendable(subject, batch[i], *headers) : headers.status();
+    if (!sendable.ok()) {
+      outcomes[i] = Outcome::Reject(FailureReason(sendable.message(), max_chars));
       continue;
     }
     std::string reason;

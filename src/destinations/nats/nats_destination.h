@@ -16,7 +16,10 @@
 //   counts: the stream holds the message); an error PubAck, no responders (no stream covers the
 //   subject) or no PubAck within timeoutMs => Retry. Core NATS (jetStream: false): publish, then
 //   flush within timeoutMs => Delivered (no delivery proof, as in QueueBox); a failed flush =>
-//   Retry for the batch. Row headers that are not a JSON object => Reject.
+//   Retry for the batch. A message NATS can never take => Reject (dead at once, the batch goes
+//   on; broker_common.h): row headers not a JSON object of strings, a header, topic or key with
+//   CR, LF or NUL, a payload that is not JSON, a subject with an empty or wildcard token or
+//   whitespace.
 // Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
 //   to their message by Nats-Msg-Id through a registry of in-flight messages.
 //

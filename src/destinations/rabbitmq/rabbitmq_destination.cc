@@ -527,8 +527,14 @@ void RabbitMqDestination::Prepare(Batch& b) const {
       continue;
     }
     Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
-    if (!headers.ok()) {
-      b.outcomes[i] = Outcome::Reject(FailureReason(headers.status().message(), b.max_chars));
+    Status sendable =
+        headers.ok() ? CheckAmqpShortString("exchange", p.exchange) : headers.status();
+    if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
+    for (size_t h = 0; sendable.ok() && h < headers->size(); ++h) {  // table keys are short strings
+      sendable = CheckAmqpShortString("headers: a name", (*headers)[h].first);
+    }
+    if (!sendable.ok()) {  // a message RabbitMQ can never take: dead at once, the batch goes on
+      b.outcomes[i] = Outcome::Reject(FailureReason(sendable.message(), b.max_chars));
       continue;
     }
     p.headers = {{"x-topic", row.topic}};
@@ -553,6 +559,9 @@ void RabbitMqDestination::Prepare(Batch& b) const {
     auto message_id = amqp.properties.find("message_id");
     p.message_id = message_id != amqp.properties.end() ? message_id->second : row.id;
     p.routing_key = message.routing_key ? *message.routing_key : routing_key_.Render(ctx);
+    if (Status key = CheckAmqpShortString("routing key", p.routing_key); !key.ok()) {
+      b.outcomes[i] = Outcome::Reject(FailureReason(key.message(), b.max_chars));
+    }
   }
 }
 

@@ -17,7 +17,9 @@
 // Outcomes: Delivered only on basic.ack for the message's delivery tag (a `multiple` ack covers
 //   every earlier tag) with no basic.return for it before the ack. basic.return => Retry
 //   "unroutable: ...", basic.nack => Retry "nacked ...", no confirm within confirm_timeout_ms or a
-//   broken connection => Retry with the reason; row headers that are not a JSON object => Reject.
+//   broken connection => Retry with the reason. A message RabbitMQ can never take => Reject
+//   (dead at once, the batch goes on; broker_common.h): row headers not a JSON object of
+//   strings, a payload that is not JSON, an exchange, routing key or header name over 255 bytes.
 // Throughput: the whole batch is published, then the confirms are read (pipelined).
 //
 // Thread-safety: a connection is not thread-safe, so PublishBatch calls on one destination run

@@ -1,0 +1,78 @@
+// The checks of rows a destination can never carry (broker_common.h): each names its field, and
+// accepts what the destination can send.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "destinations/broker_common.h"
+
+namespace queuebox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(RowChecks, HeadersMustBeAJsonObjectOfStrings) {
+  auto ok = ParseRowHeaders(R"({"a":"1","b":""})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 2u);
+  EXPECT_TRUE(ParseRowHeaders("").ok());
+  EXPECT_EQ(ParseRowHeaders(R"({"n":1})").status().message(),
+            "headers: the value of \"n\" is a number; the row's headers must be a JSON object of "
+            "strings");
+  EXPECT_THAT(ParseRowHeaders(R"({"n":null})").status().message(), HasSubstr("is null"));
+  EXPECT_THAT(ParseRowHeaders(R"({"o":{"a":"b"}})").status().message(), HasSubstr("an object"));
+  EXPECT_EQ(ParseRowHeaders("[1]").status().message(),
+            "headers: an array, not a JSON object of strings");
+  EXPECT_THAT(ParseRowHeaders("{oops").status().message(), StartsWith("headers: not valid JSON"));
+}
+
+TEST(RowChecks, PayloadMustBeOneJsonDocument) {
+  EXPECT_TRUE(CheckPayloadIsJson(R"({"a":[1,2]})").ok());
+  EXPECT_TRUE(CheckPayloadIsJson("\"text\"").ok());
+  EXPECT_THAT(CheckPayloadIsJson("{\"a\":").message(), StartsWith("payload: not valid JSON"));
+  EXPECT_FALSE(CheckPayloadIsJson("").ok());
+  EXPECT_FALSE(CheckPayloadIsJson("{} {}").ok());
+}
+
+TEST(RowChecks, TextHeadersCarryNoLineBreakOrNul) {
+  EXPECT_TRUE(CheckHeaderText("key", "cus_1 ünï").ok());
+  EXPECT_EQ(CheckHeaderText("key", "a\r\nX-Injected: 1").message(),
+            "key: contains a line break (CR or LF), which a message header cannot carry");
+  EXPECT_EQ(CheckHeaderText("topic", std::string("a\0b", 3)).message(),
+            "topic: contains a NUL byte, which a message header cannot carry");
+  EXPECT_THAT(CheckHeaderListText({{"x-a", "ok"}, {"x-b", "v\n"}}).message(),
+              StartsWith("headers: \"x-b\": contains a line break"));
+  EXPECT_THAT(CheckHeaderListText({{"x\ra", "ok"}}).message(), HasSubstr("(name)"));
+}
+
+TEST(RowChecks, KafkaTopicNames) {
+  EXPECT_TRUE(CheckKafkaTopic("orders.created_v1-eu").ok());
+  EXPECT_TRUE(CheckKafkaTopic(std::string(249, 'a')).ok());
+  EXPECT_THAT(CheckKafkaTopic(std::string(250, 'a')).message(),
+              HasSubstr("is 250 characters; Kafka allows at most 249"));
+  EXPECT_THAT(CheckKafkaTopic("orders created").message(), StartsWith("topic: "));
+  EXPECT_FALSE(CheckKafkaTopic("..").ok());
+  EXPECT_FALSE(CheckKafkaTopic("caf\xC3\xA9").ok());
+}
+
+TEST(RowChecks, AmqpShortStrings) {
+  EXPECT_TRUE(CheckAmqpShortString("routing key", std::string(255, 'k')).ok());
+  EXPECT_THAT(CheckAmqpShortString("routing key", std::string(256, 'k')).message(),
+              HasSubstr("routing key: '"));
+  EXPECT_THAT(CheckAmqpShortString("routing key", std::string(256, 'k')).message(),
+              HasSubstr("is 256 bytes; RabbitMQ allows at most 255"));
+}
+
+TEST(RowChecks, NatsSubjects) {
+  EXPECT_TRUE(CheckNatsSubject("orders.created").ok());
+  EXPECT_TRUE(CheckNatsSubject("a").ok());
+  EXPECT_TRUE(CheckNatsSubject("a.b*c.d>").ok());  // not wildcard tokens
+  for (const char* bad : {"", ".a", "a.", "a..b", "a.*", "a.>.b", "a b", "a\tb", "a\r\n"}) {
+    EXPECT_THAT(CheckNatsSubject(bad).message(), StartsWith("subject: the NATS subject")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace queuebox
