@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -442,6 +443,123 @@ TEST_F(QueueBoxExamplesTest, ExamplesAreRefusedOnlyForTheirInbox) {
     }
     EXPECT_GT(problems, 0) << out;
   }
+}
+
+// examples/cdc (its smoke-test.sh): capture wakes delivery well inside the 30 s reconciliation
+// timer, and the recorded position survives a restart. Mapped as its docker-compose.yml does:
+// the database host, the receiver's host, the state volume; the role is a replication role
+// there (the image's superuser), the publication is made before QueueBox starts.
+TEST_F(QueueBoxExamplesTest, CdcCaptureWakesDeliveryAndSurvivesARestart) {
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  pg_->Exec("ALTER ROLE queuebox REPLICATION");
+  pg_->Exec("CREATE PUBLICATION queuebox_outbox FOR ALL TABLES");
+  // The file's slot name is cluster-wide: one left by an aborted run of this test goes first.
+  pg_->Exec(
+      "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = "
+      "'queuebox_outbox' AND NOT active");
+  Env env = Deployment("examples/cdc/queuebox.yml");
+  env["QUEUEBOX_DESTINATIONS_RECEIVER_BASEURL"] = receiver.BaseUrl();    // receiver:8080
+  env["QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY"] = dir_.File("capture");  // the named volume
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+
+  auto delivered = [&](const std::string& id) {
+    for (const auto& r : receiver.Requests()) {
+      if (r.body.find(id) != std::string::npos) return true;
+    }
+    return false;
+  };
+  auto insert = [&](const std::string& id) {  // as the smoke test's producer does
+    pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"id\":\"" + id +
+              "\"}'::jsonb)");
+  };
+  auto streaming = [](ChildProcess& p) {
+    return p.Log().find("Capture is streaming") != std::string::npos;
+  };
+  for (const std::string id : {"cdc_smoke_001", "cdc_smoke_002"}) {
+    SCOPED_TRACE(id);
+    ChildProcess relay(kBinary, {"run"}, env, dir_.File(id + ".log"));
+    ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health") == 200 && streaming(relay); }, 60s))
+        << relay.Log();
+    insert(id);
+    // The reconciliation timer is 30 s away; the smoke test allows 15 s.
+    EXPECT_TRUE(WaitFor([&] { return delivered(id); }, 15s)) << relay.Log();
+    relay.Kill(SIGTERM);
+    ASSERT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  }
+  EXPECT_EQ(receiver.RequestCount(), 2u);
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'"), "2");
+}
+
+// The "Capture changes" how-to, PostgreSQL tab: the page's SQL and YAML verbatim (the password
+// from ${DB_PASSWORD}, the state volume mapped). Capture streams; a lost state volume stops
+// capture with the recovery reason while delivery goes on through SQL; the page's recovery steps
+// (reset the identity, drop the slot, empty the directory) bring capture back.
+TEST_F(QueueBoxExamplesTest, CaptureChangesHowToWithItsRecoverySteps) {
+  const std::string page = "docs/capture-changes/";
+  Env env = Deployment(page + "postgresql.yml");
+  env.erase("QUEUEBOX_DATABASE_PASSWORD");
+  env["DB_PASSWORD"] = "queuebox";
+  const std::string state_dir = dir_.File("capture");
+  env["QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY"] = state_dir;  // the durable volume
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ASSERT_EQ(RunCommand(kBinary, {"migrate"}, env, &out), 0) << out;
+  // "Prepare the database": REPLICATION for the account, the page's publication.
+  pg_->Exec("ALTER ROLE queuebox REPLICATION");
+  pg_->Exec(ReadFile(Vendored(page + "prepare.sql")));
+  pg_->Exec(
+      "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = "
+      "'queuebox_outbox' AND NOT active");
+
+  // The page has no route: a row leaves `pending` (dead, unroutable) once delivery sees it.
+  int n = 0;
+  auto handled = [&] {
+    pg_->Exec("INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"n\":" +
+              std::to_string(++n) + "}')");
+    return WaitFor(
+        [&] {
+          return pg_->Scalar(
+                     "SELECT count(*) FROM outbox WHERE state = "
+                     "'pending'") == "0";
+        },
+        30s);
+  };
+  auto run = [&](const std::string& log, const std::string& until) {
+    auto relay = std::make_unique<ChildProcess>(kBinary, std::vector<std::string>{"run"}, env,
+                                                dir_.File(log));
+    EXPECT_TRUE(WaitFor([&] { return relay->Log().find(until) != std::string::npos; }, 60s))
+        << relay->Log();
+    return relay;
+  };
+  auto stop = [](std::unique_ptr<ChildProcess>& relay) {
+    relay->Kill(SIGTERM);
+    ASSERT_EQ(relay->Wait(30s), std::optional<int>(0)) << relay->Log();
+  };
+
+  auto relay = run("first.log", "Capture is streaming");
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
+
+  // The volume is lost; the database says capture ran before: capture stops with the reason,
+  // delivery goes on.
+  std::filesystem::remove_all(state_dir);
+  relay = run("lost.log", "Capture requires explicit state recovery");
+  std::string health;
+  EXPECT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready", &health) == 200; }, 30s));
+  EXPECT_THAT(health, HasSubstr("outbox-capture"));
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
+
+  // "Recover capture", steps 4-7, as the page gives them.
+  pg_->Exec(ReadFile(Vendored(page + "reset-identity.sql")));
+  pg_->Exec(ReadFile(Vendored(page + "drop-slot.sql")));
+  std::filesystem::remove_all(state_dir);
+  relay = run("recovered.log", "Capture is streaming");
+  EXPECT_THAT(relay->Log(), Not(HasSubstr("explicit state recovery")));
+  EXPECT_TRUE(handled()) << relay->Log();
+  stop(relay);
 }
 
 }  // namespace

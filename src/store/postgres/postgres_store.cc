@@ -1,7 +1,11 @@
 #include "store/postgres/postgres_store.h"
 
+#include <libpq-fe.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "store/migrate.h"
@@ -10,6 +14,13 @@
 
 namespace queuebox::store {
 namespace {
+
+// Drops the NOTICEs of idempotent DDL; a WARNING still reaches stderr as libpq would print it.
+void MigrationNotice(void* /*arg*/, const PGresult* res) {
+  const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity != nullptr && std::string_view(severity) == "NOTICE") return;
+  std::fputs(PQresultErrorMessage(res), stderr);
+}
 
 // Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
 std::string Ts(const std::string& col) {
@@ -132,9 +143,14 @@ Result<std::vector<std::string>> PostgresOutboxStore::OutcomeIds(
 Result<MigrateReport> PostgresOutboxStore::Migrate(std::optional<int> baseline) {
   QB_RETURN_IF_ERROR(RequireDefaultSchema(config_));
   QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  // The idempotent DDL (IF NOT EXISTS) answers with a NOTICE per object that exists; libpq would
+  // print each on stderr. The connection returns to the pool with libpq's receiver back.
+  PQnoticeReceiver previous = PQsetNoticeReceiver(conn->native(), MigrationNotice, nullptr);
   Migrator migrator(*conn);
-  return RunMigrations(migrator, PostgresMigrations(), config_, baseline,
-                       PostgresEarlierChecksums());
+  Result<MigrateReport> report =
+      RunMigrations(migrator, PostgresMigrations(), config_, baseline, PostgresEarlierChecksums());
+  PQsetNoticeReceiver(conn->native(), previous, nullptr);  // libpq's default takes no arg
+  return report;
 }
 
 Status PostgresOutboxStore::Ping() { return Run("SELECT 1").status(); }

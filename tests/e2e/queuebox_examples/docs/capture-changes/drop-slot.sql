@@ -1,0 +1,1 @@
+SELECT pg_drop_replication_slot('queuebox_outbox');

@@ -1,0 +1,1 @@
+CREATE PUBLICATION queuebox_outbox FOR TABLE outbox;

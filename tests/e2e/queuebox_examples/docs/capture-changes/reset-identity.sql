@@ -1,0 +1,1 @@
+DELETE FROM queuebox_capture_state WHERE identity_name = 'queuebox';
