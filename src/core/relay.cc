@@ -348,7 +348,7 @@ class RelayImpl final : public Relay {
         tasks_.push_back(std::make_shared<BatchTask>(std::move(task)));
       }
     }
-    task_cv_.notify_all();
+    task_cv_.notify_one();  // the worker that takes a slice wakes the next one
   }
 
   // ---- workers ----
@@ -370,6 +370,8 @@ class RelayImpl final : public Relay {
         task->publishing += end - begin;
         publishing_ += end - begin;
         if (end == task->rows.size()) tasks_.pop_front();
+        // One waiting worker per slice that can start (no herd on every change).
+        if (!tasks_.empty() && publishing_ < concurrency) task_cv_.notify_one();
       }
       PublishSlice(*task, begin, end);
       size_t written = 0;  // rows whose outcomes this worker writes: the task's published ones
@@ -381,7 +383,7 @@ class RelayImpl final : public Relay {
           written = task->next;
         }
       }
-      task_cv_.notify_all();
+      task_cv_.notify_one();
       if (written > 0) WriteOutcomes(*task, written);
     }
   }
