@@ -11,6 +11,7 @@
 #
 #   flock /tmp/queuebox-bench.lock bash bench/defaults_ab.sh <queuebox A> <queuebox B>
 #   ROWS=200000 SINKS="http nats rabbitmq" DURABILITY="off on" DURABLE_SINKS="http" ...
+#   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
 #
 # bench_floor and broker_fixture come from $BUILD_DIR (default build; build them first).
 # Writes $OUT (bench/results/defaults_ab.json): per durability and sink, the floor and each
@@ -29,6 +30,7 @@ DURABLE_SINKS=${DURABLE_SINKS:-"http"}
 PORT=${PORT:-18281}  # nginx; PORT + 1: the relay's admin port
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results/defaults_ab.json}
+OUTBOX=${OUTBOX:-}  # an outbox block (YAML flow map); empty: QueueBox's defaults
 FLOOR_BIN="$BUILD_DIR/bench/bench_floor"
 FIX="$BUILD_DIR/bench/broker_fixture"
 WORK=$(mktemp -d /tmp/qb-defaults-ab.XXXXXX)
@@ -57,6 +59,7 @@ prepare() {  # db name, destination (YAML flow map) -> $WORK/<db>.yml and the ba
   cat >"$WORK/$db.yml" <<YAML
 database: {type: postgresql, url: "$PGBASE/$db"}
 server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
+${OUTBOX:+outbox: $OUTBOX}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: $dest}
 logging: {format: json, level: info}
@@ -151,9 +154,9 @@ for mode in $DURABILITY; do
   done
 done
 
-python3 - "$RESULTS" "$A" "$B" "$ROWS" "$KEYS" "$OUT" <<'PY'
+python3 - "$RESULTS" "$A" "$B" "$ROWS" "$KEYS" "$OUT" "$OUTBOX" <<'PY'
 import json, os, platform, subprocess, sys
-results, a, b, rows, keys, out = sys.argv[1:7]
+results, a, b, rows, keys, out, outbox = sys.argv[1:8]
 runs = [json.loads(l) for l in open(results) if l.strip()]
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
@@ -171,6 +174,7 @@ for mode in summary.values():
             s["B_over_A"] = round(s["B"] / s["A"], 2)
 res = {"benchmark": "bench/defaults_ab.sh: QueueBox's defaults (batchSize 100, concurrency 8), "
                     "backlog drain, floor then A then B per sink, one run",
+       "outbox": outbox or "QueueBox's defaults (batchSize 100, concurrency 8)",
        "A": a, "B": b, "rows": int(rows), "keys": int(keys), "payload_bytes": 1024,
        "summary": summary, "runs": runs,
        "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
