@@ -21,6 +21,7 @@
 #include "core/startup.h"
 #include "queuebox/relay.h"
 #include "sd_notify.h"
+#include "sources/http_source.h"
 #include "store/change_capture.h"
 #include "store/open_store.h"
 #include "transforms.h"
@@ -132,6 +133,12 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   std::unique_ptr<InboxRelay> inbox_relay;
   if (inbox != nullptr && config->inbox.relay.enabled) {
     InboxRelayOptions inbox_options = InboxRelayOptions::FromConfig(*config);
+    for (const auto& [name, source] : config->sources) {
+      if (const auto topic = source.options.find("topic");
+          topic != source.options.end() && topic->is_string()) {
+        inbox_options.topic_templates[name] = topic->get<std::string>();
+      }
+    }
     inbox_options.on_forwarded = [relay_ptr = relay->get()] { relay_ptr->Wake(); };
     auto created = InboxRelay::Create(std::move(inbox_options), inbox, inbox, &metrics);
     if (!created.ok()) return StartFailed(created.status());
@@ -191,6 +198,26 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   }
   deps.destinations = destination_list;
   deps.transform_test = MakeTransformTestHandler(*config);
+  // HTTP sources: POST <inbox.basePath><path> on the data port, stored through the inbox.
+  std::unique_ptr<sources::WebhookSources> webhooks;
+  if (!config->sources.empty()) {
+    if (inbox == nullptr) {
+      return StartFailed(FailedPrecondition("sources need the inbox table, which database " +
+                                            config->database.inbox_table + " does not have"));
+    }
+    sources::WebhookOptions webhook_options;
+    // SQLite has one writer; PostgreSQL commits groups on a few connections of the pool.
+    webhook_options.writers =
+        config->database.type == "sqlite" ? 1 : std::clamp(config->database.pool_size / 3, 1, 4);
+    auto created = sources::WebhookSources::Create(*config, inbox, &metrics, webhook_options);
+    if (!created.ok()) return StartFailed(created.status());
+    webhooks = std::move(created).value();
+    sources::WebhookSources* w = webhooks.get();
+    deps.extra_data_routes = [w](httplib::Server& server) { w->Register(server); };
+    for (const std::string& route : webhooks->Routes()) {
+      log::Info("An HTTP source is listening.", {{"route", route}});
+    }
+  }
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
@@ -266,6 +293,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (retention) retention->Stop();
   metrics.StopPendingRefresher();
   (*admin)->Stop(std::chrono::milliseconds(2000));
+  if (webhooks) webhooks->Stop();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   log::Info("QueueBox C++ stopped",

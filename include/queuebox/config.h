@@ -82,6 +82,8 @@ struct InboxRelayConfig {
 // inbox.* (QueueBox reference §12.2).
 struct InboxConfig {
   InboxRelayConfig relay;
+  std::string base_path = "/inbox";  // inbox.basePath: prefix of every HTTP source's path
+  int64_t max_body_bytes = 1048576;  // inbox.maxBodyBytes: 413 above it, on every data-port route
 };
 
 struct HttpConfig {
@@ -154,6 +156,41 @@ struct AdminConfig {
   int64_t max_transform_timeout_ms = 1000;  // upper bound of POST /admin/transform/test timeoutMs
 };
 
+// sources.<name>: `type` and the source's other keys, validated against the kind's option table
+// with defaults filled (durations in ms, secrets resolved). The source kind's factory binds them
+// (src/sources/registry.h), as a destination's factory binds DestinationConfig::options.
+struct SourceConfig {
+  std::string name;  // sources.<name>; stored in the inbox `source` column
+  std::string type;  // http (the default when unset); rabbitmq | kafka | nats come next
+  nlohmann::json options = nlohmann::json::object();
+};
+
+// The keys every source kind takes (QueueBox reference §11.4, §11.5), bound from
+// sources.<name>.*. A list of paths is tried in order; the first that gives a value wins.
+struct SourceKeys {
+  std::string consumption = "push";                // push | pull, stored on the row at receipt
+  std::vector<std::string> aggregate_id_path;      // aggregateIdPath: definite JSONPath(s)
+  std::vector<std::string> event_type_path;        // eventTypePath
+  std::optional<std::string> scheduled_at_header;  // scheduledAtHeader: publish time
+  std::vector<std::string> scheduled_at_path;      // scheduledAtPath
+  std::optional<int64_t> initial_delay_ms;         // initialDelay (<int><s|m|h|d>)
+  nlohmann::json filter;  // null, or {"require": [rules], "exclude": [rules]} (§11.2)
+};
+
+// An HTTP (webhook) source: POST <inbox.basePath><path> (QueueBox reference §11.1).
+struct HttpSourceSettings {
+  std::string name;                               // sources.<name>
+  std::string path;                               // required, starts with /
+  std::string topic = "{{ eventType }}";          // the relay's topic template
+  std::vector<std::string> idempotency_key_path;  // idempotencyKeyPath
+  std::optional<std::string> idempotency_key_header;
+  std::optional<std::string> aggregate_id_header;
+  std::optional<std::string> event_type_header;
+  std::optional<int> requests_per_minute;  // rateLimit.requestsPerMinute: one bucket per source
+  std::optional<AdminAuthConfig> auth;     // bearer | api-key | hmac, as admin.auth
+  SourceKeys keys;
+};
+
 struct RetentionPolicy {
   std::string policy = "DISABLED";  // AGE | COUNT | DISABLED
   std::optional<int64_t> max_age_ms;
@@ -193,6 +230,7 @@ struct Config {
   RetentionConfig retention;
   LoggingConfig logging;
   ConfigOrigin origin;
+  std::map<std::string, SourceConfig> sources;  // sources.<name> (QueueBox reference §11)
 };
 
 }  // namespace queuebox

@@ -33,6 +33,9 @@ void JsonError(httplib::Response& res, int status, const std::string& error) {
                   kJson);
 }
 
+// Pool threads of each HTTP server (data, management).
+constexpr size_t kServerThreads = 64;
+
 constexpr const char* kTransformTestPath = "/admin/transform/test";
 
 // The transform test endpoint's error shape (QueueBox's TransformTestResponse).
@@ -180,9 +183,25 @@ struct AdminServer::Impl {
           TooLarge(res, req.path == kTransformTestPath ? TransformTestError : JsonError);
           return httplib::Server::HandlerResponse::Handled;
         }
+      } else if (req.has_header("Content-Length")) {
+        // Every other route (the inbox sources among them): inbox.maxBodyBytes, QueueBox
+        // reference §13.1. A chunked body is counted by the route that reads it.
+        auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+        if (declared > config.inbox.max_body_bytes) {
+          JsonError(
+              res, 413,
+              "Request body exceeds " + std::to_string(config.inbox.max_body_bytes) + " bytes");
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
       }
       return httplib::Server::HandlerResponse::Unhandled;
     });
+    // Webhook senders keep connections alive and send concurrently: a larger pool than
+    // cpp-httplib's default (hardware threads - 1) and more requests per connection. Each
+    // connection holds a pool thread while it is open; idle ones close after 1 s.
+    s.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    s.set_keep_alive_max_count(1000);
   }
 
   using ErrorWriter = void (*)(httplib::Response&, int, const std::string&);

@@ -35,6 +35,7 @@ class BearerAuth final : public RequestAuth {
     if (!ConstantTimeEquals(presented, token_)) return Denied("Invalid bearer token");
     return Status::Ok();
   }
+  std::string credential_header() const override { return "Authorization"; }
 
  private:
   std::string token_;
@@ -50,6 +51,7 @@ class ApiKeyAuth final : public RequestAuth {
     if (!ConstantTimeEquals(v, key_)) return Denied("Invalid API key");
     return Status::Ok();
   }
+  std::string credential_header() const override { return header_; }
 
  private:
   std::string key_, header_;
@@ -86,6 +88,7 @@ class HmacAuth final : public RequestAuth {
     }
     return Status::Ok();
   }
+  std::string credential_header() const override { return s_.header_name; }
 
  private:
   HmacAuthSettings s_;
@@ -100,13 +103,13 @@ const EVP_MD* Digest(std::string_view algorithm) {
   return nullptr;
 }
 
-Status UnknownAlgorithm() {
+Status UnknownAlgorithm(const std::string& path) {
   std::string names;
   const std::vector<std::string>& all = cfg::HmacAlgorithms();
   for (size_t i = 0; i < all.size(); ++i) {
     names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i];
   }
-  return InvalidArgument("admin.auth.algorithm must be " + names);
+  return InvalidArgument(path + ".algorithm must be " + names);
 }
 
 }  // namespace
@@ -120,7 +123,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
                             std::string_view payload) {
   const EVP_MD* md = Digest(algorithm);
-  if (md == nullptr) return UnknownAlgorithm();
+  if (md == nullptr) return UnknownAlgorithm("admin.auth");
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (HMAC(md, secret.data(), static_cast<int>(secret.size()),
@@ -138,44 +141,42 @@ Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
   return hex;
 }
 
-Result<std::unique_ptr<RequestAuth>> RequestAuth::Create(const AdminAuthConfig& config) {
+Result<std::unique_ptr<RequestAuth>> RequestAuth::Create(const AdminAuthConfig& config,
+                                                         const std::string& path) {
   const json& o = config.options.is_object() ? config.options : json::object();
   const std::string type = Lower(config.type);
   // An empty credential would accept an empty header: refuse it.
-  auto required = [](const std::string& value, const char* key) {
-    return value.empty() ? InvalidArgument(std::string("admin.auth.") + key + " is required")
-                         : Status::Ok();
+  auto required = [&path](const std::string& value, const char* key) {
+    return value.empty() ? InvalidArgument(path + "." + key + " is required") : Status::Ok();
   };
   if (type == "bearer") {
     BearerAuthSettings s;
-    QB_RETURN_IF_ERROR(cfg::BearerAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(cfg::BearerAuthOptions().Bind(o, s, path));
     QB_RETURN_IF_ERROR(required(s.token, "token"));
     return std::unique_ptr<RequestAuth>(new BearerAuth(std::move(s.token)));
   }
   if (type == "api-key") {
     ApiKeyAuthSettings s;
-    QB_RETURN_IF_ERROR(cfg::ApiKeyAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(cfg::ApiKeyAuthOptions().Bind(o, s, path));
     QB_RETURN_IF_ERROR(required(s.key, "key"));
     return std::unique_ptr<RequestAuth>(new ApiKeyAuth(std::move(s.key), std::move(s.header_name)));
   }
   if (type == "hmac") {
     HmacAuthSettings s;
-    QB_RETURN_IF_ERROR(cfg::HmacAuthOptions().Bind(o, s, "admin.auth"));
+    QB_RETURN_IF_ERROR(cfg::HmacAuthOptions().Bind(o, s, path));
     QB_RETURN_IF_ERROR(required(s.secret, "secret"));
-    if (Digest(s.algorithm) == nullptr) return UnknownAlgorithm();
+    if (Digest(s.algorithm) == nullptr) return UnknownAlgorithm(path);
     const std::string format = cfg::PayloadFormatOf(s);
     if (format.empty()) {
-      return InvalidArgument(
-          "admin.auth.signaturePayloadFormat must be BODY or TIMESTAMP_DOT_BODY");
+      return InvalidArgument(path + ".signaturePayloadFormat must be BODY or TIMESTAMP_DOT_BODY");
     }
     if (format == "TIMESTAMP_DOT_BODY" && !s.timestamp_header) {
-      return InvalidArgument(
-          "admin.auth.signaturePayloadFormat TIMESTAMP_DOT_BODY needs "
-          "admin.auth.timestampHeader");
+      return InvalidArgument(path + ".signaturePayloadFormat TIMESTAMP_DOT_BODY needs " + path +
+                             ".timestampHeader");
     }
     return std::unique_ptr<RequestAuth>(new HmacAuth(std::move(s), format == "TIMESTAMP_DOT_BODY"));
   }
-  return InvalidArgument("admin.auth.type must be bearer, api-key or hmac (got '" + config.type +
+  return InvalidArgument(path + ".type must be bearer, api-key or hmac (got '" + config.type +
                          "')");
 }
 

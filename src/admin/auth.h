@@ -1,6 +1,6 @@
-// auth.h: request authentication for the admin routes (admin.auth; QueueBox reference §11.1,
-// §13.2; the same block as HTTP source auth). Three kinds, their keys and defaults declared in
-// src/config/schema.cc (BearerAuthOptions, ApiKeyAuthOptions, HmacAuthOptions):
+// auth.h: request authentication for the admin routes and HTTP sources (admin.auth,
+// sources.<name>.auth; QueueBox reference §11.1, §13.2). Three kinds, their keys and defaults
+// declared in src/config/schema.cc (BearerAuthOptions, ApiKeyAuthOptions, HmacAuthOptions):
 //   bearer  Authorization: Bearer <token> (scheme any case)
 //   api-key <headerName>: <key>
 //   hmac    <headerName>: signaturePrefix + lowercase hex HMAC(secret, payload), payload = the
@@ -30,14 +30,19 @@ class RequestAuth {
   // Reads a header of the request (case-insensitive name); "" when absent.
   using HeaderLookup = std::function<std::string(std::string_view name)>;
 
-  // Binds `config.options` through the type's option table. kInvalidArgument naming the
-  // admin.auth key that is missing, empty (a credential) or invalid.
-  static Result<std::unique_ptr<RequestAuth>> Create(const AdminAuthConfig& config);
+  // Binds `config.options` through the type's option table. kInvalidArgument naming the key under
+  // `path` (admin.auth, sources.<name>.auth) that is missing, empty (a credential) or invalid.
+  static Result<std::unique_ptr<RequestAuth>> Create(const AdminAuthConfig& config,
+                                                     const std::string& path = "admin.auth");
   virtual ~RequestAuth() = default;
 
   // OK, or kPermissionDenied with the reason for the 401 body. `now_ms`: Unix ms (the app
   // clock; injectable for tests).
   virtual Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const = 0;
+
+  // The header that carries the credential (Authorization, or the api-key/hmac headerName):
+  // never stored with an inbox row.
+  virtual std::string credential_header() const = 0;
 };
 
 // Lowercase hex HMAC of `payload`; algorithm one of cfg::HmacAlgorithms() (HmacSHA256,

@@ -230,6 +230,25 @@ struct Metrics::Impl {
                 "none or the relay is off")
           .Register(*registry)
           .Add({});
+  // The inbox's HTTP intake (src/sources).
+  prometheus::Family<prometheus::Counter>& inbox_rejections =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_rejections_total")
+          .Help("Messages a source refused, by reason")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& inbox_filtered =
+      prometheus::BuildCounter()
+          .Name("queuebox_inbox_filtered_total")
+          .Help("Messages a source's header filter dropped, by source")
+          .Register(*registry);
+  Children<prometheus::Counter> inbox_rejections_by{
+      [this](const std::vector<std::string>& v) -> prometheus::Counter& {
+        return inbox_rejections.Add({{"reason", v[0]}});
+      }};
+  Children<prometheus::Counter> inbox_filtered_by{
+      [this](const std::vector<std::string>& v) -> prometheus::Counter& {
+        return inbox_filtered.Add({{"source", v[0]}});
+      }};
 
   WindowMax processing_max{processing_max_family};
   WindowMax publish_max{publish_max_family};
@@ -363,6 +382,14 @@ void Metrics::OnMessages(std::string_view status, int64_t n) {
 void Metrics::OnReclaimed(int64_t n) { impl_->reclaimed.Increment(static_cast<double>(n)); }
 
 void Metrics::OnClaimsLost(int64_t n) { OnClaimsLost("outbox", n); }
+
+void Metrics::OnInboxRejection(std::string_view reason) {
+  impl_->inbox_rejections_by.Get({std::string(reason)}).Increment();
+}
+
+void Metrics::OnInboxFiltered(std::string_view source) {
+  impl_->inbox_filtered_by.Get({std::string(source)}).Increment();
+}
 
 void Metrics::OnClaimsLost(std::string_view component, int64_t n) {
   impl_->claims_lost.Add({{"component", std::string(component)}}).Increment(static_cast<double>(n));

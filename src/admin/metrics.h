@@ -73,6 +73,11 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   // queuebox_http_publish_responses_total{status_class}: 100-599 -> "1xx".."5xx", else "other".
   // For the HTTP destination (wire through the composition root).
   void OnHttpResponse(int status);
+  // queuebox_inbox_rejections_total{reason}: QueueBox's extraction_failed, transform_failed,
+  // storage_failed, and this build's rate_limited, auth_failed, invalid_json, invalid_message.
+  void OnInboxRejection(std::string_view reason);
+  // queuebox_inbox_filtered_total{source}.
+  void OnInboxFiltered(std::string_view source);
   // One retention run of `table` ("outbox"): deleted total, duration summary, last run = now.
   void OnCleanup(std::string_view table, int64_t deleted, double seconds);
   // Exports the per-destination series at 0 (outcome success/failure, queue depth) for the

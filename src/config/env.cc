@@ -9,6 +9,7 @@
 
 #include "config/load.h"
 #include "config/schema.h"
+#include "config/sources.h"
 #include "queuebox/config.h"
 
 namespace queuebox::cfg {
@@ -191,6 +192,12 @@ const std::vector<OptionSpec>& DestinationUnion() {
   return *t;
 }
 
+const std::vector<OptionSpec>& SourceUnion() {
+  static const std::vector<OptionSpec>* const t =
+      new std::vector<OptionSpec>(UnionTable(SourceVariants(), {}));
+  return *t;
+}
+
 std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& tree) {
   const std::string n0 = NormalizeKey(segs[0]);
   if (n0 == "routes") {
@@ -203,6 +210,12 @@ std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& t
     Path p = {"destinations"};
     p.push_back(MapKey(segs[1], Lookup(tree, p)));
     return Scope{DestinationUnion(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
+  }
+  if (n0 == "sources") {
+    if (segs.size() < 3) return std::nullopt;
+    Path p = {"sources"};
+    p.push_back(MapKey(segs[1], Lookup(tree, p)));
+    return Scope{SourceUnion(), 2, p, "QUEUEBOX_SOURCES_" + segs[1] + "_"};
   }
   return Scope{RootTable(), 0, {}, kPrefix};
 }

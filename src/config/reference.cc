@@ -2,6 +2,7 @@
 #include "config/reference.h"
 
 #include "config/schema.h"
+#include "config/sources.h"
 #include "config/validate.h"
 #include "destinations/registry.h"
 
@@ -249,6 +250,16 @@ std::string RenderConfigurationReference() {
          Table("destinations.<name>.", cfg::DestinationCommonOptions().specs()) +
          Blocks("####", "destinations.<name>.", cfg::DestinationCommonOptions().specs());
   out += Variants("####", "destinations.<name>.", cfg::DestinationVariants());
+  out +=
+      "\n### sources\n\nA map of names to blocks; the name is stored in the inbox `source` "
+      "column. `type` selects the kind and defaults to http (known: " +
+      cfg::KnownSourceTypes() +
+      "; the broker kinds rabbitmq, kafka and nats are refused by name until they are built). Each "
+      "http source answers `POST <inbox.basePath><path>`. Every JSONPath must be definite "
+      "(`$.a.b`, `$['a']`, `$.a[0]`); a list of paths is tried in order. The `*Expression` "
+      "keys and `transform` are " +
+      cfg::kNeedsTransforms + ".\n";
+  out += Variants("####", "sources.<name>.", cfg::SourceVariants());
   return out;
 }
 

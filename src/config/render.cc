@@ -7,6 +7,7 @@
 
 #include "config/load.h"
 #include "config/schema.h"
+#include "config/sources.h"
 #include "config/validate.h"
 #include "core/redaction.h"
 #include "destinations/registry.h"
@@ -223,6 +224,22 @@ std::string RenderMasked(const Config& config) {
     destinations[name] = std::move(item);
   }
   root["destinations"] = std::move(destinations);
+
+  ordered_json sources = ordered_json::object();
+  for (const auto& [name, src] : config.sources) {
+    const std::vector<OptionSpec>* options = nullptr;
+    for (const cfg::Variant& v : cfg::SourceVariants()) {
+      if (v.type == src.type) options = &v.options;
+    }
+    static const std::vector<OptionSpec> kNoOptions;
+    const std::vector<OptionSpec>& table = options ? *options : kNoOptions;
+    ordered_json block = cfg::MaskOptions(src.options, "", table);
+    ordered_json item;
+    item["type"] = src.type;
+    for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
+    sources[name] = std::move(item);
+  }
+  if (!sources.empty()) root["sources"] = std::move(sources);
 
   return cfg::EmitYaml(root);
 }

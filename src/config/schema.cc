@@ -187,8 +187,16 @@ OptionTable<InboxRelayConfig> InboxRelayOptions() {
 }
 
 OptionTable<InboxConfig> InboxOptions() {
-  OptionTable<InboxConfig> t;
-  t.Nest("relay", &InboxConfig::relay, InboxRelayOptions());
+  using S = InboxConfig;
+  OptionTable<S> t = {
+      opt::Text("basePath", &S::base_path, "/inbox",
+                "Prefix of every HTTP source's route (path /stripe answers /inbox/stripe)"),
+      opt::Int("maxBodyBytes", &S::max_body_bytes, 1048576,
+               "Largest request body on every data-port route; a larger one gets 413 (a declared "
+               "length before reading, a chunked body while reading)")
+          .Min(1),
+  };
+  t.Nest("relay", &S::relay, InboxRelayOptions());
   return t;
 }
 
@@ -275,8 +283,11 @@ std::vector<Section> BuildSections() {
                             DatabaseOptions()));
   out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
                             &Config::outbox, OutboxOptions()));
-  out.push_back(MakeSection("inbox", "The inbox: the relay that forwards push rows to the outbox.",
-                            &Config::inbox, InboxOptions()));
+  out.push_back(
+      MakeSection("inbox",
+                  "The inbox: the HTTP sources' routes (see `sources` below) and the relay "
+                  "that forwards push rows to the outbox.",
+                  &Config::inbox, InboxOptions()));
   out.push_back(
       MakeSection("http", "Settings shared by HTTP destinations.", &Config::http, HttpOptions()));
   out.push_back(MakeSection("admin", "The admin routes (replay). `admin.auth` is described below.",
@@ -338,7 +349,7 @@ const std::vector<OptionSpec>& RootTable() { return RootOptions().specs(); }
 
 const std::vector<std::string>& ReservedRootKeys() {
   static const std::vector<std::string>* const keys =
-      new std::vector<std::string>{"routes", "destinations"};
+      new std::vector<std::string>{"routes", "destinations", "sources"};
   return *keys;
 }
 

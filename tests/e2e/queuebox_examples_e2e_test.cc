@@ -416,33 +416,71 @@ TEST_F(QueueBoxExamplesTest, BridgeABrokerPublishOutboxRows) {
 #endif
 }
 
-// QueueBox's examples/ files and its packaged default declare webhook sources (`sources`, and
-// `inbox.basePath`, where they are served), which this build does not have yet. Every other key of
-// theirs is accepted unchanged: check-config refuses only those (and passes once sources are
-// built).
-TEST_F(QueueBoxExamplesTest, ExamplesAreRefusedOnlyForTheirInbox) {
-  for (const std::string name :
-       {"examples/queuebox.yml", "examples/http-fanout/queuebox.yml",
-        "examples/webhook-receiver/queuebox.yml", "examples/rabbitmq-bridge/queuebox.yml",
-        "examples/nats-bridge/queuebox.yml", "examples/kafka-bridge/queuebox.yml",
-        "config/queuebox.yml"}) {
+// QueueBox's examples/ files and its packaged default declare sources. HTTP (webhook) sources
+// are in this build: those files pass check-config unchanged. Broker sources (rabbitmq, kafka,
+// nats) come with the next issue: those files are refused for that alone, with a message naming
+// the source's type key.
+TEST_F(QueueBoxExamplesTest, ExamplesWithHttpSourcesPassAndBrokerSourcesAreRefusedByName) {
+  for (const std::string name : {"examples/queuebox.yml", "examples/http-fanout/queuebox.yml",
+                                 "examples/webhook-receiver/queuebox.yml",
+                                 "examples/rabbitmq-bridge/queuebox.yml", "config/queuebox.yml"}) {
     SCOPED_TRACE(name);
     std::string out;
-    int code = RunCommand(kBinary, {"check-config"}, Deployment(name), &out);
-    if (code == 0) continue;
-    EXPECT_EQ(code, 1) << out;
-    EXPECT_THAT(out, HasSubstr("The configuration has"));
-    std::istringstream lines(out);
-    std::string line;
-    int problems = 0;
-    while (std::getline(lines, line)) {
-      if (line.rfind("  - ", 0) != 0) continue;
-      ++problems;
-      EXPECT_TRUE(line.rfind("  - inbox.basePath:", 0) == 0 || line.rfind("  - sources:", 0) == 0)
-          << "an outbox key was refused: " << line;
-    }
-    EXPECT_GT(problems, 0) << out;
+    EXPECT_EQ(RunCommand(kBinary, {"check-config"}, Deployment(name), &out), 0) << out;
   }
+  for (const auto& [name, type] : std::vector<std::pair<std::string, std::string>>{
+           {"examples/nats-bridge/queuebox.yml", "nats"},
+           {"examples/kafka-bridge/queuebox.yml", "kafka"}}) {
+    SCOPED_TRACE(name);
+    std::string out;
+    EXPECT_EQ(RunCommand(kBinary, {"check-config"}, Deployment(name), &out), 1) << out;
+    EXPECT_THAT(out, HasSubstr("The configuration has 1 error"));
+    EXPECT_THAT(out, HasSubstr("  - sources.orders.type: " + type +
+                               " sources are not in this build yet (only http sources are); "
+                               "remove sources.orders or run it with QueueBox"));
+  }
+}
+
+// examples/webhook-receiver runs unchanged: its Stripe-style source answers POST /inbox/stripe
+// (202 with the message id, then 200 duplicate), and the inbox relay forwards the row into the
+// outbox under the event type as topic, which the `**` route delivers to the `echo` receiver
+// (http://receiver:8080, mapped to a loopback receiver).
+TEST_F(QueueBoxExamplesTest, WebhookReceiverRuns) {
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  Env env = Deployment("examples/webhook-receiver/queuebox.yml");
+  env["QUEUEBOX_DESTINATIONS_ECHO_BASEURL"] = receiver.BaseUrl();  // http://receiver:8080
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 30s)) << relay.Log();
+
+  const std::string event = R"({"id":"evt_1","type":"invoice.paid","amount":4200})";
+  httplib::Client c("127.0.0.1", http_port_);
+  c.set_read_timeout(10);
+  auto first = c.Post("/inbox/stripe", event, "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 202) << first->body;
+  const std::string id = nlohmann::json::parse(first->body).value("messageId", "");
+  EXPECT_EQ(id.size(), 36u) << first->body;
+  auto second = c.Post("/inbox/stripe", event, "application/json");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200);
+  EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+
+  ASSERT_TRUE(WaitFor([&] { return receiver.RequestCount() >= 1; }, 30s)) << relay.Log();
+  ReceivedRequest r = receiver.Requests()[0];
+  EXPECT_EQ(r.target, "/webhook");
+  EXPECT_EQ(r.Header("X-Topic"), "invoice.paid");
+  EXPECT_EQ(r.Header("x-inbox-id"), id);
+  EXPECT_EQ(r.Header("x-source"), "stripe");
+  EXPECT_EQ(r.Header("x-idempotency-key"), "evt_1");
+  EXPECT_EQ(nlohmann::json::parse(r.body), nlohmann::json::parse(event));
+  EXPECT_TRUE(WaitFor([&] { return pg_->Scalar("SELECT state FROM inbox") == "processed"; }, 30s));
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM inbox"), "1");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  EXPECT_EQ(receiver.RequestCount(), 1u);
 }
 
 // examples/cdc (its smoke-test.sh): capture wakes delivery well inside the 30 s reconciliation

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The sanitizer builds (issue 17 item 5), each in its own build directory:
+#   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the unit, contract
+#          and integration tests
+#   tsan   ThreadSanitizer: the relay's unit tests (unit_core) and the contract tests, where the
+#          poller, the workers and the lease keeper share state
+# Only the targets a job runs are built. The servers must be up and their env exported (as
+# scripts/test.sh does). A finding fails the job: ASan and TSan exit non-zero, UBSan halts.
+#
+#   bash scripts/sanitizers.sh            # both
+#   bash scripts/sanitizers.sh asan       # one; extra arguments go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}
+shift || true
+SUPP="$PWD/scripts/sanitizers"
+JOBS=$(nproc)
+
+configure() {  # dir sanitizers
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUEUEBOX_SANITIZE="$2" \
+    -DQUEUEBOX_BUILD_BENCH=OFF >/dev/null
+}
+
+# The test targets ctest would run for a label regex (and a name regex), so nothing else builds.
+targets() {  # dir label-regex name-regex
+  ctest --test-dir "$1" -N -L "$2" -R "$3" | sed -n 's/^ *Test *#[0-9]*: //p'
+}
+
+run_asan() {
+  local dir=build-asan labels='^(unit|contract|integration)$'
+  configure "$dir" "address;undefined"
+  mapfile -t t < <(targets "$dir" "$labels" .)
+  cmake --build "$dir" -j "$JOBS" --target "${t[@]}"
+  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1" \
+    LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    ctest --test-dir "$dir" -L "$labels" --output-on-failure --timeout 1800 -j 2 "$@"
+}
+
+run_tsan() {
+  local dir=build-tsan labels='^(unit|contract)$' names='^(unit_core|contract_)'
+  configure "$dir" "thread"
+  mapfile -t t < <(targets "$dir" "$labels" "$names")
+  cmake --build "$dir" -j "$JOBS" --target "${t[@]}"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+    ctest --test-dir "$dir" -L "$labels" -R "$names" --output-on-failure --timeout 1800 -j 2 "$@"
+}
+
+case $which in
+asan) run_asan "$@" ;;
+tsan) run_tsan "$@" ;;
+all)
+  run_asan "$@"
+  run_tsan "$@"
+  ;;
+*)
+  echo "usage: $0 [asan|tsan|all] [ctest arguments]" >&2
+  exit 2
+  ;;
+esac

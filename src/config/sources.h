@@ -1,0 +1,37 @@
+// sources.h: the option tables of `sources.<name>` (QueueBox reference §11, §12.2): one table per
+// source kind, the keys every kind takes (SourceKeys), and the start-up checks of §11.4. `type`
+// selects the kind and defaults to http. Only http exists in this build; a broker kind (rabbitmq,
+// kafka, nats) adds its table and checks to SourceKinds() and binds SourceKeys the same way.
+//
+// Thread-safety: every table is built once and immutable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "queuebox/config.h"
+#include "queuebox/options.h"
+
+namespace queuebox::cfg {
+
+// Keys of every kind, bound into SourceKeys.
+const OptionTable<SourceKeys>& SourceKeyOptions();
+// The http kind's table (its own keys plus SourceKeyOptions()), bound into HttpSourceSettings.
+const OptionTable<HttpSourceSettings>& HttpSourceOptions();
+
+// Source kinds as variants of the typed block, in registry order; each variant's validator runs
+// the start-up checks that need only the block.
+const std::vector<Variant>& SourceVariants();
+// "http": the known kinds, sorted, for messages.
+std::string KnownSourceTypes();
+
+// Binds a validated http source block (SourceConfig::options) into its settings.
+Result<HttpSourceSettings> BindHttpSource(const SourceConfig& source);
+
+// What a key that needs the transforms issue is refused with.
+inline constexpr char kNeedsTransforms[] =
+    "not supported on sources in this build yet; JSONata transforms run on routes and "
+    "destinations only";
+
+}  // namespace queuebox::cfg

@@ -1,0 +1,363 @@
+#include "sources/http_source.h"
+
+#include <httplib.h>
+#include <strings.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "admin/auth.h"
+#include "admin/metrics.h"
+#include "config/sources.h"
+#include "core/header_filter.h"
+#include "core/json_path.h"
+#include "core/log.h"
+#include "sources/inbox_writer.h"
+#include "sources/intake_parts.h"
+
+namespace queuebox::sources {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxKeyChars = 255;
+
+// One answer of a source route: status, JSON body (empty: none) and extra headers.
+struct Answer {
+  int status = 500;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+Answer Error(int status, const std::string& error) {
+  return Answer{
+      status, json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace), {}};
+}
+
+Result<std::vector<JsonPath>> CompileAll(const std::vector<std::string>& paths,
+                                         const std::string& key) {
+  std::vector<JsonPath> out;
+  for (const std::string& p : paths) {
+    auto compiled = JsonPath::Compile(p);
+    if (!compiled.ok()) return InvalidArgument(key + ": " + compiled.status().message());
+    out.push_back(std::move(compiled).value());
+  }
+  return out;
+}
+
+size_t CodePoints(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string Trimmed(std::string s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return std::string();
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// Headers about this connection, not the message: the framing and hop-by-hop headers (the
+// relay's HTTP destination would otherwise resend a stale Content-Length or Host) and the
+// server's own REMOTE_*/LOCAL_* entries. They are not stored with the row.
+bool ConnectionHeader(const std::string& name) {
+  static const char* const kNames[] = {
+      "host",        "content-length", "transfer-encoding", "connection", "keep-alive",
+      "te",          "trailer",        "upgrade",           "expect",     "remote_addr",
+      "remote_port", "local_addr",     "local_port"};
+  for (const char* n : kNames) {
+    if (strcasecmp(name.c_str(), n) == 0) return true;
+  }
+  return false;
+}
+
+// cpp-httplib matches route patterns as regular expressions: the route, matched literally.
+std::string RegexLiteral(const std::string& route) {
+  std::string out;
+  for (char c : route) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string Describe(const std::vector<JsonPath>& paths) {
+  std::string out;
+  for (const JsonPath& p : paths) out += (out.empty() ? "" : ", ") + p.text();
+  return out;
+}
+
+}  // namespace
+
+struct WebhookSources::Source {
+  HttpSourceSettings settings;
+  std::string route;
+  std::unique_ptr<RequestAuth> auth;
+  std::string credential_header;
+  HeaderFilter filter;
+  std::vector<JsonPath> key_paths, aggregate_paths, event_type_paths, publish_paths;
+  std::unique_ptr<RateLimiter> limiter;
+  InboxConsumption consumption = InboxConsumption::kPush;
+  Metrics* metrics = nullptr;
+  InboxWriter* writer = nullptr;
+  std::function<int64_t()> now_ms;
+  size_t max_body_bytes = 1048576;  // inbox.maxBodyBytes
+
+  void Reject(const char* reason) const {
+    if (metrics != nullptr) metrics->OnInboxRejection(reason);
+  }
+
+  // A key from `header` (when set) then `paths`: trimmed, empty = missing.
+  std::optional<std::string> Read(const httplib::Request& req,
+                                  const std::optional<std::string>& header,
+                                  const std::vector<JsonPath>& paths, const json& body) const {
+    if (header) {
+      std::string v = Trimmed(req.get_header_value(header->c_str()));
+      if (!v.empty()) return v;
+    }
+    return FirstText(paths, body);
+  }
+
+  // Steps 1-8 of the processing order (http_source.h) for a body already read under the cap.
+  Answer Handle(const httplib::Request& req, std::string body_text) const {
+    // 1. Rate limit: no body, Retry-After in seconds.
+    if (limiter) {
+      if (int64_t wait_s = limiter->TryAcquire(); wait_s > 0) {
+        Reject("rate_limited");
+        Answer a{429, "", {}};
+        a.headers.emplace_back("Retry-After", std::to_string(wait_s));
+        return a;
+      }
+    }
+    // 2. Auth over the raw bytes.
+    if (auth) {
+      Status s = auth->Check(
+          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
+          body_text, now_ms());
+      if (!s.ok()) {
+        Reject("auth_failed");
+        log::Warn("A webhook was refused.",
+                  {{"source", settings.name}, {"status", "401"}, {"reason", s.message()}});
+        return Error(401, s.message());
+      }
+    }
+    // 3. Header filter.
+    if (!filter.empty()) {
+      auto failed =
+          filter.FirstFailure([&req](std::string_view name) -> std::optional<std::string> {
+            std::string n(name);
+            if (!req.has_header(n.c_str())) return std::nullopt;
+            return req.get_header_value(n.c_str());
+          });
+      if (failed) {
+        if (metrics != nullptr) metrics->OnInboxFiltered(settings.name);
+        log::Debug("A webhook was filtered out.", {{"source", settings.name}, {"rule", *failed}});
+        return Answer{202, R"({"status":"filtered"})", {}};
+      }
+    }
+    // 4. Correlation id, echoed on every answer from here on.
+    std::string correlation = SanitizeCorrelationId(req.get_header_value("X-Correlation-Id"));
+    if (correlation.empty()) correlation = NewUuid();
+    auto answer = [&correlation](Answer a) {
+      a.headers.emplace_back("X-Correlation-Id", correlation);
+      return a;
+    };
+    // 5. JSON, whatever Content-Type says; the depth guard runs first so the parser never
+    // recurses past it.
+    if (JsonDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
+      Reject("invalid_json");
+      return answer(Error(400, "Invalid JSON"));
+    }
+    json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) {
+      Reject("invalid_json");
+      return answer(Error(400, "Invalid JSON"));
+    }
+    // 6. Keys, from the original body and the headers.
+    NewInboxMessage m;
+    m.source = settings.name;
+    std::optional<std::string> key = Read(req, settings.idempotency_key_header, key_paths, body);
+    if (!key) {
+      Reject("extraction_failed");
+      std::string where;
+      if (settings.idempotency_key_header) where = "header " + *settings.idempotency_key_header;
+      if (!key_paths.empty()) where += (where.empty() ? "" : " or ") + Describe(key_paths);
+      return answer(Error(400, "No idempotency key: " + where + " gave no value"));
+    }
+    m.idempotency_key = std::move(*key);
+    m.aggregate_id = Read(req, settings.aggregate_id_header, aggregate_paths, body);
+    m.event_type = Read(req, settings.event_type_header, event_type_paths, body);
+    auto too_long = [](const std::optional<std::string>& v) {
+      return v && CodePoints(*v) > kMaxKeyChars;
+    };
+    const char* long_key = CodePoints(m.idempotency_key) > kMaxKeyChars ? "idempotency key"
+                           : too_long(m.aggregate_id)                   ? "aggregate id"
+                           : too_long(m.event_type)                     ? "event type"
+                                                                        : nullptr;
+    if (long_key != nullptr) {
+      Reject("extraction_failed");
+      return answer(Error(400, std::string("The ") + long_key + " is longer than 255 characters"));
+    }
+    if (settings.keys.initial_delay_ms) m.delay_ms = *settings.keys.initial_delay_ms;
+    if (settings.keys.scheduled_at_header || !publish_paths.empty()) {
+      std::optional<std::string> raw;
+      if (settings.keys.scheduled_at_header) {
+        std::string v = Trimmed(req.get_header_value(settings.keys.scheduled_at_header->c_str()));
+        if (!v.empty()) raw = v;
+      }
+      if (!raw) raw = FirstText(publish_paths, body);
+      if (raw) {
+        m.publish_time_ms = ParsePublishTime(*raw);
+        if (!m.publish_time_ms) {
+          log::Warn("The publish time of a message of source '" + settings.name +
+                        "' is not a time, so it is ignored.",
+                    {{"source", settings.name}});
+        }
+      }
+    }
+    m.correlation_id = correlation;
+    m.payload = std::move(body_text);
+    std::vector<std::pair<std::string, std::string>> headers;
+    for (const auto& [name, value] : req.headers) {
+      if (!ConnectionHeader(name)) headers.emplace_back(name, value);
+    }
+    m.headers = StoredHeaders(headers, credential_header);
+    m.consumption = consumption;
+    // 7. (transforms: refused at start in this build.) 8. Store, group-committed with the
+    // requests arriving meanwhile; this thread waits for its outcome.
+    std::promise<Result<InboxStoreOutcome>> promise;
+    std::future<Result<InboxStoreOutcome>> future = promise.get_future();
+    writer->Submit(std::move(m), [&promise](Result<InboxStoreOutcome> outcome) {
+      promise.set_value(std::move(outcome));
+    });
+    Result<InboxStoreOutcome> outcome = future.get();
+    if (!outcome.ok()) {
+      Reject("storage_failed");
+      log::Error("A webhook could not be stored.",
+                 {{"source", settings.name}, {"reason", outcome.status().ToString()}});
+      return answer(Error(500, "Storage failed"));
+    }
+    switch (outcome->kind) {
+      case InboxStoreOutcome::Kind::kStored:
+        if (metrics != nullptr) metrics->OnInboxMessages("new", 1);
+        return answer(Answer{202, json{{"messageId", outcome->id}}.dump(), {}});
+      case InboxStoreOutcome::Kind::kDuplicate:
+        if (metrics != nullptr) metrics->OnInboxMessages("duplicate", 1);
+        return answer(Answer{200, R"({"status":"duplicate"})", {}});
+      case InboxStoreOutcome::Kind::kRejected:
+        break;
+    }
+    Reject("invalid_message");
+    return answer(Error(400, outcome->error.message()));
+  }
+};
+
+WebhookSources::~WebhookSources() { Stop(); }
+
+Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& config,
+                                                               InboxIntake* intake,
+                                                               Metrics* metrics,
+                                                               WebhookOptions options) {
+  std::unique_ptr<WebhookSources> out(new WebhookSources());
+  bool any = false;
+  for (const auto& [name, sc] : config.sources) any = any || sc.type == "http";
+  if (any && intake == nullptr) return InvalidArgument("the HTTP sources need the inbox store");
+  if (!options.now_ms) {
+    options.now_ms = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+  }
+  if (any) {
+    out->writer_ = std::make_unique<InboxWriter>(intake, options.writers, options.max_batch);
+  }
+  for (const auto& [name, sc] : config.sources) {
+    if (sc.type != "http") continue;
+    QB_ASSIGN_OR_RETURN(HttpSourceSettings s, cfg::BindHttpSource(sc));
+    auto src = std::make_unique<Source>();
+    const std::string key = "sources." + name;
+    src->route = config.inbox.base_path + s.path;
+    src->max_body_bytes = static_cast<size_t>(config.inbox.max_body_bytes);
+    if (s.auth) {
+      QB_ASSIGN_OR_RETURN(src->auth, RequestAuth::Create(*s.auth, key + ".auth"));
+      src->credential_header = src->auth->credential_header();
+    }
+    auto filter = HeaderFilter::Parse(s.keys.filter);
+    if (!filter.ok()) return InvalidArgument(key + ".filter: " + filter.status().message());
+    src->filter = std::move(filter).value();
+    QB_ASSIGN_OR_RETURN(src->key_paths,
+                        CompileAll(s.idempotency_key_path, key + ".idempotencyKeyPath"));
+    QB_ASSIGN_OR_RETURN(src->aggregate_paths,
+                        CompileAll(s.keys.aggregate_id_path, key + ".aggregateIdPath"));
+    QB_ASSIGN_OR_RETURN(src->event_type_paths,
+                        CompileAll(s.keys.event_type_path, key + ".eventTypePath"));
+    QB_ASSIGN_OR_RETURN(src->publish_paths,
+                        CompileAll(s.keys.scheduled_at_path, key + ".scheduledAtPath"));
+    if (src->key_paths.empty() && !s.idempotency_key_header) {
+      return InvalidArgument(key + ".idempotencyKeyPath: required (or idempotencyKeyHeader)");
+    }
+    if (s.requests_per_minute) {
+      src->limiter = std::make_unique<RateLimiter>(*s.requests_per_minute, std::chrono::seconds(60),
+                                                   options.steady_now);
+    }
+    src->consumption =
+        s.keys.consumption == "pull" ? InboxConsumption::kPull : InboxConsumption::kPush;
+    src->metrics = metrics;
+    src->writer = out->writer_.get();
+    src->now_ms = options.now_ms;
+    src->settings = std::move(s);
+    out->sources_.push_back(std::move(src));
+  }
+  return out;
+}
+
+void WebhookSources::Register(httplib::Server& server) {
+  for (const auto& src : sources_) {
+    const Source* s = src.get();
+    server.Post(RegexLiteral(s->route), [s](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& reader) {
+      Answer a;
+      try {
+        // The body, counted while it is read (a chunked body declares no length).
+        std::string body;
+        bool too_large = false;
+        reader([&](const char* data, size_t n) {
+          if (body.size() + n > s->max_body_bytes) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, n);
+          return true;
+        });
+        if (too_large) {
+          a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
+          a.headers.emplace_back("Connection", "close");
+        } else {
+          a = s->Handle(req, std::move(body));
+        }
+      } catch (const std::exception& e) {
+        log::Error("A webhook failed.", {{"source", s->settings.name}, {"reason", e.what()}});
+        a = Error(500, "Internal error");
+      }
+      res.status = a.status;
+      for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
+      if (!a.body.empty()) res.set_content(a.body, "application/json");
+    });
+  }
+}
+
+std::vector<std::string> WebhookSources::Routes() const {
+  std::vector<std::string> out;
+  for (const auto& s : sources_) out.push_back("POST " + s->route + " (" + s->settings.name + ")");
+  return out;
+}
+
+void WebhookSources::Stop() {
+  if (writer_) writer_->Stop();
+}
+
+}  // namespace queuebox::sources

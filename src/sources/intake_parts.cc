@@ -1,0 +1,218 @@
+#include "sources/intake_parts.h"
+
+#include <uuid/uuid.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace queuebox::sources {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+constexpr int64_t kSecondsLimit = 100'000'000'000LL;
+constexpr int64_t kMaxEpochSeconds = 253'402'300'799LL;  // 9999-12-31T23:59:59Z
+
+// Days from 1970-01-01 to y-m-d (proleptic Gregorian; Howard Hinnant's algorithm).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+bool Digits(std::string_view s, size_t at, size_t n, int& out) {
+  if (at + n > s.size()) return false;
+  out = 0;
+  for (size_t i = at; i < at + n; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    out = out * 10 + (s[i] - '0');
+  }
+  return true;
+}
+
+// YYYY-MM-DDThh:mm[:ss[.fff...]](Z|+hh:mm|-hh:mm) -> Unix ms.
+std::optional<int64_t> ParseIso(std::string_view s) {
+  int y, mo, d, h, mi, sec = 0;
+  if (!Digits(s, 0, 4, y) || s.size() < 16 || s[4] != '-' || !Digits(s, 5, 2, mo) || s[7] != '-' ||
+      !Digits(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't') || !Digits(s, 11, 2, h) ||
+      s[13] != ':' || !Digits(s, 14, 2, mi)) {
+    return std::nullopt;
+  }
+  size_t i = 16;
+  int64_t millis = 0;
+  if (i < s.size() && s[i] == ':') {
+    if (!Digits(s, i + 1, 2, sec)) return std::nullopt;
+    i += 3;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      int64_t scale = 100;
+      size_t start = i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+        millis += (s[i] - '0') * scale;
+        scale /= 10;
+        ++i;
+      }
+      if (i == start) return std::nullopt;
+    }
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  int64_t offset_s = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh, om;
+    if (!Digits(s, i + 1, 2, oh) || i + 3 >= s.size() || s[i + 3] != ':' ||
+        !Digits(s, i + 4, 2, om) || oh > 23 || om > 59) {
+      return std::nullopt;
+    }
+    offset_s = (s[i] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    i += 6;
+  } else {
+    return std::nullopt;  // an instant needs its offset
+  }
+  if (i != s.size()) return std::nullopt;
+  int64_t days = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
+  int64_t secs = days * 86400 + h * 3600 + mi * 60 + sec - offset_s;
+  if (secs < 0 || secs > kMaxEpochSeconds) return std::nullopt;
+  return secs * 1000 + millis;
+}
+
+}  // namespace
+
+RateLimiter::RateLimiter(int limit, std::chrono::milliseconds period, Clock clock)
+    : limit_(limit), period_(period), clock_(std::move(clock)), tokens_(limit) {
+  if (!clock_) clock_ = [] { return std::chrono::steady_clock::now(); };
+  period_start_ = clock_();
+}
+
+int64_t RateLimiter::TryAcquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = clock_();
+  if (now - period_start_ >= period_) {
+    tokens_ = limit_;
+    period_start_ = now;
+  }
+  if (tokens_ > 0) {
+    --tokens_;
+    return 0;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(period_start_ + period_ - now);
+  return std::max<int64_t>(1, (left.count() + 999) / 1000);
+}
+
+std::optional<int64_t> ParsePublishTime(std::string_view text) {
+  std::string_view s = Trim(text);
+  if (s.empty()) return std::nullopt;
+  int64_t n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec == std::errc() && p == s.data() + s.size()) {
+    if (n < 0) return std::nullopt;
+    int64_t ms = n < kSecondsLimit ? n * 1000 : n;
+    if (ms / 1000 > kMaxEpochSeconds) return std::nullopt;
+    return ms;
+  }
+  if (ec == std::errc::result_out_of_range) return std::nullopt;
+  return ParseIso(s);
+}
+
+std::string SanitizeCorrelationId(std::string_view value) {
+  std::string out;
+  size_t code_points = 0;
+  for (size_t i = 0; i < value.size() && code_points < 128;) {
+    unsigned char c = static_cast<unsigned char>(value[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 1;
+    if (i + len > value.size()) break;
+    bool valid = true;
+    for (size_t k = 1; k < len; ++k) {
+      valid = valid && (static_cast<unsigned char>(value[i + k]) & 0xC0) == 0x80;
+    }
+    if (!valid || (len == 1 && (c < 0x20 || c == 0x7F || c >= 0x80))) {  // control or stray byte
+      ++i;
+      continue;
+    }
+    // C1 controls U+0080..U+009F arrive as 0xC2 0x80..0x9F.
+    if (len == 2 && c == 0xC2 && static_cast<unsigned char>(value[i + 1]) < 0xA0) {
+      i += 2;
+      continue;
+    }
+    out.append(value.substr(i, len));
+    i += len;
+    ++code_points;
+  }
+  return std::string(Trim(out));
+}
+
+std::string NewUuid() {
+  uuid_t u;
+  uuid_generate_random(u);
+  char text[37];
+  uuid_unparse_lower(u, text);
+  return text;
+}
+
+std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
+                          std::string_view credential_header) {
+  const std::string credential = Lower(credential_header);
+  // Last occurrence of each name (any case) wins, under its own spelling.
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (const auto& [name, value] : headers) {
+    const std::string lower = Lower(name);
+    if (lower == "authorization" || lower == "proxy-authorization" || lower == "cookie" ||
+        (!credential.empty() && lower == credential)) {
+      continue;
+    }
+    kept.erase(std::remove_if(kept.begin(), kept.end(),
+                              [&](const auto& h) { return Lower(h.first) == lower; }),
+               kept.end());
+    kept.emplace_back(name, value);
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (auto& [name, value] : kept) out[name] = value;
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+int JsonDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace queuebox::sources

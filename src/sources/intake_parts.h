@@ -1,0 +1,63 @@
+// intake_parts.h: the small rules of receiving a message that every source kind shares
+// (QueueBox reference §9.3, §11.1, §11.5): the per-source token bucket, the publish-time parse,
+// the correlation id, the stored headers.
+//
+// Thread-safety: RateLimiter is thread-safe; the functions are pure.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace queuebox::sources {
+
+// One token bucket per source (rateLimit.requestsPerMinute): `limit` tokens, all of them back
+// 60 s after the period began (QueueBox's rate limiter refills per period, not per client).
+class RateLimiter {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  explicit RateLimiter(int limit, std::chrono::milliseconds period = std::chrono::seconds(60),
+                       Clock clock = nullptr);
+
+  // 0 when a token was taken; else the whole seconds (>= 1) until the next refill, for
+  // Retry-After.
+  int64_t TryAcquire();
+
+ private:
+  const int limit_;
+  const std::chrono::milliseconds period_;
+  Clock clock_;
+  std::mutex mu_;
+  int tokens_;
+  std::chrono::steady_clock::time_point period_start_;
+};
+
+// A publish time (scheduledAtHeader/Path): trimmed; an integer below 100,000,000,000 is epoch
+// seconds, a larger one epoch milliseconds, a negative one invalid; otherwise an ISO-8601 instant
+// with an offset (Z or +hh:mm). Unix ms within 1970-01-01..9999-12-31T23:59:59Z, else nullopt.
+std::optional<int64_t> ParsePublishTime(std::string_view text);
+
+// X-Correlation-Id as stored: control characters removed, at most 128 characters (code points);
+// "" when nothing is left.
+std::string SanitizeCorrelationId(std::string_view value);
+
+// A new random UUID (v4), lowercase.
+std::string NewUuid();
+
+// The headers stored with a row: one value per name (any letter case; the last wins, under the
+// last spelling), without Authorization, Proxy-Authorization, Cookie and `credential_header`
+// (the source auth's header; may be empty). A JSON object text.
+std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
+                          std::string_view credential_header);
+
+// The deepest nesting of arrays and objects in JSON text (strings skipped), scanning no deeper
+// than `limit` + 1: a cheap guard before a recursive parser.
+int JsonDepth(std::string_view text, int limit);
+
+}  // namespace queuebox::sources

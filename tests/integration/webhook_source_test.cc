@@ -1,0 +1,428 @@
+// HTTP webhook sources on the data port (issue 14 items 2 and 6): the real AdminServer with the
+// sources registered, a real inbox store (SQLite and PostgreSQL), requests from a real HTTP
+// client on loopback. Each test asserts QueueBox's exact answer and what the inbox holds.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "admin/auth.h"
+#include "admin_test_support.h"
+#include "config/load.h"
+#include "sources/http_source.h"
+#include "testing/http_receiver.h"
+#include "testing/tcp_forwarder.h"
+
+namespace queuebox {
+namespace {
+
+using nlohmann::json;
+using testing::DialectName;
+using ::testing::HasSubstr;
+
+constexpr int64_t kNowMs = 1767225600000;  // the injected HMAC clock: 2026-01-01T00:00:00Z
+
+// The sources every test uses, as a user writes them.
+constexpr const char* kSourcesYaml = R"(
+inbox:
+  basePath: /inbox
+  maxBodyBytes: 4096
+sources:
+  stripe:
+    path: /stripe
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    aggregateIdPath: [$.data.object.customer, $.account]
+  signed:
+    path: /signed
+    topic: "{{ source }}"
+    idempotencyKeyHeader: X-Delivery-Id
+    auth:
+      type: hmac
+      secret: whsec_test
+      headerName: X-Signature
+      timestampHeader: X-Timestamp
+  bearer:
+    path: /bearer
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    auth:
+      type: bearer
+      token: t0ken
+  limited:
+    path: /limited
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    rateLimit:
+      requestsPerMinute: 2
+  prod:
+    path: /prod
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    filter:
+      require:
+        - header: X-Env
+          equals: prod
+)";
+
+// Loads kSourcesYaml (plus `database`) through the real loader.
+Config LoadSources(const std::string& database_url) {
+  char tmpl[] = "/tmp/qb_webhook_cfg_XXXXXX";
+  int fd = mkstemp(tmpl);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream out(tmpl);
+    out << "database:\n  url: \"" << database_url << "\"\n" << kSourcesYaml;
+  }
+  ConfigSource source;
+  source.file = tmpl;
+  source.default_file = "/nonexistent/queuebox.yml";
+  auto loaded = LoadConfig(source);
+  std::remove(tmpl);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  return loaded.ok() ? std::move(loaded).value() : Config{};
+}
+
+class WebhookSourceTest : public testing::AdminStoreTest {
+ protected:
+  void SetUp() override {
+    AdminStoreTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    StartWithSources(db_->config().url, store_.get());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop(std::chrono::milliseconds(0));
+    if (sources_) sources_->Stop();
+    server_.reset();
+    sources_.reset();
+    AdminStoreTest::TearDown();
+  }
+
+  void StartWithSources(const std::string& url, OutboxStore* store) {
+    Config loaded = LoadSources(url);
+    config_.inbox = loaded.inbox;
+    config_.sources = loaded.sources;
+    sources::WebhookOptions options;
+    options.now_ms = [] { return kNowMs; };
+    options.steady_now = [this] { return steady_; };
+    ASSERT_NE(store->inbox(), nullptr);
+    auto created = sources::WebhookSources::Create(config_, store->inbox(), &metrics_, options);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    sources_ = std::move(created).value();
+    AdminServerDeps deps;
+    deps.metrics = &metrics_;
+    sources::WebhookSources* w = sources_.get();
+    deps.extra_data_routes = [w](httplib::Server& s) { w->Register(s); };
+    StartServer(std::move(deps));
+  }
+
+  httplib::Result Post(const std::string& path, const std::string& body,
+                       httplib::Headers headers = {}) {
+    httplib::Client c = Data();
+    return c.Post(path.c_str(), headers, body, "application/json");
+  }
+
+  int64_t Rows(const std::string& where = "1=1") {
+    return std::stoll(db_->Scalar("SELECT COUNT(*) FROM inbox WHERE " + where));
+  }
+
+  static std::string Sign(const std::string& timestamp, const std::string& body) {
+    auto mac = HmacHex("HmacSHA256", "whsec_test", timestamp + "." + body);
+    return "sha256=" + mac.value();
+  }
+
+  std::string Exposition() { return metrics_.Render(); }
+
+  queuebox::Metrics metrics_;
+  std::unique_ptr<sources::WebhookSources> sources_;
+  std::chrono::steady_clock::time_point steady_{};
+};
+
+TEST_P(WebhookSourceTest, StoresThenAnswersDuplicate) {
+  const std::string body =
+      R"({"id":"evt_1","type":"invoice.paid","data":{"object":{"customer":"cus_9"}}})";
+  auto first = Post("/inbox/stripe", body, {{"X-Correlation-Id", "corr-1"}});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 202);
+  json answer = json::parse(first->body);
+  ASSERT_TRUE(answer.contains("messageId")) << first->body;
+  EXPECT_EQ(first->get_header_value("X-Correlation-Id"), "corr-1");
+  const std::string id = answer["messageId"];
+
+  auto second = Post("/inbox/stripe", body);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200);
+  EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+
+  auto rows = db_->Query(
+      "SELECT id, source, idempotency_key, aggregate_id, event_type, correlation_id, state, "
+      "consumption FROM inbox");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{id, "stripe", "evt_1", "cus_9", "invoice.paid",
+                                               "corr-1", "pending", "push"}));
+  EXPECT_THAT(Exposition(), HasSubstr(R"(queuebox_inbox_messages_total{status="new"} 1)"));
+  EXPECT_THAT(Exposition(), HasSubstr(R"(queuebox_inbox_messages_total{status="duplicate"} 1)"));
+}
+
+TEST_P(WebhookSourceTest, AggregateIdFromTheSecondPathWhenTheFirstIsMissing) {
+  auto r = Post("/inbox/stripe", R"({"id":"evt_2","type":"a","account":"acct_7"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  EXPECT_EQ(db_->Scalar("SELECT aggregate_id FROM inbox"), "acct_7");
+}
+
+TEST_P(WebhookSourceTest, BadJsonIs400AndNothingStored) {
+  auto r = Post("/inbox/stripe", "{not json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->body, R"({"error":"Invalid JSON"})");
+  EXPECT_FALSE(r->get_header_value("X-Correlation-Id").empty());
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="invalid_json"} 1)"));
+}
+
+TEST_P(WebhookSourceTest, MissingKeyIs400) {
+  auto r = Post("/inbox/stripe", R"({"type":"invoice.paid"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->body, R"({"error":"No idempotency key: $.id gave no value"})");
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="extraction_failed"} 1)"));
+}
+
+TEST_P(WebhookSourceTest, UnicodeAndDeepNestingAreStoredAsSent) {
+  std::string nested = R"({"id":"evt_deep","v":)";
+  for (int i = 0; i < 63; ++i) nested += "[";
+  nested += "1";
+  for (int i = 0; i < 63; ++i) nested += "]";
+  nested += "}";
+  auto r = Post("/inbox/stripe", nested);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202) << r->body;
+  auto u = Post("/inbox/stripe", R"({"id":"évt_☃_𝄞","type":"naïve"})");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, 202) << u->body;
+  EXPECT_EQ(db_->Scalar("SELECT event_type FROM inbox WHERE idempotency_key = 'évt_☃_𝄞'"), "naïve");
+  EXPECT_EQ(json::parse(db_->Scalar("SELECT payload FROM inbox WHERE idempotency_key = "
+                                    "'evt_deep'")),
+            json::parse(nested));
+}
+
+TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
+  const std::string body = R"({"n":1})";
+  const std::string ts = std::to_string(kNowMs);
+  auto good = Post("/inbox/signed", body,
+                   {{"X-Delivery-Id", "d-1"},
+                    {"X-Timestamp", ts},
+                    {"X-Signature", Sign(ts, body)},
+                    {"Cookie", "session=s"},
+                    {"X-Custom", "kept"}});
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 202) << good->body;
+
+  auto wrong = Post(
+      "/inbox/signed", body,
+      {{"X-Delivery-Id", "d-2"}, {"X-Timestamp", ts}, {"X-Signature", Sign(ts, R"({"n":2})")}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(wrong->body, R"({"error":"Invalid signature"})");
+
+  const std::string old = std::to_string(kNowMs - 300001);
+  auto expired =
+      Post("/inbox/signed", body,
+           {{"X-Delivery-Id", "d-3"}, {"X-Timestamp", old}, {"X-Signature", Sign(old, body)}});
+  ASSERT_TRUE(expired);
+  EXPECT_EQ(expired->status, 401);
+  EXPECT_EQ(expired->body, R"({"error":"Request timestamp expired"})");
+
+  EXPECT_EQ(Rows(), 1);
+  json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
+  EXPECT_EQ(headers.value("X-Custom", ""), "kept");
+  for (const auto& [name, value] : headers.items()) {
+    EXPECT_NE(name, "X-Signature");
+    EXPECT_NE(name, "Cookie");
+  }
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="auth_failed"} 2)"));
+}
+
+TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
+  auto none = Post("/inbox/bearer", R"({"id":"b1"})");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  auto ok = Post("/inbox/bearer", R"({"id":"b1"})",
+                 {{"Authorization", "Bearer t0ken"}, {"Proxy-Authorization", "Basic x"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 202);
+  json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
+  for (const auto& [name, value] : headers.items()) {
+    EXPECT_NE(name, "Authorization");
+    EXPECT_NE(name, "Proxy-Authorization");
+  }
+}
+
+TEST_P(WebhookSourceTest, OversizedDeclaredAndChunkedAre413) {
+  const std::string big = R"({"id":"big","pad":")" + std::string(5000, 'x') + R"("})";
+  auto declared = Post("/inbox/stripe", big);
+  ASSERT_TRUE(declared);
+  EXPECT_EQ(declared->status, 413);
+  EXPECT_EQ(declared->body, R"({"error":"Request body exceeds 4096 bytes"})");
+
+  // Chunked: no Content-Length, counted while read.
+  httplib::Client c = Data();
+  size_t sent = 0;
+  auto chunked = c.Post(
+      "/inbox/stripe",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent >= big.size()) {
+          sink.done();
+          return true;
+        }
+        size_t n = std::min<size_t>(1000, big.size() - sent);
+        sink.write(big.data() + sent, n);
+        sent += n;
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 413);
+  EXPECT_EQ(chunked->body, R"({"error":"Request body exceeds 4096 bytes"})");
+  EXPECT_EQ(Rows(), 0);
+
+  // Other sources and routes are unaffected.
+  auto after = Post("/inbox/stripe", R"({"id":"small"})");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 202);
+}
+
+TEST_P(WebhookSourceTest, RateLimitIs429WithRetryAfterAndOtherSourcesGoOn) {
+  for (int i = 0; i < 2; ++i) {
+    auto r = Post("/inbox/limited", json{{"id", "l" + std::to_string(i)}}.dump());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 202);
+  }
+  steady_ += std::chrono::seconds(20);
+  auto limited = Post("/inbox/limited", R"({"id":"l2"})");
+  ASSERT_TRUE(limited);
+  EXPECT_EQ(limited->status, 429);
+  EXPECT_EQ(limited->get_header_value("Retry-After"), "40");
+  EXPECT_EQ(limited->body, "");
+  auto other = Post("/inbox/stripe", R"({"id":"s1"})");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 202);
+  steady_ += std::chrono::seconds(40);
+  auto refilled = Post("/inbox/limited", R"({"id":"l2"})");
+  ASSERT_TRUE(refilled);
+  EXPECT_EQ(refilled->status, 202);
+  EXPECT_EQ(Rows("source = 'limited'"), 3);
+}
+
+TEST_P(WebhookSourceTest, HeaderFilterAnswers202FilteredWithoutARow) {
+  auto dropped = Post("/inbox/prod", R"({"id":"p1"})", {{"X-Env", "staging"}});
+  ASSERT_TRUE(dropped);
+  EXPECT_EQ(dropped->status, 202);
+  EXPECT_EQ(dropped->body, R"({"status":"filtered"})");
+  auto kept = Post("/inbox/prod", R"({"id":"p1"})", {{"X-Env", "prod"}});
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->status, 202);
+  EXPECT_THAT(kept->body, HasSubstr("messageId"));
+  EXPECT_EQ(Rows(), 1);
+  EXPECT_THAT(Exposition(), HasSubstr(R"(queuebox_inbox_filtered_total{source="prod"} 1)"));
+}
+
+TEST_P(WebhookSourceTest, DrainingAnswers503) {
+  server_->StartDraining();
+  auto r = Post("/inbox/stripe", R"({"id":"late"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, R"({"error":"QueueBox is shutting down"})");
+  EXPECT_EQ(Rows(), 0);
+}
+
+TEST_P(WebhookSourceTest, UnknownSourcePathIs404) {
+  auto r = Post("/inbox/nope", R"({"id":"x"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, WebhookSourceTest,
+                         ::testing::Values(std::string("sqlite"), std::string("postgresql")),
+                         DialectName);
+
+// The database goes away while requests arrive: 500 {"error":"Storage failed"}, nothing written;
+// once it is back the same message is stored as new (not a duplicate).
+TEST(WebhookSourceOutageTest, DatabaseAwayIs500AndNothingHalfWritten) {
+  std::string pg_url;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+  testing::StoreDb db("postgresql");
+  db.Create(pg_url);
+  // The store reaches PostgreSQL through a forwarder the test can cut.
+  const std::string direct = db.config().url;
+  const size_t colon = direct.rfind(':', direct.rfind('/'));
+  const int pg_port = std::stoi(direct.substr(colon + 1));
+  const int port = testing::UnusedLoopbackPort();
+  auto forwarder = std::make_unique<testing::TcpForwarder>(port, pg_port);
+  ASSERT_TRUE(forwarder->Start().ok());
+  db.config().url =
+      direct.substr(0, colon + 1) + std::to_string(port) + direct.substr(direct.find('/', colon));
+  db.config().pool_size = 2;
+  std::unique_ptr<OutboxStore> store = db.Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+
+  Config config = LoadSources(direct);
+  config.server.http_port = 0;
+  config.server.address = "127.0.0.1";
+  queuebox::Metrics metrics;
+  auto created = sources::WebhookSources::Create(config, store->inbox(), &metrics);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<sources::WebhookSources> webhooks = std::move(created).value();
+  AdminServerDeps deps;
+  deps.store = store.get();
+  deps.extra_data_routes = [w = webhooks.get()](httplib::Server& s) { w->Register(s); };
+  auto server = AdminServer::Create(config, deps);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+  httplib::Client c("127.0.0.1", (*server)->data_port());
+  c.set_read_timeout(60);
+
+  auto before = c.Post("/inbox/stripe", R"({"id":"o1"})", "application/json");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 202);
+
+  forwarder.reset();  // every connection to the database is cut; new ones are refused
+  auto away = c.Post("/inbox/stripe", R"({"id":"o2"})", "application/json");
+  ASSERT_TRUE(away);
+  EXPECT_EQ(away->status, 500);
+  EXPECT_EQ(away->body, R"({"error":"Storage failed"})");
+  EXPECT_THAT(metrics.Render(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="storage_failed"} 1)"));
+  EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox WHERE idempotency_key = 'o2'"), "0");
+
+  forwarder = std::make_unique<testing::TcpForwarder>(port, pg_port);  // the database is back
+  ASSERT_TRUE(forwarder->Start().ok());
+  int status = 0;
+  // The pool reconnects on a later call; the sender retries as webhook senders do on 500.
+  for (int i = 0; i < 20 && status != 202; ++i) {
+    auto again = c.Post("/inbox/stripe", R"({"id":"o2"})", "application/json");
+    ASSERT_TRUE(again);
+    status = again->status;
+    if (status != 202) {
+      EXPECT_EQ(status, 500);
+    }
+  }
+  EXPECT_EQ(status, 202);
+  EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox"), "2");
+  (*server)->Stop(std::chrono::milliseconds(0));
+  webhooks->Stop();
+}
+
+}  // namespace
+}  // namespace queuebox
