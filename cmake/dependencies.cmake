@@ -13,10 +13,6 @@ find_package(CLI11 REQUIRED)
 find_package(prometheus-cpp REQUIRED COMPONENTS core)
 pkg_check_modules(UUID REQUIRED IMPORTED_TARGET uuid)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-# The data port faces webhook senders: cpp-httplib's listen backlog is 5 unless defined. One value
-# for every target, since httplib.h is header-only (one definition everywhere).
-set_property(TARGET PkgConfig::HTTPLIB APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS
-                                                       CPPHTTPLIB_LISTEN_BACKLOG=1024)
 if(QUEUEBOX_WITH_KAFKA)
   pkg_check_modules(RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
 endif()

@@ -105,13 +105,14 @@ class Relay {
   // Runs claim cycles until no row is claimable and nothing is in flight, or until `timeout`.
   // For tests, the quickstart and `queuebox run --until-idle`. Requires Start().
   virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
-  // Stops claiming, waits for in-flight publishes up to outbox.shutdownTimeoutMs, writes their
-  // outcomes, then stops the destinations. Rows still in flight are left to lease expiry.
-  // Returns the number of abandoned in-flight messages.
+  // Stops claiming, waits up to outbox.shutdownTimeoutMs for the held rows (in a publish or
+  // queued behind one) to be published and their outcomes written, then stops the destinations.
+  // After the timeout no publish starts; rows still held are left to lease expiry.
+  // Returns the number of abandoned held rows.
   virtual int64_t Stop() = 0;
   // Seconds since the last poll cycle finished (health: outbox-poller).
   virtual double SecondsSinceLastCycle() const = 0;
-  // Messages currently in flight.
+  // Rows held: claimed, outcome not yet written (in a publish, queued, or being written).
   virtual int64_t InFlight() const = 0;
 };
 

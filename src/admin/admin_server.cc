@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,8 +35,9 @@ void JsonError(httplib::Response& res, int status, const std::string& error) {
                   kJson);
 }
 
-// Pool threads of each HTTP server (data, management).
+// Pool threads of each HTTP server (data, management), and the listen backlog.
 constexpr size_t kServerThreads = 64;
+constexpr int kListenBacklog = 1024;
 
 constexpr const char* kTransformTestPath = "/admin/transform/test";
 
@@ -129,6 +132,9 @@ struct AdminServer::Impl {
   std::condition_variable inflight_cv;
   int inflight = 0;
   std::shared_ptr<CheckTracker> checks = std::make_shared<CheckTracker>();
+  // The socket the socket-options callback saw last: the one Bind just bound (Bind runs on the
+  // controlling thread, one server after the other).
+  socket_t last_socket = INVALID_SOCKET;
 
   explicit Impl(Router r) : router(std::move(r)) {}
 
@@ -167,7 +173,15 @@ struct AdminServer::Impl {
   }
 
   void Configure(httplib::Server& s) {
-    s.set_socket_options(ExclusiveSocketOptions);
+    s.set_socket_options([this](socket_t sock) {
+      ExclusiveSocketOptions(sock);
+      // Accepted connections inherit it: without it a response written in two parts (headers,
+      // body) waits for the client's delayed ACK, about 40 ms per keep-alive request.
+      int yes = 1;
+      (void)setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+      last_socket = sock;
+    });
+    s.set_tcp_nodelay(true);
     s.set_keep_alive_timeout(1);
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (draining.load()) {
@@ -413,6 +427,10 @@ struct AdminServer::Impl {
                          "): " + ListenFailureReason(address, port) + ". Set '" + key +
                          "' to a free port, or stop the process that holds it.");
     }
+    // Debian's cpp-httplib is a compiled library that listens with a backlog of 5: a burst of
+    // webhook senders would see refused or retried SYNs. Linux takes a second listen() as a new
+    // backlog for the bound socket.
+    if (last_socket != INVALID_SOCKET) (void)::listen(last_socket, kListenBacklog);
     return Status::Ok();
   }
 };

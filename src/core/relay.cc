@@ -1,20 +1,27 @@
 // The outbox relay: poller, publish workers, lease keeper (QueueBox reference §4, §5, §13.8).
 //
 // Threads:
-//   poller        reclaims expired leases (every lease/5), claims up to
-//                 min(batchSize, concurrency - in flight) rows, dead-letters unroutable rows,
-//                 groups the rest by destination and queues one task per group.
-//   workers       run Destination::PublishBatch for a task, turn outcomes into row decisions
-//                 (core/outcome.h) and write them with one fenced statement per kind.
-//   lease keeper  renews every in-flight claim of this replica in one statement every lease/3.
+//   poller        reclaims expired leases (every lease/5), claims batchSize rows whenever that
+//                 many fit under the claim-ahead limit (ClaimAheadLimit: the rows held, claimed
+//                 and outcome not yet written, stay <= 2 x batchSize + concurrency),
+//                 dead-letters unroutable rows, groups the rest by destination and queues one
+//                 task per group.
+//   workers       publish a task's rows in slices with at most `concurrency` messages in
+//                 Destination::PublishBatch at once across the replica; the worker that publishes
+//                 a task's last slice turns its outcomes into row decisions (core/outcome.h) and
+//                 writes them with one fenced statement per kind.
+//   lease keeper  renews every claim this replica holds (queued or publishing) in one statement
+//                 every lease/3.
 // Per-key order needs no logic here: a claim never returns two rows of one key, and a key's
-// next row becomes claimable only after this row's outcome is written.
+// next row becomes claimable only after this row's outcome is written, so rows queued ahead are
+// all of different keys than every row in flight.
 #include "queuebox/relay.h"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -60,7 +67,9 @@ class BatchSink : public OutcomeSink {
   std::vector<bool> reported_;
 };
 
-// One destination's share of a claim.
+// One destination's share of a claim. The rows [0, next) were handed to a publish; `publishing`
+// of them are still in one; outcomes[i] is row i's outcome once its slice returned (each slice's
+// worker writes only its own rows' entries).
 struct BatchTask {
   Destination* destination = nullptr;
   std::vector<OutboxRow> rows;
@@ -68,7 +77,20 @@ struct BatchTask {
   std::vector<size_t> routes;  // the route each row matched
   bool transformed = false;    // some row's route or destination has a transform stage
   Clock::time_point claimed_at;
+  // Guarded by the relay's mutex.
+  size_t next = 0;
+  size_t publishing = 0;
+  bool abandoned = false;  // the shutdown timeout passed: rows [next, size) are never published
+  std::vector<Outcome> outcomes;
 };
+
+// The most rows a replica holds (claimed, outcome not yet written): one batch waiting for its
+// outcome write, one batch queued behind the `concurrency` messages in flight, and those.
+// The poller claims only when a whole batch fits, so a claim never takes fewer than batchSize
+// rows because publishes are in flight.
+int64_t ClaimAheadLimit(const OutboxConfig& o) {
+  return 2 * static_cast<int64_t>(o.batch_size) + o.concurrency;
+}
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
@@ -90,7 +112,8 @@ class RelayImpl final : public Relay {
                                       *r.routing_key_template, r.routing_key_missing_field_default))
                                 : std::nullopt);
     }
-    int workers = std::clamp(options_.outbox.concurrency, 1, 16);
+    // Two at least: one can write a task's outcomes while another publishes.
+    int workers = std::clamp(options_.outbox.concurrency, 2, 16);
     worker_count_ = workers;
   }
 
@@ -150,6 +173,9 @@ class RelayImpl final : public Relay {
     done_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0 && tasks_.empty(); });
     abandoned_ = in_flight_;
     workers_stop_ = true;
+    // Rows queued behind the publishes are abandoned with them: no worker starts another slice.
+    for (auto& task : tasks_) task->abandoned = true;
+    tasks_.clear();
     stop_done_ = true;
     lock.unlock();
     task_cv_.notify_all();
@@ -188,7 +214,7 @@ class RelayImpl final : public Relay {
     const auto reclaim_every =
         milliseconds(std::max<int64_t>(1, options_.outbox.claim_timeout_ms / 5));
     while (true) {
-      int64_t free_slots;
+      int64_t room;
       uint64_t cycle;
       bool started_idle;
       {
@@ -196,7 +222,7 @@ class RelayImpl final : public Relay {
         if (stopping_) break;
         wake_ = false;
         cycle = ++cycle_seq_;
-        free_slots = options_.outbox.concurrency - in_flight_;
+        room = ClaimAheadLimit(options_.outbox) - in_flight_;
         started_idle = in_flight_ == 0 && tasks_.empty();
       }
       Status cycle_status = Status::Ok();
@@ -215,8 +241,8 @@ class RelayImpl final : public Relay {
         }
       }
       size_t claimed = 0;
-      if (cycle_status.ok() && free_slots > 0) {
-        int limit = static_cast<int>(std::min<int64_t>(options_.outbox.batch_size, free_slots));
+      if (cycle_status.ok() && room >= options_.outbox.batch_size) {
+        const int limit = options_.outbox.batch_size;
         auto rows = outbox_->Claim(limit, options_.outbox.claim_timeout_ms);
         if (rows.ok()) {
           claimed = rows->size();
@@ -318,38 +344,62 @@ class RelayImpl final : public Relay {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [d, task] : groups) {
         observer_->OnQueueDepth(d->name(), static_cast<int64_t>(task.rows.size()));
-        tasks_.push_back(std::move(task));
+        task.outcomes.resize(task.rows.size());
+        tasks_.push_back(std::make_shared<BatchTask>(std::move(task)));
       }
     }
-    task_cv_.notify_all();
+    task_cv_.notify_one();  // the worker that takes a slice wakes the next one
   }
 
   // ---- workers ----
   void WorkerLoop() {
+    const auto concurrency = static_cast<size_t>(options_.outbox.concurrency);
     while (true) {
-      BatchTask task;
+      std::shared_ptr<BatchTask> task;
+      size_t begin = 0, end = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        task_cv_.wait(lock, [&] { return workers_stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        task_cv_.wait(
+            lock, [&] { return workers_stop_ || (!tasks_.empty() && publishing_ < concurrency); });
+        if (workers_stop_) return;
+        // The next slice of the oldest task, as many rows as there are free publish slots.
+        task = tasks_.front();
+        begin = task->next;
+        end = begin + std::min(task->rows.size() - begin, concurrency - publishing_);
+        task->next = end;
+        task->publishing += end - begin;
+        publishing_ += end - begin;
+        if (end == task->rows.size()) tasks_.pop_front();
+        // One waiting worker per slice that can start (no herd on every change).
+        if (!tasks_.empty() && publishing_ < concurrency) task_cv_.notify_one();
       }
-      RunTask(task);
+      PublishSlice(*task, begin, end);
+      size_t written = 0;  // rows whose outcomes this worker writes: the task's published ones
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        publishing_ -= end - begin;
+        task->publishing -= end - begin;
+        if (task->publishing == 0 && (task->next == task->rows.size() || task->abandoned)) {
+          written = task->next;
+        }
+      }
+      task_cv_.notify_one();
+      if (written > 0) WriteOutcomes(*task, written);
     }
   }
 
-  // Runs the transform stages of a task's rows (QueueBox reference §8): the rows to publish go to
-  // `messages` with their bodies (and their row index to `index`); a row that a failed stage
-  // keeps from the destination gets its outcome in `outcomes` (Fail: retry, Dead: reject).
-  void Transform(BatchTask& task, std::vector<OutboundMessage>& messages,
-                 std::vector<size_t>& index, std::vector<Outcome>& outcomes) {
-    std::vector<DeliveryTransforms::Message> in(task.rows.size());
-    for (size_t i = 0; i < task.rows.size(); ++i) in[i] = {&task.rows[i], task.routes[i]};
-    std::vector<DeliveryTransforms::Result> out(task.rows.size());
+  // Runs the transform stages of rows [begin, end) of a task (QueueBox reference §8): the rows to
+  // publish go to `messages` with their bodies (and their row index to `index`); a row that a
+  // failed stage keeps from the destination gets its outcome in task.outcomes (Fail: retry,
+  // Dead: reject).
+  void Transform(BatchTask& task, size_t begin, size_t end, std::vector<OutboundMessage>& messages,
+                 std::vector<size_t>& index) {
+    std::vector<DeliveryTransforms::Message> in(end - begin);
+    for (size_t i = begin; i < end; ++i) in[i - begin] = {&task.rows[i], task.routes[i]};
+    std::vector<DeliveryTransforms::Result> out(end - begin);
     options_.transforms->Apply(in, out);
-    for (size_t i = 0; i < task.rows.size(); ++i) {
-      DeliveryTransforms::Result& r = out[i];
+    for (size_t i = begin; i < end; ++i) {
+      DeliveryTransforms::Result& r = out[i - begin];
       if (!r.failed_strategy.empty()) observer_->OnTransformFailure(r.failed_strategy);
       switch (r.kind) {
         case DeliveryTransforms::Result::Kind::kDeliver:
@@ -359,26 +409,27 @@ class RelayImpl final : public Relay {
           index.push_back(i);
           break;
         case DeliveryTransforms::Result::Kind::kRetry:
-          outcomes[i] = Outcome::Retry(std::move(r.error));
+          task.outcomes[i] = Outcome::Retry(std::move(r.error));
           break;
         case DeliveryTransforms::Result::Kind::kDead:
-          outcomes[i] = Outcome::Reject(std::move(r.error));
+          task.outcomes[i] = Outcome::Reject(std::move(r.error));
           break;
       }
     }
   }
 
-  void RunTask(BatchTask& task) {
+  // Publishes rows [begin, end) of a task and keeps their outcomes in the task. Only this
+  // worker touches those rows' entries until the slice is accounted for under the mutex.
+  void PublishSlice(BatchTask& task, size_t begin, size_t end) {
     // messages[j] is task.rows[index[j]]; a row without a message has its outcome already.
     std::vector<OutboundMessage> messages;
     std::vector<size_t> index;
-    std::vector<Outcome> outcomes(task.rows.size());
-    messages.reserve(task.rows.size());
-    index.reserve(task.rows.size());
+    messages.reserve(end - begin);
+    index.reserve(end - begin);
     if (task.transformed) {
-      Transform(task, messages, index, outcomes);
+      Transform(task, begin, end, messages, index);
     } else {
-      for (size_t i = 0; i < task.rows.size(); ++i) {
+      for (size_t i = begin; i < end; ++i) {
         messages.push_back({&task.rows[i], task.routing_keys[i]});
         index.push_back(i);
       }
@@ -388,23 +439,26 @@ class RelayImpl final : public Relay {
     if (!messages.empty()) task.destination->PublishBatch(messages, sink);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::vector<Outcome> published = sink.Take();
-    std::vector<bool> was_published(task.rows.size(), false);
     for (size_t j = 0; j < index.size(); ++j) {
-      outcomes[index[j]] = std::move(published[j]);
-      was_published[index[j]] = true;
+      const bool success = published[j].kind == Outcome::Kind::kDelivered;
+      observer_->OnPublish(*task.destination, success, seconds);
+      task.outcomes[index[j]] = std::move(published[j]);
     }
-    observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(task.rows.size()));
+    observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(end - begin));
+  }
 
+  // Turns the outcomes of the task's first `n` rows into row decisions and writes them, one
+  // fenced statement per kind.
+  void WriteOutcomes(BatchTask& task, size_t n) {
     std::vector<Fence> sent;
     // The rows stay in `task`; the outcome lists point at them (no copy of the payloads).
     std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows;
     std::vector<RetryOrder> retries;
     std::vector<DeadOrder> deads;
-    for (size_t i = 0; i < outcomes.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const OutboxRow& row = task.rows[i];
-      bool success = outcomes[i].kind == Outcome::Kind::kDelivered;
-      if (was_published[i]) observer_->OnPublish(*task.destination, success, seconds);
-      RowDecision d = Decide(row, outcomes[i], options_.outbox.retry_base_delay_ms);
+      const Outcome& outcome = task.outcomes[i];
+      RowDecision d = Decide(row, outcome, options_.outbox.retry_base_delay_ms);
       Fence fence{row.id, row.claim_token};
       switch (d.kind) {
         case RowDecision::Kind::kSent:
@@ -417,7 +471,7 @@ class RelayImpl final : public Relay {
           retry_rows.push_back(&row);
           break;
         case RowDecision::Kind::kDead:
-          LogFailure(row, *task.destination, d, true, outcomes[i].kind == Outcome::Kind::kReject);
+          LogFailure(row, *task.destination, d, true, outcome.kind == Outcome::Kind::kReject);
           deads.push_back({fence, d.error});
           dead_rows.push_back(&row);
           break;
@@ -572,7 +626,8 @@ class RelayImpl final : public Relay {
   uint64_t cycle_seq_ = 0, idle_seq_ = 0;
   int64_t in_flight_ = 0;
   int64_t abandoned_ = 0;
-  std::deque<BatchTask> tasks_;
+  std::deque<std::shared_ptr<BatchTask>> tasks_;  // tasks with rows not yet handed to a publish
+  size_t publishing_ = 0;                         // messages in PublishBatch now, <= concurrency
   std::unordered_map<std::string, std::string> claims_;  // id -> claim token, in flight
   Clock::time_point last_cycle_;
   log::RateLimiter db_limiter_{milliseconds(5000)};

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -322,16 +323,22 @@ void WebhookSources::Register(httplib::Server& server) {
                                             const httplib::ContentReader& reader) {
       Answer a;
       try {
-        // The body, counted while it is read (a chunked body declares no length).
+        // The body, counted while it is read (a chunked body declares no length). Past the cap
+        // the rest is read and dropped up to as much again (at least 64 KiB), so a sender still
+        // writing gets the 413 rather than a reset connection; beyond that reading stops.
         std::string body;
         bool too_large = false;
+        size_t dropped = 0;
+        const size_t drop_limit = std::max<size_t>(s->max_body_bytes, 65536);
         reader([&](const char* data, size_t n) {
-          if (body.size() + n > s->max_body_bytes) {
-            too_large = true;
-            return false;
+          if (!too_large && body.size() + n <= s->max_body_bytes) {
+            body.append(data, n);
+            return true;
           }
-          body.append(data, n);
-          return true;
+          too_large = true;
+          body.clear();
+          dropped += n;
+          return dropped <= drop_limit;
         });
         if (too_large) {
           a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");

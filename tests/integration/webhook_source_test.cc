@@ -1,9 +1,13 @@
 // HTTP webhook sources on the data port (issue 14 items 2 and 6): the real AdminServer with the
 // sources registered, a real inbox store (SQLite and PostgreSQL), requests from a real HTTP
 // client on loopback. Each test asserts QueueBox's exact answer and what the inbox holds.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -59,6 +63,11 @@ sources:
     idempotencyKeyPath: $.id
     rateLimit:
       requestsPerMinute: 2
+  delayed:
+    path: /delayed
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    initialDelay: 1h
   prod:
     path: /prod
     topic: "{{ source }}"
@@ -344,6 +353,45 @@ TEST_P(WebhookSourceTest, DrainingAnswers503) {
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(r->body, R"({"error":"QueueBox is shutting down"})");
   EXPECT_EQ(Rows(), 0);
+}
+
+// initialDelay holds the row: scheduled_at is an hour after its receipt, on the database clock.
+TEST_P(WebhookSourceTest, InitialDelaySchedulesTheRowLater) {
+  auto r = Post("/inbox/delayed", R"({"id":"later"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  auto now = Post("/inbox/stripe", R"({"id":"now"})");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->status, 202);
+  EXPECT_EQ(Rows("source = 'delayed' AND scheduled_at > created_at"), 1);
+  EXPECT_EQ(Rows("source = 'stripe' AND scheduled_at > created_at"), 0);
+}
+
+// Slow-loris senders (headers never finished, a body trickling in) hold only their own
+// connections: other requests are answered meanwhile.
+TEST_P(WebhookSourceTest, SlowClientsDoNotBlockOthers) {
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->data_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string partial = i % 2 == 0 ? "POST /inbox/stripe HTTP/1.1\r\nHost: x\r\n"
+                                           : "POST /inbox/stripe HTTP/1.1\r\nHost: x\r\n"
+                                             "Content-Length: 100\r\n\r\n{\"id\":";
+    ASSERT_EQ(send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+    slow.push_back(fd);
+  }
+  for (int i = 0; i < 20; ++i) {
+    auto r = Post("/inbox/stripe", json{{"id", "fast" + std::to_string(i)}}.dump());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 202);
+  }
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(Rows(), 20);
 }
 
 TEST_P(WebhookSourceTest, UnknownSourcePathIs404) {
