@@ -1,7 +1,7 @@
 // The inbox schema after the bundled migrations: on PostgreSQL exactly QueueBox's final inbox
 // (reference §3.3: columns, types, defaults, the unique (source, idempotency_key), the nine
-// indexes) plus our relay index (V19); on both dialects, a database migrated while V2-V10 were
-// placeholders is accepted and gets the whole inbox from V18.
+// indexes) plus our relay indexes (V19, V20); on both dialects, a database migrated while V2-V10
+// were placeholders is accepted and gets the whole inbox from V18.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -89,8 +89,8 @@ TEST_P(InboxSchemaTest, TheInboxHasTheNineIndexesAndTheRelayIndex) {
   std::vector<std::string> want = {"idx_inbox_aggregate_state", "idx_inbox_consumption_pending",
                                    "idx_inbox_pending",         "idx_inbox_processing_claimed",
                                    "idx_inbox_pull_busy",       "idx_inbox_pull_pending",
-                                   "idx_inbox_push_head",       "idx_inbox_source",
-                                   "idx_inbox_state_created"};
+                                   "idx_inbox_push_due",        "idx_inbox_push_head",
+                                   "idx_inbox_source",          "idx_inbox_state_created"};
   if (db_->pg()) {
     want.push_back("inbox_pkey");
     want.push_back("uq_inbox_source_idempotency");
@@ -160,6 +160,10 @@ TEST_F(PostgresInboxSchemaTest, TheIndexesAreQueueBoxsDefinitions) {
           {"idx_inbox_pull_pending", "CREATE INDEX idx_inbox_pull_pending" + on +
                                          "(source, scheduled_at, created_at, id) WHERE (" + pull +
                                          " AND ((state)::text = 'pending'::text))"},
+          {"idx_inbox_push_due", "CREATE INDEX idx_inbox_push_due" + on +
+                                     "(scheduled_at, created_at, id) WHERE "
+                                     "(((consumption)::text = 'push'::text) AND ((state)::text = "
+                                     "'pending'::text))"},
           {"idx_inbox_push_head", "CREATE INDEX idx_inbox_push_head" + on +
                                       "(aggregate_id, scheduled_at, created_at, id) WHERE "
                                       "(((consumption)::text = 'push'::text) AND ((state)::text = "
