@@ -15,6 +15,7 @@
 #include "core/header_filter.h"
 #include "core/json_path.h"
 #include "core/log.h"
+#include "core/redaction.h"
 #include "sources/inbox_writer.h"
 #include "sources/intake_parts.h"
 
@@ -237,8 +238,9 @@ struct WebhookSources::Source {
     Result<InboxStoreOutcome> outcome = future.get();
     if (!outcome.ok()) {
       Reject("storage_failed");
-      log::Error("A webhook could not be stored.",
-                 {{"source", settings.name}, {"reason", outcome.status().ToString()}});
+      log::Error(
+          "A webhook could not be stored.",
+          {{"source", settings.name}, {"reason", SanitizeError(outcome.status().ToString())}});
       return answer(Error(500, "Storage failed"));
     }
     switch (outcome->kind) {
@@ -347,7 +349,8 @@ void WebhookSources::Register(httplib::Server& server) {
           a = s->Handle(req, std::move(body));
         }
       } catch (const std::exception& e) {
-        log::Error("A webhook failed.", {{"source", s->settings.name}, {"reason", e.what()}});
+        log::Error("A webhook failed.",
+                   {{"source", s->settings.name}, {"reason", SanitizeError(e.what())}});
         a = Error(500, "Internal error");
       }
       res.status = a.status;
