@@ -68,6 +68,13 @@ sources:
     topic: "{{ source }}"
     idempotencyKeyPath: $.id
     initialDelay: 1h
+  published:
+    path: /published
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    initialDelay: 10s
+    scheduledAtHeader: X-Published-At
+    scheduledAtPath: $.created
   prod:
     path: /prod
     topic: "{{ source }}"
@@ -365,6 +372,29 @@ TEST_P(WebhookSourceTest, InitialDelaySchedulesTheRowLater) {
   EXPECT_EQ(now->status, 202);
   EXPECT_EQ(Rows("source = 'delayed' AND scheduled_at > created_at"), 1);
   EXPECT_EQ(Rows("source = 'stripe' AND scheduled_at > created_at"), 0);
+}
+
+// Publish time (QueueBox reference §11.5): scheduled_at = min(publish time, receipt) + the delay;
+// the header first, then the path; epoch seconds, epoch millis or ISO-8601; a future publish time
+// gives the receipt; one that is not a time is ignored (receipt + delay).
+TEST_P(WebhookSourceTest, PublishTimeFromHeaderOrPathSchedulesBeforeReceipt) {
+  auto post = [&](const std::string& id, const std::string& body, httplib::Headers h = {}) {
+    auto r = Post("/inbox/published", body, std::move(h));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 202) << id << ": " << r->body;
+  };
+  post("secs", R"({"id":"secs"})", {{"X-Published-At", "1000000000"}});
+  post("millis", R"({"id":"millis"})", {{"X-Published-At", "1000000000000"}});
+  post("path", R"({"id":"path","created":"2001-09-09T01:46:40Z"})");
+  post("future", R"({"id":"future"})", {{"X-Published-At", "4102444800"}});  // 2100
+  post("garbage", R"({"id":"garbage"})", {{"X-Published-At", "yesterday"}});
+  // 2001 + 10 s is long before the receipt; the others are held 10 s past it.
+  EXPECT_EQ(Rows("source = 'published' AND scheduled_at < created_at AND idempotency_key IN "
+                 "('secs', 'millis', 'path')"),
+            3);
+  EXPECT_EQ(Rows("source = 'published' AND scheduled_at > created_at AND idempotency_key IN "
+                 "('future', 'garbage')"),
+            2);
 }
 
 // Slow-loris senders (headers never finished, a body trickling in) hold only their own
