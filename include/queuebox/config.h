@@ -161,7 +161,7 @@ struct AdminConfig {
 // (src/sources/registry.h), as a destination's factory binds DestinationConfig::options.
 struct SourceConfig {
   std::string name;  // sources.<name>; stored in the inbox `source` column
-  std::string type;  // http (the default when unset); rabbitmq | kafka | nats come next
+  std::string type;  // http (the default when unset) | rabbitmq | kafka | nats
   nlohmann::json options = nlohmann::json::object();
 };
 
@@ -189,6 +189,66 @@ struct HttpSourceSettings {
   std::optional<int> requests_per_minute;  // rateLimit.requestsPerMinute: one bucket per source
   std::optional<AdminAuthConfig> auth;     // bearer | api-key | hmac, as admin.auth
   SourceKeys keys;
+};
+
+// Header names a broker source reads its keys from (attributeHeaders.*; QueueBox reference §9.4).
+// Matched in any letter case; values trimmed; an empty value counts as missing.
+struct AttributeHeaders {
+  std::string idempotency_key = "x-idempotency-key";
+  std::string aggregate_id = "x-aggregate-id";
+  std::string event_type = "x-event-type";
+};
+
+// The keys of every broker source kind (QueueBox reference §11.3, §11.4), bound from
+// sources.<name>.*.
+struct BrokerSourceKeys {
+  std::string topic = "{{ source }}";                      // the relay's topic template
+  std::vector<std::string> idempotency_key_path = {"$.id"};  // idempotencyKeyPath
+  bool event_type_from_header = false;  // eventTypeFromHeader: read attributeHeaders.eventType
+  AttributeHeaders attribute_headers;
+  SourceKeys keys;
+};
+
+// type: rabbitmq (QueueBox reference §11.3): consumes one queue; ack after the row commits.
+struct RabbitmqSourceSettings {
+  std::string name;            // sources.<name>
+  std::string queue_name;      // queueName, required
+  std::string connection_url;  // connectionUrl: amqp://user:pass@host:port/vhost, required
+  int prefetch_count = 10;     // prefetchCount: basic.qos, unacknowledged deliveries at most
+  bool declare_queue = false;  // declareQueue: true declares a durable queue; false: must exist
+  BrokerSourceKeys broker;
+};
+
+// type: kafka (QueueBox reference §11.3): a consumer group member over `topics`.
+struct KafkaSourceSettings {
+  std::string name;
+  std::string bootstrap_servers;                // bootstrapServers, required
+  std::vector<std::string> topics;              // topics, required, non-blank
+  std::string group_id;                         // groupId, required
+  std::string auto_offset_reset = "earliest";   // autoOffsetReset: earliest | latest
+  int max_poll_records = 100;                   // maxPollRecords: records per stored batch
+  std::string security_protocol = "PLAINTEXT";  // as the kafka destination
+  std::optional<std::string> sasl_mechanism;
+  std::optional<std::string> sasl_username;
+  std::optional<std::string> sasl_password;  // secret
+  // Extra librdkafka properties (tests, tuning); applied after the ones above.
+  std::map<std::string, std::string> librdkafka;
+  BrokerSourceKeys broker;
+};
+
+// type: nats (QueueBox reference §11.3): a JetStream durable pull consumer on an existing stream.
+struct NatsSourceSettings {
+  std::string name;
+  std::string servers;                        // comma list of nats:// URLs, required
+  std::string stream;                         // required; never created by QueueBox
+  std::string durable;                        // required; replicas with one name share the work
+  std::optional<std::string> filter_subject;  // filterSubject
+  int64_t ack_wait_ms = 30000;                // ackWaitMs: redelivery after a crash
+  int batch_size = 100;                       // batchSize: messages per fetch
+  std::optional<std::string> username;
+  std::optional<std::string> password;  // secret
+  std::optional<std::string> token;     // secret
+  BrokerSourceKeys broker;
 };
 
 struct RetentionPolicy {

@@ -1,7 +1,7 @@
 // sources.h: the option tables of `sources.<name>` (QueueBox reference §11, §12.2): one table per
 // source kind, the keys every kind takes (SourceKeys), and the start-up checks of §11.4. `type`
-// selects the kind and defaults to http. Only http exists in this build; a broker kind (rabbitmq,
-// kafka, nats) adds its table and checks to SourceKinds() and binds SourceKeys the same way.
+// selects the kind and defaults to http; the broker kinds (rabbitmq, kafka, nats) share
+// BrokerSourceKeys and add their own keys (QueueBox reference §11.3).
 //
 // Thread-safety: every table is built once and immutable.
 #pragma once
@@ -26,8 +26,12 @@ const std::vector<Variant>& SourceVariants();
 // "http": the known kinds, sorted, for messages.
 std::string KnownSourceTypes();
 
-// Binds a validated http source block (SourceConfig::options) into its settings.
+// Binds a validated source block (SourceConfig::options) into its kind's settings;
+// kInvalidArgument when the source is of another kind.
 Result<HttpSourceSettings> BindHttpSource(const SourceConfig& source);
+Result<RabbitmqSourceSettings> BindRabbitmqSource(const SourceConfig& source);
+Result<KafkaSourceSettings> BindKafkaSource(const SourceConfig& source);
+Result<NatsSourceSettings> BindNatsSource(const SourceConfig& source);
 
 // What a key that needs the transforms issue is refused with.
 inline constexpr char kNeedsTransforms[] =
