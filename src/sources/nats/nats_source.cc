@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "admin/metrics.h"
 #include "core/backoff.h"
 #include "core/log.h"
 #include "core/redaction.h"
@@ -386,6 +387,10 @@ NatsSource::Round NatsSource::FetchAndStore(Status* why) {
     Result<std::vector<InboxStoreOutcome>> stored = context_.intake->Store(rows);
     if (!stored.ok()) {
       // Nothing was stored: redeliver the whole batch at once.
+      if (context_.metrics != nullptr) {
+        for (size_t i = 0; i < rows.size(); ++i)
+          context_.metrics->OnInboxRejection("storage_failed");
+      }
       for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
       natsMsgList_Destroy(&list);
       *why = stored.status();
