@@ -4,6 +4,7 @@
 //   nats_source_bench --nats nats://127.0.0.1:54229 --url
 //   postgresql://postgres@127.0.0.1:54329/postgres
 //                     [--messages 50000] [--batch 100,500] [--replicas 1] [--duplicates 0]
+//                     [--ack-all]
 //
 // For each batch size: a fresh database migrated with the bundled migrations, a fresh stream
 // (file storage) holding --messages JSON messages ({"id": "m-<i>"}; with --duplicates D, every
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   CLI::App app("nats_source_bench");
   std::string nats_url, url;
   int messages = 50000, replicas = 1, duplicates = 0;
+  bool ack_all = false;
   std::vector<int> batches = {100, 500};
   app.add_option("--nats", nats_url, "nats:// URL of a JetStream server")->required();
   app.add_option("--url", url, "admin libpq URL (CREATE DATABASE)")->required();
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batches)->delimiter(',');
   app.add_option("--replicas", replicas);
   app.add_option("--duplicates", duplicates);
+  app.add_flag("--ack-all", ack_all,
+               "Make the durable ack-all first (the source then acks a batch's last message)");
   CLI11_PARSE(app, argc, argv);
 
   natsConnection* nc = nullptr;
@@ -133,6 +137,16 @@ int main(int argc, char** argv) {
       return 1;
     }
 
+    if (ack_all) {
+      jsConsumerConfig cc;
+      jsConsumerConfig_Init(&cc);
+      cc.Durable = "bench";
+      cc.AckPolicy = js_AckAll;
+      if (js_AddConsumer(nullptr, js, stream.c_str(), &cc, nullptr, &jerr) != NATS_OK) {
+        std::fprintf(stderr, "cannot create the ack-all durable (%d)\n", jerr);
+        return 1;
+      }
+    }
     queuebox::Metrics metrics;
     std::vector<std::unique_ptr<queuebox::sources::BrokerSource>> sources;
     for (int r = 0; r < replicas; ++r) {
@@ -166,10 +180,11 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     for (auto& s : sources) s->Stop();
     std::printf(
-        "{\"batch\":%d,\"replicas\":%d,\"messages\":%d,\"stored\":%lld,\"duplicates\":%lld,"
+        "{\"batch\":%d,\"ack\":\"%s\",\"replicas\":%d,\"messages\":%d,\"stored\":%lld,"
+        "\"duplicates\":%lld,"
         "\"seconds\":%.3f,\"messages_per_s\":%.0f}\n",
-        batch, replicas, messages, static_cast<long long>(stored), static_cast<long long>(dup),
-        secs, static_cast<double>(stored + dup) / secs);
+        batch, ack_all ? "all" : "explicit", replicas, messages, static_cast<long long>(stored),
+        static_cast<long long>(dup), secs, static_cast<double>(stored + dup) / secs);
     std::fflush(stdout);
     sources.clear();
     store->reset();
