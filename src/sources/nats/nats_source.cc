@@ -298,6 +298,8 @@ Status NatsSource::Bind() {
     cc.AckPolicy = js_AckExplicit;
     cc.AckWait = settings_.ack_wait_ms * 1000000;  // ns
     cc.DeliverPolicy = js_DeliverAll;
+    // Room for a full batch per replica (the server's default is 1000 unacknowledged).
+    cc.MaxAckPending = std::max<int64_t>(1000, 4 * static_cast<int64_t>(settings_.batch_size));
     if (settings_.filter_subject) cc.FilterSubject = settings_.filter_subject->c_str();
     jerr = static_cast<jsErrCode>(0);
     s = js_AddConsumer(&ci, js_, stream.c_str(), &cc, nullptr, &jerr);
