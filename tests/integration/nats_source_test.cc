@@ -27,6 +27,7 @@
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
+#include "testing/process.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
@@ -508,6 +509,72 @@ TEST(NatsSourceOutageTest, DatabaseCutMidConsumptionAcksOnlyWhatWasStored) {
   EXPECT_TRUE(source->healthy());
   source->Stop();
   jsCtx_Destroy(js);
+}
+
+// username/password reach the server; a wrong password keeps the source down with one WARN
+// that never shows it. A private nats-server of this test (the shared one has no users).
+TEST(NatsSourceCredentialsTest, UserAndPasswordConsumeAndAWrongPasswordIsNeverLogged) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  testing::ChildProcess server(testing::PrivateNatsServer::NatsServerPath(),
+                               {"-a", "127.0.0.1", "-p", std::to_string(port), "-js", "-sd",
+                                dir.File("js"), "--user", "qbuser", "--pass", "right-pass-4821"},
+                               {}, dir.File("nats.log"));
+  const std::string url = "nats://qbuser:right-pass-4821@127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(WaitUntil([&] {
+    natsConnection* probe = nullptr;
+    bool up = natsConnection_ConnectTo(&probe, url.c_str()) == NATS_OK;
+    natsConnection_Destroy(probe);
+    return up;
+  })) << server.Log();
+  testing::JetStreamTestStream stream(url, "CREDS", "creds");
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_JetStream(&js, stream.nc(), nullptr), NATS_OK);
+  jsErrCode jerr;
+  const std::string body = R"({"id":"k-1"})";
+  ASSERT_EQ(js_Publish(nullptr, js, "creds.a", body.data(), static_cast<int>(body.size()), nullptr,
+                       &jerr),
+            NATS_OK);
+  jsCtx_Destroy(js);
+
+  testing::StoreDb db("sqlite");
+  db.Create("");
+  std::unique_ptr<OutboxStore> store = db.Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+  sources::BrokerSourceContext ctx;
+  ctx.intake = store->inbox();
+  LogCapture logs;
+  auto make = [&](const std::string& name, const std::string& password) {
+    NatsSourceSettings s;
+    s.name = name;
+    s.servers = "nats://127.0.0.1:" + std::to_string(port);
+    s.stream = "CREDS";
+    s.durable = name;
+    s.username = "qbuser";
+    s.password = password;
+    auto made = sources::CreateNatsSource(s, ctx);
+    EXPECT_TRUE(made.ok()) << made.status().ToString();
+    return made.ok() ? std::move(made).value() : nullptr;
+  };
+  auto wrong = make("wrong", "wrong-pass-7733");
+  auto right = make("right", "right-pass-4821");
+  ASSERT_TRUE(wrong && right);
+  ASSERT_TRUE(wrong->Start().ok());
+  ASSERT_TRUE(right->Start().ok());
+  ASSERT_TRUE(WaitUntil([&] {
+    return db.Scalar("SELECT COUNT(*) FROM inbox WHERE source = 'right'") == "1";
+  })) << logs.All();
+  ASSERT_TRUE(WaitUntil([&] {
+    return logs.Count({"cannot consume yet", "wrong"}) > 0;
+  })) << logs.All();
+  EXPECT_TRUE(right->healthy());
+  EXPECT_FALSE(wrong->healthy());
+  EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox WHERE source = 'wrong'"), "0");
+  EXPECT_EQ(logs.Count({"cannot consume yet", "\"wrong\""}), 1) << logs.All();
+  EXPECT_EQ(logs.Count({"pass-"}), 0) << logs.All();  // neither password, ever
+  wrong->Stop();
+  right->Stop();
 }
 
 TEST(NatsSourceSettingsTest, BadSettingsAreRefusedNamingTheKey) {
