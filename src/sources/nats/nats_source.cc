@@ -474,7 +474,8 @@ Result<std::unique_ptr<BrokerSource>> CreateNatsSource(NatsSourceSettings settin
   if (settings.token && settings.username) {
     return InvalidArgument(prefix + "token: use either token or username and password, not both");
   }
-  Result<BrokerIntake> intake = BrokerIntake::Create("nats", settings.name, settings.broker);
+  Result<BrokerIntake> intake = BrokerIntake::Create("nats", settings.name, settings.broker,
+                                                     context.transforms, context.metrics);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(
       new NatsSource(std::move(settings), context, std::move(intake).value()));
