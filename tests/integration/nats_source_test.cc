@@ -419,6 +419,31 @@ TEST_P(NatsSourceTest, BrokerConnectionCutAndRestoredLosesNothing) {
   EXPECT_EQ(logs.Count({"consumes again"}), 1) << logs.All();
 }
 
+TEST_P(NatsSourceTest, StreamDeletedWhileConsumingIsReportedAndConsumedAgainOnceRecreated) {
+  MakeStream();
+  LogCapture logs;
+  sources::BrokerSource* source = Started(Settings());
+  ASSERT_NE(source, nullptr);
+  Publish(prefix_ + ".a", R"({"id":"before"})");
+  ASSERT_TRUE(WaitUntil([&] { return Rows() == 1 && source->healthy(); }));
+  jsErrCode jerr;
+  ASSERT_EQ(js_DeleteStream(js_, stream_name_.c_str(), nullptr, &jerr), NATS_OK);
+  ASSERT_TRUE(WaitUntil([&] { return !source->healthy(); }, 30s)) << logs.All();
+  // One WARN for the outage, naming the stream (later reasons of the same outage, such as the
+  // missing stream on the next bind, are not logged again).
+  ASSERT_TRUE(WaitUntil([&] {
+    return logs.Count({"lost its broker", stream_name_}) > 0;
+  })) << logs.All();
+  jsCtx_Destroy(js_);
+  js_ = nullptr;
+  stream_.reset();  // its destructor deletes nothing more
+  MakeStream();     // recreated: the durable is created again on it
+  Publish(prefix_ + ".a", R"({"id":"after"})");
+  ASSERT_TRUE(WaitUntil([&] { return Rows() == 2; }, 60s)) << logs.All();
+  EXPECT_TRUE(WaitUntil([&] { return source->healthy(); }));
+  EXPECT_EQ(logs.Count({"lost its broker"}), 1) << logs.All();
+}
+
 INSTANTIATE_TEST_SUITE_P(Dialects, NatsSourceTest,
                          ::testing::Values(std::string("sqlite"), std::string("postgresql")),
                          Dialect);

@@ -368,6 +368,7 @@ NatsSource::Round NatsSource::FetchAndStore(Status* why) {
   if (s != NATS_OK) {
     natsMsgList_Destroy(&list);
     *why = Unavailable("fetching from the durable consumer '" + settings_.durable +
+                       "' of the JetStream stream '" + settings_.stream +
                        "' failed: " + JsReason(s, jerr));
     // Bind again next round: it checks the stream and the consumer (a deleted one is created).
     if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) Unbind();
