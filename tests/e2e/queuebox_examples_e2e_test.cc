@@ -472,6 +472,52 @@ TEST_F(QueueBoxExamplesTest, WebhookReceiverRuns) {
   EXPECT_EQ(receiver.RequestCount(), 1u);
 }
 
+#if defined(QB_WITH_NATS)
+// examples/nats-bridge runs unchanged (its smoke test): an order published to JetStream reaches
+// processed.orders through the inbox, the relay and the outbox. Mapped as its docker-compose.yml
+// does: the nats host (a private nats-server of this test, so the example's stream names do not
+// meet other tests on the shared server) and the postgres host; the streams are made before
+// QueueBox starts, as the compose's init step does: ORDERS over orders.>, PROCESSED over
+// processed.> (which holds processed.orders).
+TEST_F(QueueBoxExamplesTest, NatsBridgeRuns) {
+  testing::PrivateNatsServer nats(testing::UnusedLoopbackPort());
+  ASSERT_TRUE(nats.Start()) << nats.Log();
+  testing::JetStreamTestStream orders(nats.url(), "ORDERS", "orders");
+  testing::JetStreamTestStream processed(nats.url(), "PROCESSED", "processed");
+  Env env = Deployment("examples/nats-bridge/queuebox.yml");
+  env["QUEUEBOX_SOURCES_ORDERS_SERVERS"] = nats.url();          // nats://nats:4222
+  env["QUEUEBOX_DESTINATIONS_PROCESSED_SERVERS"] = nats.url();  // nats://nats:4222
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 30s)) << relay.Log();
+  std::string ready;
+  Get(http_port_, "/health/ready", &ready);
+  EXPECT_THAT(ready, HasSubstr(R"("nats.orders":{"status":"up"})"));
+
+  const std::string order = R"({"id":"ord-1","type":"order.created","total":42})";
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_JetStream(&js, orders.nc(), nullptr), NATS_OK);
+  jsErrCode jerr;
+  ASSERT_EQ(js_Publish(nullptr, js, "orders.created", order.data(), static_cast<int>(order.size()),
+                       nullptr, &jerr),
+            NATS_OK);
+  jsCtx_Destroy(js);
+  ASSERT_TRUE(WaitFor([&] { return processed.Count() == 1; }, 60s)) << relay.Log();
+  testing::StoredNatsMessage m = processed.Get(1);
+  EXPECT_EQ(m.subject, "processed.orders");
+  EXPECT_EQ(nlohmann::json::parse(m.body), nlohmann::json::parse(order));
+  EXPECT_EQ(m.headers["x-source"], "orders");
+  EXPECT_EQ(m.headers["x-idempotency-key"], "ord-1");
+  EXPECT_EQ(m.headers["x-topic"], "orders");
+  EXPECT_TRUE(WaitFor([&] { return pg_->Scalar("SELECT state FROM inbox") == "processed"; }, 30s));
+  EXPECT_EQ(pg_->Scalar("SELECT event_type FROM inbox"), "order.created");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  EXPECT_EQ(processed.Count(), 1u);
+}
+#endif
+
 // examples/cdc (its smoke-test.sh): capture wakes delivery well inside the 30 s reconciliation
 // timer, and the recorded position survives a restart. Mapped as its docker-compose.yml does:
 // the database host, the receiver's host, the state volume; the role is a replication role
