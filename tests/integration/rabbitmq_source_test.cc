@@ -156,7 +156,10 @@ class TestQueue {
     amqp_queue_declare_ok_t* ok =
         amqp_queue_declare(c_, 1, amqp_cstring_bytes(queue_.c_str()), 1, 1, 0, 0, amqp_empty_table);
     if (ok == nullptr) {
+      amqp_channel_close_ok_t close_ok{};
+      amqp_send_method(c_, 1, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
       amqp_channel_open(c_, 1);
+      EXPECT_EQ(amqp_get_rpc_reply(c_).reply_type, AMQP_RESPONSE_NORMAL);
       return {-1, -1};
     }
     return {ok->message_count, ok->consumer_count};
@@ -169,13 +172,18 @@ class TestQueue {
 // Log lines written while it lives.
 class LogCapture {
  public:
-  LogCapture() {
+  // `debug`: the DEBUG lines too (the reconnect attempts after the outage's one WARN).
+  explicit LogCapture(bool debug = false) {
+    if (debug) log::Init("json", "debug");
     log::SetSinkForTesting([this](std::string_view line) {
       std::lock_guard<std::mutex> lock(mu_);
       lines_.emplace_back(line);
     });
   }
-  ~LogCapture() { log::SetSinkForTesting(nullptr); }
+  ~LogCapture() {
+    log::SetSinkForTesting(nullptr);
+    log::Init("json", "info");
+  }
   int Count(const std::string& needle) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
@@ -533,7 +541,7 @@ TEST_P(RabbitmqSourceTest, TwoReplicasOnOneQueueStoreEachKeyOnce) {
 // reports unhealthy, logs one WARN, reconnects, and stores what was published meanwhile; no key
 // twice, nothing left in the queue.
 TEST_P(RabbitmqSourceTest, BrokerRestartIsOneWarnAndNothingLost) {
-  LogCapture logs;
+  LogCapture logs(/*debug=*/true);
   const int port = testing::UnusedLoopbackPort();
   auto forwarder = std::make_unique<testing::TcpForwarder>(port, queue_->port());
   ASSERT_TRUE(forwarder->Start().ok());
