@@ -589,6 +589,7 @@ TEST_P(RabbitmqSourceTest, BrokerDownAtStartIsUnhealthyThenConsumes) {
   ASSERT_TRUE(forwarder.Start().ok());
   ASSERT_TRUE(WaitRows(1));
   EXPECT_TRUE(source->healthy());
+  StopAll();  // before the forwarder goes
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, RabbitmqSourceTest,
