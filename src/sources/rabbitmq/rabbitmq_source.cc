@@ -378,7 +378,8 @@ Result<std::unique_ptr<BrokerSource>> CreateRabbitmqSource(RabbitmqSourceSetting
     return InvalidArgument(prefix + "prefetchCount: must be between 1 and 65535, got " +
                            std::to_string(settings.prefetch_count));
   }
-  Result<BrokerIntake> intake = BrokerIntake::Create("rabbitmq", settings.name, settings.broker);
+  Result<BrokerIntake> intake = BrokerIntake::Create("rabbitmq", settings.name, settings.broker,
+                                                     context.transforms, context.metrics);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(new RabbitmqSource(
       std::move(settings), std::move(url).value(), std::move(intake).value(), context));
