@@ -144,6 +144,10 @@ class TestQueue {
                                  &props, Bytes(body)),
               AMQP_STATUS_OK);
   }
+  void Delete() {
+    amqp_queue_delete(c_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 0);
+    ASSERT_EQ(amqp_get_rpc_reply(c_).reply_type, AMQP_RESPONSE_NORMAL);
+  }
   // Ready (not delivered, or delivered and given back) messages; -1 when the queue is missing.
   int64_t Ready() { return Count().first; }
   int64_t Consumers() { return Count().second; }
@@ -497,6 +501,23 @@ TEST_P(RabbitmqSourceTest, MissingQueueNamesItAndDeclareQueueCreatesIt) {
   ASSERT_TRUE(WaitFor([&] { return missing.Consumers() == 1; }));
   missing.Publish(R"({"id":"declared"})");
   ASSERT_TRUE(WaitRows(1));
+}
+
+// The queue is deleted under a running source: the broker cancels the consumer, the source goes
+// unhealthy and says why (the queue and declareQueue); once the queue is back it consumes again.
+TEST_P(RabbitmqSourceTest, QueueDeletedWhileConsumingIsAnOutageUntilItIsBack) {
+  LogCapture logs(/*debug=*/true);  // the reconnect attempts (DEBUG) say the queue is missing
+  BrokerSource* source = Start(Settings());
+  ASSERT_NE(source, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return queue_->Consumers() == 1 && source->healthy(); }));
+  queue_->Delete();
+  ASSERT_TRUE(WaitFor([&] { return !source->healthy(); })) << logs.All();
+  ASSERT_TRUE(WaitFor([&] { return logs.Count("declareQueue: true") >= 1; })) << logs.All();
+  queue_->Declare();
+  queue_->Publish(R"({"id":"after"})");
+  ASSERT_TRUE(WaitRows(1)) << logs.All();
+  EXPECT_TRUE(WaitFor([&] { return source->healthy(); }));
+  EXPECT_EQ(logs.Count("cannot consume; reconnecting"), 1) << logs.All();
 }
 
 TEST_P(RabbitmqSourceTest, BadSettingsAreRefusedByName) {
