@@ -477,6 +477,24 @@ TEST_P(RabbitmqSourceTest, AmqpTimestampIsThePublishTime) {
   EXPECT_EQ(Rows("idempotency_key = 'now' AND scheduled_at > created_at"), 1);
 }
 
+// RabbitMQ 3.12+ stamps `timestamp_in_ms` (a long header) when asked: `scheduledAtHeader:
+// timestamp_in_ms` reads it (epoch milliseconds as text) before the AMQP timestamp.
+TEST_P(RabbitmqSourceTest, TimestampInMsHeaderIsThePublishTime) {
+  Props p;
+  Field ms{"timestamp_in_ms", {}};
+  ms.value.kind = AMQP_FIELD_KIND_I64;
+  ms.value.value.i64 = (static_cast<int64_t>(std::time(nullptr)) - 3600) * 1000;
+  p.headers = {ms};
+  p.timestamp = static_cast<uint64_t>(std::time(nullptr) + 3600);  // ignored: the header wins
+  queue_->Publish(R"({"id":"ms"})", p);
+  RabbitmqSourceSettings s = Settings();
+  s.broker.keys.scheduled_at_header = "timestamp_in_ms";
+  s.broker.keys.initial_delay_ms = 10000;
+  Start(s);
+  ASSERT_TRUE(WaitRows(1));
+  EXPECT_EQ(Rows("idempotency_key = 'ms' AND scheduled_at < created_at"), 1);
+}
+
 // declareQueue false (the default): a missing queue stops Start with an error naming the queue
 // and the key; declareQueue true declares a durable queue and consumes from it.
 TEST_P(RabbitmqSourceTest, MissingQueueNamesItAndDeclareQueueCreatesIt) {
