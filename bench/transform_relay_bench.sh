@@ -41,8 +41,11 @@ done
 
 bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD_DIR" --target queuebox >/dev/null
+# QB_BIN: a binary already built (e.g. the Release build); else build one in BUILD_DIR.
+if [ -z "${QB_BIN:-}" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD_DIR" --target queuebox >/dev/null
+fi
 QB="${QB_BIN:-$BUILD_DIR/apps/queuebox/queuebox}"
 WORK=$(mktemp -d)
 chmod 755 "$WORK"

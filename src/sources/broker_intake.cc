@@ -56,19 +56,6 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
-size_t CodePoints(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string Trimmed(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return std::string();
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
 std::string Hex(const unsigned char* data, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -98,17 +85,6 @@ std::optional<std::string> NonBlank(const std::optional<std::string>& v) {
   std::string t = Trimmed(*v);
   if (t.empty()) return std::nullopt;
   return t;
-}
-
-Result<std::vector<JsonPath>> CompileAll(const std::vector<std::string>& paths,
-                                         const std::string& key) {
-  std::vector<JsonPath> out;
-  for (const std::string& p : paths) {
-    auto compiled = JsonPath::Compile(p);
-    if (!compiled.ok()) return InvalidArgument(key + ": " + compiled.status().message());
-    out.push_back(std::move(compiled).value());
-  }
-  return out;
 }
 
 }  // namespace
@@ -163,7 +139,7 @@ Result<BrokerIntake> BrokerIntake::Create(std::string kind, std::string source_n
                {&keys.keys.event_type_path, &rules->event_type_paths, "eventTypePath"},
                {&keys.keys.scheduled_at_path, &rules->publish_paths, "scheduledAtPath"}};
   for (auto& l : lists) {
-    auto compiled = CompileAll(*l.paths, prefix + l.key);
+    auto compiled = CompilePaths(*l.paths, prefix + l.key);
     if (!compiled.ok()) return compiled.status();
     *l.out = std::move(compiled).value();
   }

@@ -38,30 +38,6 @@ Answer Error(int status, const std::string& error) {
       status, json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace), {}};
 }
 
-Result<std::vector<JsonPath>> CompileAll(const std::vector<std::string>& paths,
-                                         const std::string& key) {
-  std::vector<JsonPath> out;
-  for (const std::string& p : paths) {
-    auto compiled = JsonPath::Compile(p);
-    if (!compiled.ok()) return InvalidArgument(key + ": " + compiled.status().message());
-    out.push_back(std::move(compiled).value());
-  }
-  return out;
-}
-
-size_t CodePoints(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string Trimmed(std::string s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return std::string();
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 // Headers about this connection, not the message: the framing and hop-by-hop headers (the
 // relay's HTTP destination would otherwise resend a stale Content-Length or Host) and the
 // server's own REMOTE_*/LOCAL_* entries. They are not stored with the row.
@@ -328,13 +304,13 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
     if (!filter.ok()) return InvalidArgument(key + ".filter: " + filter.status().message());
     src->filter = std::move(filter).value();
     QB_ASSIGN_OR_RETURN(src->key_paths,
-                        CompileAll(s.idempotency_key_path, key + ".idempotencyKeyPath"));
+                        CompilePaths(s.idempotency_key_path, key + ".idempotencyKeyPath"));
     QB_ASSIGN_OR_RETURN(src->aggregate_paths,
-                        CompileAll(s.keys.aggregate_id_path, key + ".aggregateIdPath"));
+                        CompilePaths(s.keys.aggregate_id_path, key + ".aggregateIdPath"));
     QB_ASSIGN_OR_RETURN(src->event_type_paths,
-                        CompileAll(s.keys.event_type_path, key + ".eventTypePath"));
+                        CompilePaths(s.keys.event_type_path, key + ".eventTypePath"));
     QB_ASSIGN_OR_RETURN(src->publish_paths,
-                        CompileAll(s.keys.scheduled_at_path, key + ".scheduledAtPath"));
+                        CompilePaths(s.keys.scheduled_at_path, key + ".scheduledAtPath"));
     if (src->key_paths.empty() && !s.idempotency_key_header) {
       return InvalidArgument(key + ".idempotencyKeyPath: required (or idempotencyKeyHeader)");
     }

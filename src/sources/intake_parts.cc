@@ -244,4 +244,28 @@ std::vector<std::pair<std::string, std::string>> StoredHeaderPairs(std::string_v
   return out;
 }
 
+std::string Trimmed(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return std::string();
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+size_t CodePoints(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+Result<std::vector<JsonPath>> CompilePaths(const std::vector<std::string>& paths,
+                                           const std::string& key) {
+  std::vector<JsonPath> out;
+  for (const std::string& p : paths) {
+    auto compiled = JsonPath::Compile(p);
+    if (!compiled.ok()) return InvalidArgument(key + ": " + compiled.status().message());
+    out.push_back(std::move(compiled).value());
+  }
+  return out;
+}
+
 }  // namespace queuebox::sources

@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_path.h"
+#include "queuebox/status.h"
+
 namespace queuebox::sources {
 
 // One token bucket per source (rateLimit.requestsPerMinute): `limit` tokens, all of them back
@@ -55,6 +58,17 @@ std::string NewUuid();
 // (the source auth's header; may be empty). A JSON object text.
 std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
                           std::string_view credential_header);
+
+// `s` without leading and trailing blanks (space, tab, CR, LF).
+std::string Trimmed(std::string_view s);
+
+// Unicode code points of UTF-8 text (continuation bytes not counted).
+size_t CodePoints(std::string_view s);
+
+// Compiles each path; kInvalidArgument "<key>: <why>" for the first that is not a definite
+// JSONPath (`key` names the option, e.g. sources.orders.idempotencyKeyPath).
+Result<std::vector<JsonPath>> CompilePaths(const std::vector<std::string>& paths,
+                                           const std::string& key);
 
 // The headers of StoredHeaders' JSON object text as pairs (the source stage's $headers); empty
 // for text that is not an object.

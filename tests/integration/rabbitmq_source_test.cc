@@ -144,6 +144,10 @@ class TestQueue {
                                  &props, Bytes(body)),
               AMQP_STATUS_OK);
   }
+  void Delete() {
+    amqp_queue_delete(c_, 1, amqp_cstring_bytes(queue_.c_str()), 0, 0);
+    ASSERT_EQ(amqp_get_rpc_reply(c_).reply_type, AMQP_RESPONSE_NORMAL);
+  }
   // Ready (not delivered, or delivered and given back) messages; -1 when the queue is missing.
   int64_t Ready() { return Count().first; }
   int64_t Consumers() { return Count().second; }
@@ -473,6 +477,24 @@ TEST_P(RabbitmqSourceTest, AmqpTimestampIsThePublishTime) {
   EXPECT_EQ(Rows("idempotency_key = 'now' AND scheduled_at > created_at"), 1);
 }
 
+// RabbitMQ 3.12+ stamps `timestamp_in_ms` (a long header) when asked: `scheduledAtHeader:
+// timestamp_in_ms` reads it (epoch milliseconds as text) before the AMQP timestamp.
+TEST_P(RabbitmqSourceTest, TimestampInMsHeaderIsThePublishTime) {
+  Props p;
+  Field ms{"timestamp_in_ms", {}};
+  ms.value.kind = AMQP_FIELD_KIND_I64;
+  ms.value.value.i64 = (static_cast<int64_t>(std::time(nullptr)) - 3600) * 1000;
+  p.headers = {ms};
+  p.timestamp = static_cast<uint64_t>(std::time(nullptr) + 3600);  // ignored: the header wins
+  queue_->Publish(R"({"id":"ms"})", p);
+  RabbitmqSourceSettings s = Settings();
+  s.broker.keys.scheduled_at_header = "timestamp_in_ms";
+  s.broker.keys.initial_delay_ms = 10000;
+  Start(s);
+  ASSERT_TRUE(WaitRows(1));
+  EXPECT_EQ(Rows("idempotency_key = 'ms' AND scheduled_at < created_at"), 1);
+}
+
 // declareQueue false (the default): a missing queue stops Start with an error naming the queue
 // and the key; declareQueue true declares a durable queue and consumes from it.
 TEST_P(RabbitmqSourceTest, MissingQueueNamesItAndDeclareQueueCreatesIt) {
@@ -497,6 +519,23 @@ TEST_P(RabbitmqSourceTest, MissingQueueNamesItAndDeclareQueueCreatesIt) {
   ASSERT_TRUE(WaitFor([&] { return missing.Consumers() == 1; }));
   missing.Publish(R"({"id":"declared"})");
   ASSERT_TRUE(WaitRows(1));
+}
+
+// The queue is deleted under a running source: the broker cancels the consumer, the source goes
+// unhealthy and says why (the queue and declareQueue); once the queue is back it consumes again.
+TEST_P(RabbitmqSourceTest, QueueDeletedWhileConsumingIsAnOutageUntilItIsBack) {
+  LogCapture logs(/*debug=*/true);  // the reconnect attempts (DEBUG) say the queue is missing
+  BrokerSource* source = Start(Settings());
+  ASSERT_NE(source, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return queue_->Consumers() == 1 && source->healthy(); }));
+  queue_->Delete();
+  ASSERT_TRUE(WaitFor([&] { return !source->healthy(); })) << logs.All();
+  ASSERT_TRUE(WaitFor([&] { return logs.Count("declareQueue: true") >= 1; })) << logs.All();
+  queue_->Declare();
+  queue_->Publish(R"({"id":"after"})");
+  ASSERT_TRUE(WaitRows(1)) << logs.All();
+  EXPECT_TRUE(WaitFor([&] { return source->healthy(); }));
+  EXPECT_EQ(logs.Count("cannot consume; reconnecting"), 1) << logs.All();
 }
 
 TEST_P(RabbitmqSourceTest, BadSettingsAreRefusedByName) {

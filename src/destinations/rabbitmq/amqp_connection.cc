@@ -91,8 +91,20 @@ Result<amqp_connection_state_t> OpenConnection(const AmqpUrl& url, int64_t timeo
   if (rc != AMQP_STATUS_OK) return fail(std::string("connect: ") + amqp_error_string2(rc));
   amqp_set_handshake_timeout(state, &tv);
   amqp_set_rpc_timeout(state, &tv);
-  amqp_rpc_reply_t r = amqp_login(state, url.vhost.c_str(), 0, 131072, heartbeat_s,
-                                  AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
+  // consumer_cancel_notify: the broker tells a consumer whose queue was deleted (basic.cancel)
+  // instead of going silent; rabbitmq-c does not advertise it by itself.
+  amqp_table_entry_t capability;
+  capability.key = amqp_cstring_bytes("consumer_cancel_notify");
+  capability.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  capability.value.value.boolean = 1;
+  amqp_table_entry_t property;
+  property.key = amqp_cstring_bytes("capabilities");
+  property.value.kind = AMQP_FIELD_KIND_TABLE;
+  property.value.value.table = amqp_table_t{1, &capability};
+  amqp_table_t properties{1, &property};
+  amqp_rpc_reply_t r =
+      amqp_login_with_properties(state, url.vhost.c_str(), 0, 131072, heartbeat_s, &properties,
+                                 AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
   if (r.reply_type != AMQP_RESPONSE_NORMAL) return fail(RpcError(r, "login"));
   amqp_channel_open(state, channel);
   r = amqp_get_rpc_reply(state);

@@ -41,7 +41,8 @@ std::string RpcError(const amqp_rpc_reply_t& reply, std::string_view what);
 std::string CloseReason(const amqp_frame_t& frame);
 
 // A new connection: socket (TLS when url.ssl) opened within `timeout_ms` (also the handshake and
-// RPC timeout), logged in with PLAIN and `heartbeat_s` (0: none), channel `channel` open.
+// RPC timeout), logged in with PLAIN and `heartbeat_s` (0: none), advertising
+// consumer_cancel_notify (a deleted queue cancels its consumers), channel `channel` open.
 // kUnavailable naming the step that failed ("connect: ...", "login: ...", "channel.open: ...");
 // nothing is left open then. The caller owns the state (amqp_destroy_connection).
 Result<amqp_connection_state_t> OpenConnection(const AmqpUrl& url, int64_t timeout_ms,

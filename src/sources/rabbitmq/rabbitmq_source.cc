@@ -276,7 +276,8 @@ RabbitmqSource::Next RabbitmqSource::Receive(int64_t wait_ms, Delivery* out, std
       *why = "RabbitMQ " + amqp::CloseReason(frame);
       return Next::kBroken;
     case AMQP_BASIC_CANCEL_METHOD:  // the queue was deleted
-      *why = "RabbitMQ cancelled the consumer of queue '" + settings_.queue_name + "'";
+      *why = "RabbitMQ cancelled the consumer of queue '" + settings_.queue_name +
+             "' (the queue was deleted?)";
       return Next::kBroken;
     default:
       return Next::kNothing;
