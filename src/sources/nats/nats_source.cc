@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,6 +27,8 @@ namespace {
 
 // How long one fetch waits for a first message: bounds how long Stop() waits for the thread.
 constexpr int64_t kFetchWaitMs = 1000;
+// The same while a batch's Store runs: bounds how long an idle stream delays that batch's acks.
+constexpr int64_t kFetchWaitBehindStoreMs = 50;
 
 std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 
@@ -122,8 +125,20 @@ class NatsSource final : public BrokerSource {
   Status EnsureBound();
   Status Connect();
   Status Bind();
-  // One fetch, one Store, the acks (or the NAKs).
-  Round FetchAndStore(Status* why);
+  // A fetched batch whose Store runs on its own thread while the next batch is fetched.
+  struct InFlight {
+    natsMsgList list{};
+    std::vector<NewInboxMessage> rows;  // read by the Store thread until `stored` is ready
+    int64_t filtered = 0;
+    std::future<Result<std::vector<InboxStoreOutcome>>> stored;  // invalid: no rows
+  };
+  // One fetch into `list` (empty when nothing came within `wait_ms`): kConsumed or kBrokerDown.
+  Round Fetch(natsMsgList* list, int64_t wait_ms, Status* why);
+  // Converts a fetched batch and starts its one Store.
+  std::unique_ptr<InFlight> Begin(natsMsgList list);
+  // Waits for the batch's Store, then acks every message (kConsumed) or NAKs them all
+  // (kStoreFailed, `why` the store's error).
+  Round Settle(InFlight& batch, Status* why);
   void Unbind();
   void Disconnect();
   // Waits `ms` or until Stop(); false when stopping.
@@ -164,42 +179,70 @@ class NatsSource final : public BrokerSource {
 
 void NatsSource::Run() {
   int broker_failures = 0, store_failures = 0;
+  // At most one batch stores while the next one is fetched; stores (and acks) stay in stream
+  // order, one after the other.
+  std::unique_ptr<InFlight> in_flight;
+  auto store_failed = [&](const Status& why) {
+    if (!store_outage_logged_) {
+      store_outage_logged_ = true;
+      log::Warn(
+          "The NATS source cannot store into the inbox; the batch is NAKed (redelivered) "
+          "and the source backs off until the database answers",
+          {{"source", settings_.name}, {"reason", Reason(why.message())}});
+    }
+    return Pause(NextDelayMs(store_failures));
+  };
   while (!stopping()) {
     Status bound = EnsureBound();
     if (!bound.ok()) {
+      Status ignored;
+      if (in_flight) Settle(*in_flight, &ignored);  // stored or NAKed; a lost ack is redelivered
+      in_flight.reset();
       BrokerDown(bound);
       if (!Pause(NextDelayMs(broker_failures))) break;
       continue;
     }
-    Status why;
-    Round round = FetchAndStore(&why);
-    switch (round) {
-      case Round::kConsumed:
-        broker_failures = 0;
-        BrokerUp();
-        if (store_failures > 0) {
-          store_failures = 0;
-          if (store_outage_logged_) {
-            store_outage_logged_ = false;
-            log::Info("The NATS source stores into the inbox again", {{"source", settings_.name}});
-          }
+    natsMsgList list{};
+    Status fetch_why;
+    Round fetched = Fetch(&list, in_flight ? kFetchWaitBehindStoreMs : kFetchWaitMs, &fetch_why);
+    if (in_flight) {
+      Status store_why;
+      Round settled = Settle(*in_flight, &store_why);
+      in_flight.reset();
+      if (settled == Round::kStoreFailed) {
+        // The database is away: what was fetched behind it goes back too.
+        for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
+        natsMsgList_Destroy(&list);
+        if (!store_failed(store_why)) break;
+        continue;
+      }
+      if (store_failures > 0) {
+        store_failures = 0;
+        if (store_outage_logged_) {
+          store_outage_logged_ = false;
+          log::Info("The NATS source stores into the inbox again", {{"source", settings_.name}});
         }
-        break;
-      case Round::kBrokerDown:
-        BrokerDown(why);
-        if (!Pause(NextDelayMs(broker_failures))) break;
-        break;
-      case Round::kStoreFailed:
-        if (!store_outage_logged_) {
-          store_outage_logged_ = true;
-          log::Warn(
-              "The NATS source cannot store into the inbox; the batch is NAKed (redelivered) "
-              "and the source backs off until the database answers",
-              {{"source", settings_.name}, {"reason", Reason(why.message())}});
-        }
-        if (!Pause(NextDelayMs(store_failures))) break;
-        break;
+      }
     }
+    if (fetched == Round::kBrokerDown) {
+      natsMsgList_Destroy(&list);
+      BrokerDown(fetch_why);
+      if (!Pause(NextDelayMs(broker_failures))) break;
+      continue;
+    }
+    broker_failures = 0;
+    BrokerUp();
+    if (list.Count > 0) {
+      in_flight = Begin(list);
+    } else {
+      natsMsgList_Destroy(&list);
+    }
+  }
+  if (in_flight) {
+    // Stopping: what was fetched is stored and acked (or NAKed) before the connection closes.
+    Status ignored;
+    Settle(*in_flight, &ignored);
+    in_flight.reset();
   }
   healthy_ = false;
   Unbind();
@@ -353,12 +396,12 @@ Status NatsSource::Bind() {
   return Status::Ok();
 }
 
-NatsSource::Round NatsSource::FetchAndStore(Status* why) {
-  natsMsgList list{};
+NatsSource::Round NatsSource::Fetch(natsMsgList* list, int64_t wait_ms, Status* why) {
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = natsSubscription_Fetch(&list, sub_, settings_.batch_size, kFetchWaitMs, &jerr);
+  natsStatus s = natsSubscription_Fetch(list, sub_, settings_.batch_size, wait_ms, &jerr);
   if (s == NATS_TIMEOUT) {
-    natsMsgList_Destroy(&list);
+    natsMsgList_Destroy(list);
+    *list = natsMsgList{};
     if (natsConnection_Status(nc_) != NATS_CONN_STATUS_CONNECTED) {
       *why = Unavailable("the NATS connection is reconnecting");
       return Round::kBrokerDown;
@@ -366,7 +409,8 @@ NatsSource::Round NatsSource::FetchAndStore(Status* why) {
     return Round::kConsumed;  // nothing to consume
   }
   if (s != NATS_OK) {
-    natsMsgList_Destroy(&list);
+    natsMsgList_Destroy(list);
+    *list = natsMsgList{};
     *why = Unavailable("fetching from the durable consumer '" + settings_.durable +
                        "' of the JetStream stream '" + settings_.stream +
                        "' failed: " + JsReason(s, jerr));
@@ -374,25 +418,39 @@ NatsSource::Round NatsSource::FetchAndStore(Status* why) {
     if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) Unbind();
     return Round::kBrokerDown;
   }
+  return Round::kConsumed;
+}
 
-  std::vector<NewInboxMessage> rows;
-  rows.reserve(static_cast<size_t>(list.Count));
-  int64_t filtered = 0;
+std::unique_ptr<NatsSource::InFlight> NatsSource::Begin(natsMsgList list) {
+  auto batch = std::make_unique<InFlight>();
+  batch->list = list;
+  batch->rows.reserve(static_cast<size_t>(list.Count));
   for (int i = 0; i < list.Count; ++i) {
     std::optional<NewInboxMessage> row = intake_.Receive(ToBrokerMessage(list.Msgs[i]));
     if (row) {
-      rows.push_back(std::move(*row));
+      batch->rows.push_back(std::move(*row));
     } else {
-      ++filtered;
+      ++batch->filtered;
     }
   }
-  if (!rows.empty()) {
-    Result<std::vector<InboxStoreOutcome>> stored = context_.intake->Store(rows);
+  if (!batch->rows.empty()) {
+    InboxIntake* intake = context_.intake;
+    const std::vector<NewInboxMessage>* rows = &batch->rows;
+    batch->stored = std::async(std::launch::async, [intake, rows] { return intake->Store(*rows); });
+  }
+  return batch;
+}
+
+NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
+  natsMsgList& list = batch.list;
+  if (batch.stored.valid()) {
+    Result<std::vector<InboxStoreOutcome>> stored = batch.stored.get();
     if (!stored.ok()) {
       // Nothing was stored: redeliver the whole batch at once.
       if (context_.metrics != nullptr) {
-        for (size_t i = 0; i < rows.size(); ++i)
+        for (size_t i = 0; i < batch.rows.size(); ++i) {
           context_.metrics->OnInboxRejection("storage_failed");
+        }
       }
       for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
       natsMsgList_Destroy(&list);
@@ -409,9 +467,9 @@ NatsSource::Round NatsSource::FetchAndStore(Status* why) {
                    {"suppressed", std::to_string(suppressed)}});
       }
     }
-    intake_.Count(context_.metrics, *stored, filtered);
+    intake_.Count(context_.metrics, *stored, batch.filtered);
   } else {
-    intake_.Count(context_.metrics, {}, filtered);
+    intake_.Count(context_.metrics, {}, batch.filtered);
   }
 
   // Acknowledge only now: every row (or its duplicate/filtered/rejected outcome) committed. A

@@ -9,8 +9,9 @@
 //
 // Consumption: one thread fetches up to batchSize messages (natsSubscription_Fetch), converts
 // them (headers: last value per name, HeaderText; Nats-Msg-Id the message id; the JetStream
-// stored time the broker time), stores the batch with ONE InboxIntake::Store and then
-// acknowledges every message of it (filtered, duplicates and store-rejected ones too; one ack
+// stored time the broker time), stores the batch with ONE InboxIntake::Store (on a thread of
+// its own, while the next batch is fetched; stores run one after the other, in stream order) and
+// then acknowledges every message of it (filtered, duplicates and store-rejected ones too; one ack
 // per message for an explicit-ack consumer, the last message's ack for an ack-all consumer).
 // When Store fails (database away) every message of the batch is NAKed (redelivered at once) and
 // the source backs off before the next fetch. A crash leaves the batch unacknowledged: JetStream
