@@ -171,6 +171,7 @@ class NatsSource final : public BrokerSource {
   jsCtx* js_ = nullptr;
   natsSubscription* sub_ = nullptr;
   jsAckPolicy ack_policy_ = js_AckExplicit;
+  bool rebind_ = false;  // a fetch failed on a live connection: bind again once settled
   bool broker_outage_logged_ = false;
   bool store_outage_logged_ = false;
   bool ever_consumed_ = false;
@@ -193,6 +194,12 @@ void NatsSource::Run() {
     return Pause(NextDelayMs(store_failures));
   };
   while (!stopping()) {
+    if (in_flight && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED) {
+      // Settled before EnsureBound replaces the connection its messages belong to.
+      Status ignored;
+      Settle(*in_flight, &ignored);
+      in_flight.reset();
+    }
     Status bound = EnsureBound();
     if (!bound.ok()) {
       Status ignored;
@@ -223,6 +230,10 @@ void NatsSource::Run() {
           log::Info("The NATS source stores into the inbox again", {{"source", settings_.name}});
         }
       }
+    }
+    if (rebind_) {
+      rebind_ = false;
+      Unbind();
     }
     if (fetched == Round::kBrokerDown) {
       natsMsgList_Destroy(&list);
@@ -415,7 +426,8 @@ NatsSource::Round NatsSource::Fetch(natsMsgList* list, int64_t wait_ms, Status* 
                        "' of the JetStream stream '" + settings_.stream +
                        "' failed: " + JsReason(s, jerr));
     // Bind again next round: it checks the stream and the consumer (a deleted one is created).
-    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) Unbind();
+    // Not here: the batch in flight still acks through this subscription.
+    if (natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED) rebind_ = true;
     return Round::kBrokerDown;
   }
   return Round::kConsumed;
