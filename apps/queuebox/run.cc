@@ -21,6 +21,7 @@
 #include "core/startup.h"
 #include "queuebox/relay.h"
 #include "sd_notify.h"
+#include "sources/broker_source.h"
 #include "sources/http_source.h"
 #include "store/change_capture.h"
 #include "store/open_store.h"
@@ -218,6 +219,21 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
       log::Info("An HTTP source is listening.", {{"route", route}});
     }
   }
+  // Broker sources (rabbitmq, kafka, nats): each consumes on its own threads into the inbox.
+  std::vector<std::unique_ptr<sources::BrokerSource>> broker_sources;
+  if (inbox != nullptr && !config->sources.empty()) {
+    sources::BrokerSourceContext source_context;
+    source_context.intake = inbox;
+    source_context.metrics = &metrics;
+    source_context.max_error_body_bytes = config->http.max_error_body_bytes;
+    auto created = sources::CreateBrokerSources(*config, source_context);
+    if (!created.ok()) return StartFailed(created.status());
+    broker_sources = std::move(created).value();
+    for (const auto& b : broker_sources) {
+      sources::BrokerSource* p = b.get();
+      deps.source_components.emplace_back(p->component(), [p] { return p->healthy(); });
+    }
+  }
   auto admin = AdminServer::Create(*config, deps);
   if (!admin.ok()) return StartFailed(admin.status());
 
@@ -226,6 +242,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (Status s = (*relay)->Start(); !s.ok()) return StartFailed(s);
   if (inbox_relay) {
     if (Status s = inbox_relay->Start(); !s.ok()) return StartFailed(s);
+  }
+  for (const auto& b : broker_sources) {
+    if (Status s = b->Start(); !s.ok()) return StartFailed(s);
+    log::Info("A broker source is consuming.", {{"source", b->component()}});
   }
   // The LISTEN/NOTIFY wake-up (outbox.notify.enabled); polling stays the source of truth.
   std::unique_ptr<InsertListener> listener;
@@ -266,8 +286,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     }
     if (options.until_idle) {
       // The inbox first: its forwards become outbox rows.
-      bool inbox_idle =
-          !inbox_relay || inbox_relay->WaitIdle(std::chrono::milliseconds(200)).ok();
+      bool inbox_idle = !inbox_relay || inbox_relay->WaitIdle(std::chrono::milliseconds(200)).ok();
       if (inbox_idle && (*relay)->WaitIdle(std::chrono::milliseconds(200)).ok()) {
         log::Info("Nothing left to claim and nothing in flight; stopping (--until-idle)");
         break;
@@ -285,6 +304,8 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // resources.
   NotifyServiceManager("STOPPING=1");
   (*admin)->StartDraining();
+  // Sources first: what they fetched and did not store stays unacknowledged and comes back.
+  for (const auto& b : broker_sources) b->Stop();
   if (listener) listener->Stop();
   if (capture) capture->Stop();
   if (inbox_relay) inbox_relay->Stop();

@@ -354,6 +354,9 @@ struct AdminServer::Impl {
       checks_list.push_back(
           {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
     }
+    for (const auto& [name, healthy] : deps.source_components) {
+      checks_list.push_back({name, healthy});
+    }
     if (deps.capture_healthy) {
       checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
     }

@@ -56,7 +56,7 @@ struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
   // The inbox, for POST /admin/replay with "table": "inbox"; nullptr answers that replay 400.
   InboxOperations* inbox = nullptr;
-  Metrics* metrics = nullptr;    // GET /metrics; nullptr serves an empty exposition
+  Metrics* metrics = nullptr;  // GET /metrics; nullptr serves an empty exposition
   // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
   // Unset: the component reports down.
   std::function<bool()> poller_healthy;
@@ -70,6 +70,9 @@ struct AdminServerDeps {
   // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
   // with Destination::Health(). http and file destinations are skipped.
   std::vector<Destination*> destinations;
+  // Broker sources (rabbitmq, kafka, nats): one component each, named "<type>.<source>", up
+  // while the function returns true.
+  std::vector<std::pair<std::string, std::function<bool()>>> source_components;
   // Unix ms for HMAC timestamps; the system clock when unset (tests inject).
   std::function<int64_t()> now_ms;
   // Bound of each health check.

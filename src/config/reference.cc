@@ -254,8 +254,9 @@ std::string RenderConfigurationReference() {
       "\n### sources\n\nA map of names to blocks; the name is stored in the inbox `source` "
       "column. `type` selects the kind and defaults to http (known: " +
       cfg::KnownSourceTypes() +
-      "; the broker kinds rabbitmq, kafka and nats are refused by name until they are built). Each "
-      "http source answers `POST <inbox.basePath><path>`. Every JSONPath must be definite "
+      "). Each http source answers `POST <inbox.basePath><path>`; a broker source (rabbitmq, "
+      "kafka, nats) consumes into the inbox and acknowledges after the row commits. Every JSONPath "
+      "must be definite "
       "(`$.a.b`, `$['a']`, `$.a[0]`); a list of paths is tried in order. The `*Expression` "
       "keys and `transform` are " +
       cfg::kNeedsTransforms + ".\n";

@@ -96,21 +96,63 @@ bool Has(const json& block, const char* key) {
          !(block[key].is_array() && block[key].empty());
 }
 
-// The checks of §11.4 that need only the http block (defaults filled).
-std::vector<std::string> CheckHttpSource(const json& block) {
-  std::vector<std::string> problems;
+// The checks of §11.4 every kind shares (defaults filled): transforms refused, paths definite,
+// a push topic that renders {{ eventType }} has a source of event types (`event_type_keys`,
+// named in the message), publish-time keys need initialDelay, the filter.
+void CheckCommonKeys(const json& block, const std::vector<const char*>& event_type_keys,
+                     std::vector<std::string>& problems) {
   for (const char* key : kRefusedKeys) {
     if (Has(block, key)) problems.push_back(std::string(key) + ": " + kNeedsTransforms);
   }
+  for (const char* key :
+       {"idempotencyKeyPath", "aggregateIdPath", "eventTypePath", "scheduledAtPath"}) {
+    CheckPaths(block, key, problems);
+  }
+  const std::string consumption = block.value("consumption", std::string("push"));
+  const std::string topic = block.value("topic", std::string());
+  if (consumption == "push") {
+    if (Blank(topic)) {
+      problems.push_back("topic: must not be blank on a push source (the relay's outbox topic)");
+    } else if (topic.find("eventType") != std::string::npos &&
+               std::none_of(
+                   event_type_keys.begin(), event_type_keys.end(), [&block](const char* k) {
+                     return Has(block, k) && !(block[k].is_boolean() && !block[k].get<bool>());
+                   })) {
+      std::string names;
+      for (size_t i = 0; i < event_type_keys.size(); ++i) {
+        names += (i == 0 ? "" : i + 1 == event_type_keys.size() ? " or " : ", ");
+        names += event_type_keys[i];
+        if (std::string(event_type_keys[i]) == "eventTypeFromHeader") names += ": true";
+      }
+      problems.push_back("topic: renders {{ eventType }}, so the source needs " + names +
+                         " (a message without an event type would go dead)");
+    }
+  }
+  const bool publish_time = Has(block, "scheduledAtHeader") || Has(block, "scheduledAtPath");
+  const int64_t delay = block.contains("initialDelay") && block["initialDelay"].is_number()
+                            ? block["initialDelay"].get<int64_t>()
+                            : 0;
+  if (publish_time && delay <= 0) {
+    problems.push_back(
+        "initialDelay: scheduledAtHeader and scheduledAtPath need initialDelay above 0 "
+        "(scheduled_at = min(publish time, receipt) + initialDelay)");
+  }
+  if (block.contains("initialDelay") && block["initialDelay"].is_number() && delay < 0) {
+    problems.push_back("initialDelay: must not be negative");
+  }
+  for (const std::string& p : HeaderFilter::Problems(block.value("filter", json()))) {
+    problems.push_back("filter." + p);
+  }
+}
+
+// The checks of §11.4 that need only the http block (defaults filled).
+std::vector<std::string> CheckHttpSource(const json& block) {
+  std::vector<std::string> problems;
   const std::string path = block.value("path", std::string());
   if (path.empty() || path[0] != '/') {
     problems.push_back("path: must start with / (the route is inbox.basePath + path)");
   } else if (path.find_first_of("?# \t") != std::string::npos) {
     problems.push_back("path: must not hold ?, #, or blanks");
-  }
-  for (const char* key :
-       {"idempotencyKeyPath", "aggregateIdPath", "eventTypePath", "scheduledAtPath"}) {
-    CheckPaths(block, key, problems);
   }
   const bool key_path = Has(block, "idempotencyKeyPath");
   const bool key_header = Has(block, "idempotencyKeyHeader");
@@ -140,33 +182,90 @@ std::vector<std::string> CheckHttpSource(const json& block) {
                          "another header or the body");
     }
   }
-  const std::string consumption = block.value("consumption", std::string("push"));
-  const std::string topic = block.value("topic", std::string());
-  if (consumption == "push") {
-    if (Blank(topic)) {
-      problems.push_back("topic: must not be blank on a push source (the relay's outbox topic)");
-    } else if (topic.find("eventType") != std::string::npos && !Has(block, "eventTypePath") &&
-               !Has(block, "eventTypeHeader")) {
-      problems.push_back(
-          "topic: renders {{ eventType }}, so the source needs eventTypePath or eventTypeHeader "
-          "(a message without an event type would go dead)");
+  CheckCommonKeys(block, {"eventTypePath", "eventTypeHeader"}, problems);
+  return problems;
+}
+
+// The checks every broker kind shares: header names not blank, then the common keys.
+void CheckBrokerKeys(const json& block, std::vector<std::string>& problems) {
+  for (const char* key : {"attributeHeaders.idempotencyKey", "attributeHeaders.aggregateId",
+                          "attributeHeaders.eventType", "scheduledAtHeader"}) {
+    const std::string k(key);
+    const size_t dot = k.find('.');
+    const json* v = &block;
+    if (dot != std::string::npos) {
+      if (!block.contains(k.substr(0, dot)) || !block[k.substr(0, dot)].is_object()) continue;
+      v = &block[k.substr(0, dot)];
+    }
+    const std::string leaf = dot == std::string::npos ? k : k.substr(dot + 1);
+    if (!v->contains(leaf) || (*v)[leaf].is_null() || !(*v)[leaf].is_string()) continue;
+    if (Blank((*v)[leaf].get<std::string>())) {
+      problems.push_back(k + ": must name a header (it is blank)");
     }
   }
-  const bool publish_time = Has(block, "scheduledAtHeader") || Has(block, "scheduledAtPath");
-  const int64_t delay = block.contains("initialDelay") && block["initialDelay"].is_number()
-                            ? block["initialDelay"].get<int64_t>()
-                            : 0;
-  if (publish_time && delay <= 0) {
-    problems.push_back(
-        "initialDelay: scheduledAtHeader and scheduledAtPath need initialDelay above 0 "
-        "(scheduled_at = min(publish time, receipt) + initialDelay)");
+  CheckCommonKeys(block, {"eventTypePath", "eventTypeFromHeader"}, problems);
+}
+
+std::vector<std::string> CheckRabbitmqSource(const json& block) {
+  std::vector<std::string> problems;
+  for (const char* key : {"queueName", "connectionUrl"}) {
+    if (block.contains(key) && block[key].is_string() && Blank(block[key].get<std::string>())) {
+      problems.push_back(std::string(key) + ": must not be blank");
+    }
   }
-  if (block.contains("initialDelay") && block["initialDelay"].is_number() && delay < 0) {
-    problems.push_back("initialDelay: must not be negative");
+  if (block.contains("connectionUrl") && block["connectionUrl"].is_string()) {
+    const std::string url = block["connectionUrl"].get<std::string>();
+    if (url.rfind("amqp://", 0) != 0 && url.rfind("amqps://", 0) != 0) {
+      problems.push_back("connectionUrl: must be an amqp:// or amqps:// URL");
+    }
   }
-  for (const std::string& p : HeaderFilter::Problems(block.value("filter", json()))) {
-    problems.push_back("filter." + p);
+  CheckBrokerKeys(block, problems);
+  return problems;
+}
+
+std::vector<std::string> CheckKafkaSource(const json& block) {
+  std::vector<std::string> problems;
+  if (block.contains("topics") && block["topics"].is_array()) {
+    const json& topics = block["topics"];
+    if (topics.empty()) problems.push_back("topics: must name at least one topic");
+    for (size_t i = 0; i < topics.size(); ++i) {
+      if (!topics[i].is_string() || Blank(topics[i].get<std::string>())) {
+        problems.push_back("topics[" + std::to_string(i) + "]: must not be blank");
+      }
+    }
   }
+  for (const char* key : {"bootstrapServers", "groupId"}) {
+    if (block.contains(key) && block[key].is_string() && Blank(block[key].get<std::string>())) {
+      problems.push_back(std::string(key) + ": must not be blank");
+    }
+  }
+  const std::string protocol = block.value("securityProtocol", std::string("PLAINTEXT"));
+  if (protocol.rfind("SASL_", 0) == 0) {
+    for (const char* key : {"saslMechanism", "saslUsername", "saslPassword"}) {
+      if (!Has(block, key)) {
+        problems.push_back(std::string(key) + ": required when securityProtocol is " + protocol +
+                           " (saslMechanism, saslUsername and saslPassword go together)");
+      }
+    }
+  }
+  CheckBrokerKeys(block, problems);
+  return problems;
+}
+
+std::vector<std::string> CheckNatsSource(const json& block) {
+  std::vector<std::string> problems;
+  for (const char* key : {"servers", "stream", "durable"}) {
+    if (block.contains(key) && block[key].is_string() && Blank(block[key].get<std::string>())) {
+      problems.push_back(std::string(key) + ": must not be blank");
+    }
+  }
+  if (Has(block, "username") != Has(block, "password")) {
+    problems.push_back("password: username and password go together");
+  }
+  if (Has(block, "token") && Has(block, "username")) {
+    problems.push_back("token: use a token or a username and password, not both");
+  }
+  CheckBrokerKeys(block, problems);
   return problems;
 }
 
@@ -222,6 +321,118 @@ OptionTable<HttpSourceSettings> BuildHttpOptions() {
   return t;
 }
 
+const OptionTable<AttributeHeaders>& AttributeHeaderOptions() {
+  using S = AttributeHeaders;
+  static const OptionTable<S>* const t = new OptionTable<S>{
+      opt::Text("idempotencyKey", &S::idempotency_key, "x-idempotency-key",
+                "Header with the idempotency key (tried first)"),
+      opt::Text("aggregateId", &S::aggregate_id, "x-aggregate-id",
+                "Header with the aggregate id (after aggregateIdPath)"),
+      opt::Text("eventType", &S::event_type, "x-event-type",
+                "Header with the event type (with eventTypeFromHeader)"),
+  };
+  return *t;
+}
+
+OptionTable<BrokerSourceKeys> BuildBrokerKeyOptions() {
+  using S = BrokerSourceKeys;
+  OptionSpec key_paths;
+  key_paths.key = "idempotencyKeyPath";
+  key_paths.type = OptionType::kAny;
+  key_paths.default_value = "$.id";
+  key_paths.description =
+      "JSONPath(s) of the idempotency key; then the broker's message id, then sha256 of the body";
+  OptionTable<S> t = {
+      opt::Text("topic", &S::topic, "{{ source }}",
+                "Outbox topic the relay writes: {{ source }} and {{ eventType }} render"),
+      opt::Custom<S>(
+          std::move(key_paths),
+          [](S& s, const json& v) {
+            if (v.is_string()) {
+              s.idempotency_key_path = {v.get<std::string>()};
+            } else {
+              s.idempotency_key_path = v.get<std::vector<std::string>>();
+            }
+          },
+          [](const S& s) {
+            return s.idempotency_key_path.size() == 1 ? json(s.idempotency_key_path[0])
+                                                      : json(s.idempotency_key_path);
+          }),
+      opt::Flag("eventTypeFromHeader", &S::event_type_from_header, false,
+                "Read the event type from attributeHeaders.eventType when no path gives one"),
+  };
+  t.Nest("attributeHeaders", &S::attribute_headers, AttributeHeaderOptions());
+  t.Nest("", &S::keys, SourceKeyOptions());
+  return t;
+}
+
+OptionTable<RabbitmqSourceSettings> BuildRabbitmqOptions() {
+  using S = RabbitmqSourceSettings;
+  OptionTable<S> t = {
+      opt::Text("queueName", &S::queue_name, nullptr, "Queue to consume").Required(),
+      opt::Text("connectionUrl", &S::connection_url, nullptr,
+                "amqp://user:password@host:port/vhost of the broker")
+          .Required(),
+      opt::Int("prefetchCount", &S::prefetch_count, 10,
+               "Unacknowledged deliveries at most (basic.qos); also the stored batch")
+          .Range(1, 65535),
+      opt::Flag("declareQueue", &S::declare_queue, false,
+                "Declare a durable queue; false: a missing queue stops the source with an error"),
+  };
+  t.Nest("", &S::broker, BrokerKeyOptions());
+  return t;
+}
+
+OptionTable<KafkaSourceSettings> BuildKafkaOptions() {
+  using S = KafkaSourceSettings;
+  OptionTable<S> t = {
+      opt::Text("bootstrapServers", &S::bootstrap_servers, nullptr,
+                "Comma-separated host:port list of Kafka brokers")
+          .Required(),
+      opt::TextList("topics", &S::topics, nullptr, "Topics to consume").Required(),
+      opt::Text("groupId", &S::group_id, nullptr,
+                "Consumer group; replicas with one group share the partitions")
+          .Required(),
+      opt::Choice("autoOffsetReset", &S::auto_offset_reset, {"earliest", "latest"}, "earliest",
+                  "Where a group without a committed offset starts"),
+      opt::Int("maxPollRecords", &S::max_poll_records, 100, "Records per stored batch at most")
+          .Range(1, 100000),
+      opt::Choice("securityProtocol", &S::security_protocol,
+                  {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, "PLAINTEXT",
+                  "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+      opt::Text("saslMechanism", &S::sasl_mechanism, nullptr,
+                "SASL mechanism (e.g. PLAIN, SCRAM-SHA-512)"),
+      opt::Text("saslUsername", &S::sasl_username, nullptr, "SASL username"),
+      opt::Secret("saslPassword", &S::sasl_password, "SASL password (secret; file: allowed)"),
+  };
+  t.Nest("", &S::broker, BrokerKeyOptions());
+  return t;
+}
+
+OptionTable<NatsSourceSettings> BuildNatsOptions() {
+  using S = NatsSourceSettings;
+  OptionTable<S> t = {
+      opt::Text("servers", &S::servers, nullptr, "Comma-separated nats:// server URLs").Required(),
+      opt::Text("stream", &S::stream, nullptr, "JetStream stream (never created by QueueBox)")
+          .Required(),
+      opt::Text("durable", &S::durable, nullptr,
+                "Durable pull consumer; replicas with one name share the work")
+          .Required(),
+      opt::Text("filterSubject", &S::filter_subject, nullptr,
+                "Subject filter of the consumer (e.g. orders.>)"),
+      opt::Millis("ackWaitMs", &S::ack_wait_ms, 30000,
+                  "Redelivery of an unacknowledged message after this many ms")
+          .Min(1),
+      opt::Int("batchSize", &S::batch_size, 100, "Messages per fetch (and per stored batch)")
+          .Range(1, 10000),
+      opt::Text("username", &S::username, nullptr, "User name"),
+      opt::Secret("password", &S::password, "Password (secret; file: allowed)"),
+      opt::Secret("token", &S::token, "Token (secret; file: allowed)"),
+  };
+  t.Nest("", &S::broker, BrokerKeyOptions());
+  return t;
+}
+
 }  // namespace
 
 const OptionTable<SourceKeys>& SourceKeyOptions() {
@@ -235,9 +446,36 @@ const OptionTable<HttpSourceSettings>& HttpSourceOptions() {
   return *t;
 }
 
+const OptionTable<BrokerSourceKeys>& BrokerKeyOptions() {
+  static const OptionTable<BrokerSourceKeys>* const t =
+      new OptionTable<BrokerSourceKeys>(BuildBrokerKeyOptions());
+  return *t;
+}
+
+const OptionTable<RabbitmqSourceSettings>& RabbitmqSourceOptions() {
+  static const OptionTable<RabbitmqSourceSettings>* const t =
+      new OptionTable<RabbitmqSourceSettings>(BuildRabbitmqOptions());
+  return *t;
+}
+
+const OptionTable<KafkaSourceSettings>& KafkaSourceOptions() {
+  static const OptionTable<KafkaSourceSettings>* const t =
+      new OptionTable<KafkaSourceSettings>(BuildKafkaOptions());
+  return *t;
+}
+
+const OptionTable<NatsSourceSettings>& NatsSourceOptions() {
+  static const OptionTable<NatsSourceSettings>* const t =
+      new OptionTable<NatsSourceSettings>(BuildNatsOptions());
+  return *t;
+}
+
 const std::vector<Variant>& SourceVariants() {
   static const std::vector<Variant>* const v = new std::vector<Variant>{
       Variant{"http", HttpSourceOptions().specs(), &CheckHttpSource, nullptr},
+      Variant{"kafka", KafkaSourceOptions().specs(), &CheckKafkaSource, nullptr},
+      Variant{"nats", NatsSourceOptions().specs(), &CheckNatsSource, nullptr},
+      Variant{"rabbitmq", RabbitmqSourceOptions().specs(), &CheckRabbitmqSource, nullptr},
   };
   return *v;
 }
@@ -252,6 +490,34 @@ Result<HttpSourceSettings> BindHttpSource(const SourceConfig& source) {
   s.name = source.name;
   QB_RETURN_IF_ERROR(HttpSourceOptions().Bind(source.options, s, "sources." + source.name));
   return s;
+}
+
+namespace {
+
+template <typename S>
+Result<S> BindKind(const SourceConfig& source, const char* kind, const OptionTable<S>& table) {
+  if (source.type != kind) {
+    return InvalidArgument("sources." + source.name + " is of type " + source.type + ", not " +
+                           kind);
+  }
+  S s;
+  s.name = source.name;
+  QB_RETURN_IF_ERROR(table.Bind(source.options, s, "sources." + source.name));
+  return s;
+}
+
+}  // namespace
+
+Result<RabbitmqSourceSettings> BindRabbitmqSource(const SourceConfig& source) {
+  return BindKind(source, "rabbitmq", RabbitmqSourceOptions());
+}
+
+Result<KafkaSourceSettings> BindKafkaSource(const SourceConfig& source) {
+  return BindKind(source, "kafka", KafkaSourceOptions());
+}
+
+Result<NatsSourceSettings> BindNatsSource(const SourceConfig& source) {
+  return BindKind(source, "nats", NatsSourceOptions());
 }
 
 }  // namespace queuebox::cfg

@@ -20,10 +20,17 @@ const OptionTable<SourceKeys>& SourceKeyOptions();
 // The http kind's table (its own keys plus SourceKeyOptions()), bound into HttpSourceSettings.
 const OptionTable<HttpSourceSettings>& HttpSourceOptions();
 
+// Keys every broker kind takes (QueueBox reference §11.3), bound into BrokerSourceKeys, and
+// each broker kind's table (its own keys plus BrokerKeyOptions()).
+const OptionTable<BrokerSourceKeys>& BrokerKeyOptions();
+const OptionTable<RabbitmqSourceSettings>& RabbitmqSourceOptions();
+const OptionTable<KafkaSourceSettings>& KafkaSourceOptions();
+const OptionTable<NatsSourceSettings>& NatsSourceOptions();
+
 // Source kinds as variants of the typed block, in registry order; each variant's validator runs
 // the start-up checks that need only the block.
 const std::vector<Variant>& SourceVariants();
-// "http": the known kinds, sorted, for messages.
+// "http, kafka, nats, rabbitmq": the known kinds, sorted, for messages.
 std::string KnownSourceTypes();
 
 // Binds a validated source block (SourceConfig::options) into its kind's settings;

@@ -1,5 +1,5 @@
 // sources.<name> and inbox.*: the start-up checks of QueueBox reference §11.4 and what this build
-// refuses by name (broker kinds, source transforms).
+// refuses by name (source transforms); the broker kinds' tables and checks (§11.3).
 #include "config/sources.h"
 
 #include <gmock/gmock.h>
@@ -48,10 +48,87 @@ sources:
   EXPECT_EQ(s->keys.consumption, "push");
 }
 
-TEST_F(SourcesConfigTest, BrokerKindsAreRefusedByName) {
-  EXPECT_THAT(Error("sources:\n  orders:\n    type: kafka\n    topics: [orders]\n"),
-              HasSubstr("sources.orders.type: kafka sources are not in this build yet (only http "
-                        "sources are); remove sources.orders or run it with QueueBox"));
+TEST_F(SourcesConfigTest, BrokerKindsBindWithQueueBoxDefaults) {
+  Result<Config> c = Load(std::string(kDatabase) + R"(
+sources:
+  orders:
+    type: kafka
+    bootstrapServers: 127.0.0.1:9092
+    topics: [orders]
+    groupId: queuebox-orders
+  jobs:
+    type: rabbitmq
+    queueName: jobs
+    connectionUrl: amqp://guest:guest@127.0.0.1:5672
+    eventTypeFromHeader: true
+    attributeHeaders:
+      eventType: x-kind
+    topic: "{{ eventType }}"
+  stream:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    stream: ORDERS
+    durable: queuebox-orders
+    idempotencyKeyPath: [$.key, $.id]
+    ackWaitMs: 5000
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto k = cfg::BindKafkaSource(c->sources.at("orders"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->topics, std::vector<std::string>{"orders"});
+  EXPECT_EQ(k->group_id, "queuebox-orders");
+  EXPECT_EQ(k->auto_offset_reset, "earliest");
+  EXPECT_EQ(k->max_poll_records, 100);
+  EXPECT_EQ(k->broker.topic, "{{ source }}");
+  EXPECT_EQ(k->broker.idempotency_key_path, std::vector<std::string>{"$.id"});
+  EXPECT_EQ(k->broker.attribute_headers.idempotency_key, "x-idempotency-key");
+  auto r = cfg::BindRabbitmqSource(c->sources.at("jobs"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prefetch_count, 10);
+  EXPECT_FALSE(r->declare_queue);
+  EXPECT_TRUE(r->broker.event_type_from_header);
+  EXPECT_EQ(r->broker.attribute_headers.event_type, "x-kind");
+  EXPECT_EQ(r->broker.attribute_headers.aggregate_id, "x-aggregate-id");
+  auto n = cfg::BindNatsSource(c->sources.at("stream"));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->ack_wait_ms, 5000);
+  EXPECT_EQ(n->batch_size, 100);
+  EXPECT_EQ(n->broker.idempotency_key_path, (std::vector<std::string>{"$.key", "$.id"}));
+  EXPECT_FALSE(cfg::BindNatsSource(c->sources.at("orders")).ok());
+}
+
+TEST_F(SourcesConfigTest, BrokerKindsListEveryProblemWithItsPath) {
+  std::string e = Error(R"(
+sources:
+  orders:
+    type: kafka
+    bootstrapServers: 127.0.0.1:9092
+    topics: []
+    groupId: g
+    securityProtocol: SASL_SSL
+  jobs:
+    type: rabbitmq
+    queueName: jobs
+    connectionUrl: http://127.0.0.1:5672
+    topic: "{{ eventType }}"
+  stream:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    stream: " "
+    durable: d
+    username: u
+    scheduledAtPath: $.at
+)");
+  EXPECT_THAT(e, HasSubstr("sources.orders.topics: must name at least one topic"));
+  EXPECT_THAT(e, HasSubstr("sources.orders.saslMechanism: required when securityProtocol is "
+                           "SASL_SSL"));
+  EXPECT_THAT(e, HasSubstr("sources.jobs.connectionUrl: must be an amqp:// or amqps:// URL"));
+  EXPECT_THAT(e, HasSubstr("sources.jobs.topic: renders {{ eventType }}, so the source needs "
+                           "eventTypePath or eventTypeFromHeader: true"));
+  EXPECT_THAT(e, HasSubstr("sources.stream.stream: must not be blank"));
+  EXPECT_THAT(e, HasSubstr("sources.stream.password: username and password go together"));
+  EXPECT_THAT(e, HasSubstr("sources.stream.initialDelay: scheduledAtHeader and scheduledAtPath "
+                           "need initialDelay above 0"));
 }
 
 TEST_F(SourcesConfigTest, TransformsAndExpressionsAreRefused) {

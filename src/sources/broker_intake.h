@@ -69,10 +69,12 @@ class BrokerIntake {
   //   aggregate id: aggregateIdPath(s), header attributeHeaders.aggregateId, record_key (kafka);
   //   event type: eventTypePath(s), header attributeHeaders.eventType when eventTypeFromHeader;
   //   correlation id: header X-Correlation-Id, correlation_property, a new UUID (sanitised);
-  //   publish time: scheduledAtHeader, scheduledAtPath(s), broker_time_ms (only when one of the
-  //     two is configured); an unparsable one is ignored with one WARN.
-  // A key over 255 characters is cut to 255 (a broker message cannot be answered 400); the
-  // store still refuses what it must and the consumer acks that as rejected.
+  //   publish time: scheduledAtHeader, scheduledAtPath(s), then broker_time_ms
+  //   (only when scheduledAtHeader/Path is configured; an unparsable one is ignored with a WARN).
+  // An idempotency key, aggregate id or event type over 255 characters makes the row dead (a
+  // broker message cannot be answered 400, and must not be lost): the key becomes
+  // BodyDigestKey(key), the too-long attribute is dropped, last_error names it. Dead rows get no
+  // delay.
   std::optional<NewInboxMessage> Receive(const BrokerMessage& message) const;
 
   // Counts a stored batch's outcomes into queuebox_inbox_messages_total{status=new|duplicate}

@@ -20,7 +20,7 @@ Status Add(Result<Settings> bound,
   return Status();
 }
 
-Status NotBuilt(const SourceConfig& source) {
+[[maybe_unused]] Status NotBuilt(const SourceConfig& source) {
   return FailedPrecondition("sources." + source.name + ".type: " + source.type +
                             " sources are not compiled into this build");
 }
