@@ -589,5 +589,88 @@ TEST_F(QueueBoxExamplesTest, CaptureChangesHowToWithItsRecoverySteps) {
   stop(relay);
 }
 
+#if defined(QB_WITH_KAFKA)
+// examples/kafka-bridge runs unchanged against librdkafka's mock cluster (started by this test;
+// its bootstrap servers replace the file's kafka:9092 for the source and the destination): one
+// order produced to `orders` is stored in the inbox, forwarded into the outbox under the source's
+// topic, and delivered to `orders-processed` with the relay's headers.
+TEST_F(QueueBoxExamplesTest, KafkaBridgeRuns) {
+  testing::MockKafkaCluster mock(3);
+  for (const char* topic : {"orders", "orders-processed"}) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), topic, 1, 3), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  auto client = [&](rd_kafka_type_t type, std::map<std::string, std::string> props) {
+    props["bootstrap.servers"] = mock.bootstraps();
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    for (const auto& [k, v] : props) rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err);
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+    return rd_kafka_new(type, conf, err, sizeof err);
+  };
+  Env env = Deployment("examples/kafka-bridge/queuebox.yml");
+  env["QUEUEBOX_SOURCES_ORDERS_BOOTSTRAPSERVERS"] = mock.bootstraps();          // kafka:9092
+  env["QUEUEBOX_DESTINATIONS_PROCESSED_BOOTSTRAPSERVERS"] = mock.bootstraps();  // kafka:9092
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ASSERT_EQ(RunCommand(kBinary, {"migrate"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {"run"}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 60s)) << relay.Log();
+
+  const std::string order = R"({"id":"ord-1","type":"order.created","total":42})";
+  rd_kafka_t* producer = client(RD_KAFKA_PRODUCER, {});
+  ASSERT_NE(producer, nullptr);
+  std::vector<rd_kafka_vu_t> vus(3);
+  vus[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+  vus[0].u.cstr = "orders";
+  vus[1].vtype = RD_KAFKA_VTYPE_VALUE;
+  vus[1].u.mem.ptr = const_cast<char*>(order.data());
+  vus[1].u.mem.size = order.size();
+  vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+  vus[2].u.i = RD_KAFKA_MSG_F_COPY;
+  rd_kafka_error_t* produced = rd_kafka_produceva(producer, vus.data(), vus.size());
+  ASSERT_EQ(produced, nullptr) << rd_kafka_error_string(produced);
+  ASSERT_EQ(rd_kafka_flush(producer, 20000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(producer);
+
+  rd_kafka_t* consumer = client(RD_KAFKA_CONSUMER, {{"group.id", "examples-test"}});
+  ASSERT_NE(consumer, nullptr);
+  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(parts, "orders-processed", 0)->offset =
+      RD_KAFKA_OFFSET_BEGINNING;
+  rd_kafka_assign(consumer, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  std::string value;
+  std::map<std::string, std::string> headers;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (value.empty() && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer, 200);
+    if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      value.assign(static_cast<const char*>(m->payload), m->len);
+      rd_kafka_headers_t* h = nullptr;
+      if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const char* name;
+        const void* v;
+        size_t size;
+        for (size_t i = 0; rd_kafka_header_get_all(h, i, &name, &v, &size) == 0; ++i) {
+          headers[name] = std::string(static_cast<const char*>(v), size);
+        }
+      }
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(consumer);
+  rd_kafka_destroy(consumer);
+  ASSERT_FALSE(value.empty()) << relay.Log();
+  EXPECT_EQ(nlohmann::json::parse(value), nlohmann::json::parse(order));
+  EXPECT_EQ(headers["x-topic"], "orders");  // the source's topic: "{{ source }}"
+  EXPECT_EQ(headers["x-source"], "orders");
+  EXPECT_EQ(headers["x-idempotency-key"], "ord-1");
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM inbox WHERE event_type = 'order.created'"), "1");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+#endif  // QB_WITH_KAFKA
+
 }  // namespace
 }  // namespace queuebox
