@@ -333,6 +333,22 @@ TEST_P(KafkaSourceTest, DuplicateInsideOneBatchIsStoredOnce) {
   EXPECT_THAT(metrics.Render(), HasSubstr(R"(queuebox_inbox_messages_total{status="new"} 2)"));
 }
 
+// The header filter drops a record: no row, counted as filtered, and committed with the others.
+TEST_P(KafkaSourceTest, FilteredRecordsLeaveNoRowAndAreCommitted) {
+  const std::string topic = NewTopic(1);
+  Produce(topic, {{0, std::nullopt, R"({"id":"prod-1"})", {{"X-Env", "prod"}}, 0},
+                  {0, std::nullopt, R"({"id":"test-1"})", {{"X-Env", "test"}}, 0},
+                  {0, std::nullopt, R"({"id":"none-1"})", {}, 0}});
+  Metrics metrics;
+  KafkaSourceSettings s = Settings(topic);
+  s.broker.keys.filter = json::parse(R"({"require":[{"header":"x-env","equals":"prod"}]})");
+  Start(s, &metrics);
+  ASSERT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 3; }));
+  EXPECT_EQ(Rows(), 1);
+  EXPECT_EQ(Rows("idempotency_key = 'prod-1'"), 1);
+  EXPECT_THAT(metrics.Render(), HasSubstr(R"(queuebox_inbox_filtered_total{source="orders"} 2)"));
+}
+
 // Replicas: two members of one group on a 4-partition topic, joined and left while records flow
 // (each rebalance commits what is stored before the partitions move): every record stored, no
 // duplicate row, the group's offsets at the end of every partition.
@@ -417,6 +433,37 @@ TEST(KafkaSourceSettingsTest, BadSettingsNameTheirKey) {
   });
   EXPECT_THAT(sasl, HasSubstr("sources.orders.saslUsername"));
   EXPECT_THAT(sasl, ::testing::Not(HasSubstr("s3cret-pw")));
+}
+
+// A SASL password reaches librdkafka (which attempts SASL) and never the logs.
+TEST(KafkaSourceSecretsTest, TheSaslPasswordNeverReachesTheLogs) {
+  LogLines logs;
+  testing::StoreDb db("sqlite");
+  db.Create("");
+  std::unique_ptr<OutboxStore> store = db.Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+  testing::MockKafkaCluster mock(1);
+  ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), "qb.sasl", 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  KafkaSourceSettings s;
+  s.name = "orders";
+  s.bootstrap_servers = mock.bootstraps();
+  s.topics = {"qb.sasl"};
+  s.group_id = "qb-sasl";
+  s.security_protocol = "SASL_PLAINTEXT";
+  s.sasl_mechanism = "PLAIN";
+  s.sasl_username = "relay";
+  s.sasl_password = "pw-never-logged-7";
+  sources::BrokerSourceContext ctx;
+  ctx.intake = store->inbox();
+  auto made = sources::CreateKafkaSource(s, ctx);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ASSERT_TRUE((*made)->Start().ok());
+  // The mock broker has no SASL: the client's attempt fails and is logged (with the reason).
+  ASSERT_TRUE(Eventually([&] { return logs.Count("SASL") >= 1; }, std::chrono::seconds(30)));
+  EXPECT_FALSE((*made)->healthy());
+  (*made)->Stop();
+  EXPECT_EQ(logs.Count("pw-never-logged-7"), 0);
 }
 
 // The database goes away while records flow (a TCP forwarder in front of PostgreSQL is cut):
