@@ -68,6 +68,9 @@ inline std::string_view ConsumptionName(InboxConsumption c) {
 
 // A received message, as a source hands it to the store.
 struct NewInboxMessage {
+  // The row's id when the caller chose it (a lowercase UUID: the $messageId a source transform
+  // saw); empty: the database makes one.
+  std::string id;
   std::string source;           // sources.<name>; <= 255 characters
   std::string idempotency_key;  // the dedup key within the source; <= 255 characters, not empty
   std::optional<std::string> aggregate_id;    // unit of order (the outbox key); <= 255 characters

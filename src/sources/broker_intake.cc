@@ -3,6 +3,9 @@
 #include <openssl/evp.h>
 #include <strings.h>
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "admin/metrics.h"
@@ -69,6 +72,22 @@ std::string Trimmed(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+// The system clock as ISO-8601 UTC with milliseconds ($timestamp of the source stage, a display
+// value; the row's times come from the database).
+std::string NowIso() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
 std::string Hex(const unsigned char* data, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -120,6 +139,8 @@ struct BrokerIntake::Rules {
   HeaderFilter filter;
   std::vector<JsonPath> key_paths, aggregate_paths, event_type_paths, publish_paths;
   InboxConsumption consumption = InboxConsumption::kPush;
+  const SourceTransforms* transforms = nullptr;
+  Metrics* metrics = nullptr;
 };
 
 std::string HeaderText(std::string_view bytes) {
@@ -140,8 +161,11 @@ std::string BodyDigestKey(std::string_view body) {
 }
 
 Result<BrokerIntake> BrokerIntake::Create(std::string kind, std::string source_name,
-                                          const BrokerSourceKeys& keys) {
+                                          const BrokerSourceKeys& keys,
+                                          const SourceTransforms* transforms, Metrics* metrics) {
   auto rules = std::make_shared<Rules>();
+  rules->transforms = transforms;
+  rules->metrics = metrics;
   const std::string prefix = "sources." + source_name + ".";
   rules->kind = std::move(kind);
   rules->source = std::move(source_name);
@@ -209,19 +233,25 @@ std::optional<NewInboxMessage> BrokerIntake::Receive(const BrokerMessage& messag
     is_json = !body.is_discarded();
   }
   const bool kafka = r.kind == "kafka";
-  // Idempotency key: header, path(s), the broker's id (record key for Kafka), body digest.
+  ExpressionValues expressed;
+  if (is_json && r.transforms != nullptr && r.transforms->HasKeyExpressions(r.source)) {
+    expressed = r.transforms->EvaluateKeys(r.source, message.body);
+  }
+  // Idempotency key: header, expression, path(s), the broker's id (record key for Kafka), body
+  // digest.
   std::optional<std::string> key = Header(message, names.idempotency_key);
+  if (!key) key = NonBlank(expressed.idempotency_key);
   if (!key && is_json) key = FirstText(r.key_paths, body);
   if (!key) key = NonBlank(kafka ? message.record_key : message.message_id);
   if (!key) key = BodyDigestKey(message.body);
-  // Aggregate id: path(s), header, record key (Kafka).
-  std::optional<std::string> aggregate;
-  if (is_json) aggregate = FirstText(r.aggregate_paths, body);
+  // Aggregate id: expression, path(s), header, record key (Kafka).
+  std::optional<std::string> aggregate = NonBlank(expressed.aggregate_id);
+  if (!aggregate && is_json) aggregate = FirstText(r.aggregate_paths, body);
   if (!aggregate) aggregate = Header(message, names.aggregate_id);
   if (!aggregate && kafka) aggregate = NonBlank(message.record_key);
-  // Event type: path(s), then the header when eventTypeFromHeader.
-  std::optional<std::string> event_type;
-  if (is_json) event_type = FirstText(r.event_type_paths, body);
+  // Event type: expression, path(s), then the header when eventTypeFromHeader.
+  std::optional<std::string> event_type = NonBlank(expressed.event_type);
+  if (!event_type && is_json) event_type = FirstText(r.event_type_paths, body);
   if (!event_type && r.keys.event_type_from_header) {
     event_type = Header(message, names.event_type);
   }
@@ -272,6 +302,33 @@ std::optional<NewInboxMessage> BrokerIntake::Receive(const BrokerMessage& messag
       }
     }
     if (!m.publish_time_ms) m.publish_time_ms = message.broker_time_ms;
+  }
+  if (r.transforms != nullptr && r.transforms->HasTransform(r.source)) {
+    TransformInput input;
+    input.message_id = NewUuid();
+    input.received_at = NowIso();
+    input.idempotency_key = m.idempotency_key;
+    input.event_type = m.event_type;
+    nlohmann::json stored = nlohmann::json::parse(m.headers, nullptr, false);
+    if (stored.is_object()) {
+      for (auto it = stored.begin(); it != stored.end(); ++it) {
+        if (it.value().is_string()) input.headers.emplace_back(it.key(), it.value());
+      }
+    }
+    TransformOutput out = r.transforms->Apply(r.source, message.body, input);
+    if (out.rejected) {
+      // The original payload, dead and acknowledged: never forwarded (QueueBox reference §11.3).
+      m.dead = true;
+      m.delay_ms = 0;
+      m.publish_time_ms.reset();
+      m.last_error = "Transform failed: " + out.reason;
+      if (r.metrics != nullptr) r.metrics->OnInboxRejection("transform_failed");
+      log::Warn("A message failed its source transform and is stored dead.",
+                {{"source", r.source}, {"reason", out.reason}});
+    } else {
+      m.id = std::move(input.message_id);
+      m.payload = std::move(out.payload);
+    }
   }
   return m;
 }

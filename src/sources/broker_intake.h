@@ -22,6 +22,7 @@
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+#include "sources/source_transforms.h"
 
 namespace queuebox {
 
@@ -58,16 +59,23 @@ class BrokerIntake {
   // `kind` is "rabbitmq", "kafka" or "nats" (which fallbacks apply). kInvalidArgument naming
   // sources.<name>.<key> for a path or filter that does not compile (config validation already
   // refuses those; this is the last guard).
+  // `transforms` (the source stage and key expressions; null: none) and `metrics` (null: not
+  // counted) are borrowed and must outlive the intake.
   static Result<BrokerIntake> Create(std::string kind, std::string source_name,
-                                     const BrokerSourceKeys& keys);
+                                     const BrokerSourceKeys& keys,
+                                     const SourceTransforms* transforms = nullptr,
+                                     Metrics* metrics = nullptr);
 
   // The row for `message`; nullopt when the header filter drops it (acknowledge it, no row).
   // A body that is not JSON (or nests deeper than 1000) gives a dead row with payload
   // {"raw": "<body as text>"}; key precedence (§9.4):
-  //   idempotency key: header attributeHeaders.idempotencyKey, idempotencyKeyPath(s),
-  //     message_id (rabbitmq, nats) / record_key (kafka), then BodyDigestKey(body);
-  //   aggregate id: aggregateIdPath(s), header attributeHeaders.aggregateId, record_key (kafka);
-  //   event type: eventTypePath(s), header attributeHeaders.eventType when eventTypeFromHeader;
+  //   idempotency key: header attributeHeaders.idempotencyKey, idempotencyKeyExpression,
+  //     idempotencyKeyPath(s), message_id (rabbitmq, nats) / record_key (kafka), then
+  //     BodyDigestKey(body);
+  //   aggregate id: aggregateIdExpression, aggregateIdPath(s), header attributeHeaders.aggregateId,
+  //     record_key (kafka);
+  //   event type: eventTypeExpression, eventTypePath(s), header attributeHeaders.eventType when
+  //     eventTypeFromHeader;
   //   correlation id: header X-Correlation-Id, correlation_property, a new UUID (sanitised);
   //   publish time: scheduledAtHeader, scheduledAtPath(s), then broker_time_ms
   //   (only when scheduledAtHeader/Path is configured; an unparsable one is ignored with a WARN).
@@ -75,6 +83,9 @@ class BrokerIntake {
   // broker message cannot be answered 400, and must not be lost): the key becomes
   // BodyDigestKey(key), the too-long attribute is dropped, last_error names it. Dead rows get no
   // delay.
+  // Then the source transform (on JSON bodies): its output is stored; a transform that fails
+  // with onError Fail or Dead stores the ORIGINAL payload as a dead row (last_error "Transform
+  // failed: <reason>", counted as queuebox_inbox_rejections_total{reason="transform_failed"}).
   std::optional<NewInboxMessage> Receive(const BrokerMessage& message) const;
 
   // Counts a stored batch's outcomes into queuebox_inbox_messages_total{status=new|duplicate}

@@ -18,6 +18,7 @@
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+#include "sources/source_transforms.h"
 
 namespace queuebox {
 
@@ -40,6 +41,8 @@ class BrokerSource {
 struct BrokerSourceContext {
   InboxIntake* intake = nullptr;  // required
   Metrics* metrics = nullptr;     // optional
+  // The source stage and key expressions (optional): pass to BrokerIntake::Create.
+  const SourceTransforms* transforms = nullptr;
   int max_error_body_bytes = 2048;
 };
 

@@ -179,7 +179,26 @@ std::optional<size_t> Utf8Length(std::string_view text) {
   return n;
 }
 
+namespace {
+
+// 8-4-4-4-12 lowercase hex digits.
+bool IsLowerUuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Status CheckNewInboxMessage(const NewInboxMessage& m) {
+  if (!m.id.empty() && !IsLowerUuid(m.id)) return InvalidArgument("the id is not a UUID");
   if (m.source.empty()) return InvalidArgument("the source is empty");
   QB_RETURN_IF_ERROR(CheckText(m.source, "the source", 255));
   if (m.idempotency_key.empty()) return InvalidArgument("the idempotency key is empty");

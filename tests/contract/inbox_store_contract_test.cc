@@ -171,6 +171,25 @@ TEST_P(InboxIntakeContractTest, ADuplicateInsideOneBatchIsStoredOnceAndTheFirstW
   EXPECT_EQ(nlohmann::json::parse(Field(out[0].id, "payload")), nlohmann::json::parse(a.payload));
 }
 
+// A source that ran a transform chose the id ($messageId); the row keeps it. Without one the
+// database makes it; an id that is not a lowercase UUID is refused alone.
+TEST_P(InboxIntakeContractTest, AnIdChosenByTheSourceIsKept) {
+  NewInboxMessage chosen = Msg("evt_1");
+  chosen.id = "0b7e1c52-3d6a-4f0e-9a51-6f2d8c9e4b10";
+  NewInboxMessage bad = Msg("evt_2");
+  bad.id = "0B7E1C52-nope";
+  auto out = Store({chosen, bad, Msg("evt_3")});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind, Kind::kStored);
+  EXPECT_EQ(out[0].id, chosen.id);
+  EXPECT_EQ(Field(chosen.id, "idempotency_key"), "evt_1");
+  EXPECT_EQ(out[1].kind, Kind::kRejected);
+  EXPECT_EQ(out[1].error.message(), "the id is not a UUID");
+  EXPECT_EQ(out[2].kind, Kind::kStored);
+  EXPECT_EQ(out[2].id.size(), 36u);
+  EXPECT_NE(out[2].id, chosen.id);
+}
+
 TEST_P(InboxIntakeContractTest, TheKeyIsPerSource) {
   auto out = Store({Msg("evt_1", std::nullopt, "stripe"), Msg("evt_1", std::nullopt, "github")});
   ASSERT_EQ(out.size(), 2u);

@@ -167,8 +167,9 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Store(
 Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
     const std::vector<const NewInboxMessage*>& batch) {
   std::vector<std::string> sources, keys, payloads, headers, consumptions, states, delays;
-  std::vector<std::optional<std::string>> aggs, events, corrs, errors, publish;
+  std::vector<std::optional<std::string>> aggs, events, corrs, errors, publish, ids;
   for (const NewInboxMessage* m : batch) {
+    ids.push_back(m->id.empty() ? std::nullopt : std::optional<std::string>(m->id));
     sources.push_back(m->source);
     keys.push_back(m->idempotency_key);
     aggs.push_back(m->aggregate_id);
@@ -191,15 +192,16 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
   static const std::string tmpl =
       "WITH qb_in AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
       "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], "
-      "$12::bigint[]) WITH ORDINALITY AS m(qb_source, qb_key, qb_agg, qb_event, qb_corr, "
-      "qb_payload, qb_headers, qb_consumption, qb_state, qb_error, qb_delay, qb_publish, qb_ord)), "
+      "$12::bigint[], $13::uuid[]) WITH ORDINALITY AS m(qb_source, qb_key, qb_agg, qb_event, "
+      "qb_corr, qb_payload, qb_headers, qb_consumption, qb_state, qb_error, qb_delay, qb_publish, "
+      "qb_id, qb_ord)), "
       "qb_now AS MATERIALIZED (SELECT clock_timestamp() AS qb_t), "
       "qb_first AS (SELECT DISTINCT ON (qb_source, qb_key) qb_in.*, qb_now.qb_t + (qb_ord - 1) * "
       "interval '1 microsecond' AS qb_created, qb_now.qb_t FROM qb_in, qb_now "
       "ORDER BY qb_source, qb_key, qb_ord) "
-      "INSERT INTO {T} ({source}, {idempotency_key}, {aggregate_id}, {event_type}, "
+      "INSERT INTO {T} ({id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
       "{correlation_id}, {payload}, {headers}, {consumption}, {state}, {last_error}, {created_at}, "
-      "{scheduled_at}) SELECT qb_source, qb_key, qb_agg, qb_event, qb_corr, qb_payload::jsonb, "
+      "{scheduled_at}) SELECT COALESCE(qb_id, gen_random_uuid()), qb_source, qb_key, qb_agg, qb_event, qb_corr, qb_payload::jsonb, "
       "qb_headers::jsonb, qb_consumption, qb_state, qb_error, qb_created, CASE "
       "WHEN qb_state = 'dead' THEN qb_created "
       "WHEN qb_publish IS NOT NULL THEN LEAST(to_timestamp(qb_publish / 1000.0), qb_t) + "
@@ -211,7 +213,8 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
       SqlRows rows,
       Run(tmpl, {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs), PgArrayOrNull(events),
                  PgArrayOrNull(corrs), PgArray(payloads), PgArray(headers), PgArray(consumptions),
-                 PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish)}));
+                 PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish),
+                 PgArrayOrNull(ids)}));
   std::map<std::pair<std::string, std::string>, std::string> inserted;
   for (const SqlRow& r : rows) {
     if (r.size() < 3 || !r[0] || !r[1] || !r[2])

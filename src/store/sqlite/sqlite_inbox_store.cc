@@ -111,10 +111,10 @@ std::string StoreTemplate() {
   };
   const std::string publish =
       "strftime('%Y-%m-%dT%H:%M:%fZ', " + field("publish") + " / 1000.0, 'unixepoch')";
-  return "INSERT INTO {T} ({source}, {idempotency_key}, {aggregate_id}, {event_type}, "
+  return "INSERT INTO {T} ({id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
          "{correlation_id}, {payload}, {headers}, {consumption}, {state}, {last_error}, "
-         "{created_at}, {scheduled_at}) SELECT " +
-         field("source") + ", " + field("key") + ", " + field("agg") + ", " + field("event") +
+         "{created_at}, {scheduled_at}) SELECT COALESCE(" +
+         field("id") + ", " + kNewUuid + "), " + field("source") + ", " + field("key") + ", " + field("agg") + ", " + field("event") +
          ", " + field("corr") + ", " + field("payload") + ", " + field("headers") + ", " +
          field("consumption") + ", " + field("state") + ", " + field("error") + ", " + kNow +
          ", CASE WHEN " + field("state") + " = 'dead' THEN " + kNow + " WHEN " + field("publish") +
@@ -162,6 +162,7 @@ Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
     j["corr"] = m->correlation_id ? nlohmann::json(*m->correlation_id) : nlohmann::json();
     j["error"] = m->dead ? nlohmann::json(m->last_error) : nlohmann::json();
     j["publish"] = m->publish_time_ms ? nlohmann::json(*m->publish_time_ms) : nlohmann::json();
+    j["id"] = m->id.empty() ? nlohmann::json() : nlohmann::json(m->id);
     items.push_back(std::move(j));
   }
   static const std::string tmpl = StoreTemplate();
