@@ -482,7 +482,8 @@ Result<std::unique_ptr<BrokerSource>> CreateKafkaSource(KafkaSourceSettings sett
     problems.push_back(std::move(p));
   }
   if (!problems.empty()) return InvalidArgument(prefix + problems.front());
-  Result<BrokerIntake> intake = BrokerIntake::Create("kafka", settings.name, settings.broker);
+  Result<BrokerIntake> intake = BrokerIntake::Create("kafka", settings.name, settings.broker,
+                                                     context.transforms, context.metrics);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(
       new KafkaSource(std::move(settings), std::move(intake).value(), context));
