@@ -9,12 +9,23 @@
 //   duplicate  a second source (group g-dup, same source name) reads them again: N duplicates
 // Each case is timed from Start() to the moment the last record is settled (its outcome counted:
 // queuebox_inbox_messages_total), and printed as one JSON object on stdout.
+//
+//   kafka_source_bench --db-url URL --e2e-binary QUEUEBOX --sink-url http://127.0.0.1:P ...
+//
+// End to end instead: the queuebox binary (a kafka source, the inbox relay, an http destination
+// at the sink, e.g. bench_receiver) runs against the empty database; timed from its start to the
+// moment every record is a `sent` outbox row. Each record carries "ts" (its produce time, Unix
+// microseconds) for bench_receiver's latency.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -55,6 +66,11 @@ int main(int argc, char** argv) {
   app.add_option("--records", records, "records produced");
   app.add_option("--partitions", partitions, "partitions of the topic");
   app.add_option("--max-poll-records", max_poll, "maxPollRecords: records per stored batch");
+  std::string e2e_binary, sink_url;
+  int http_port = 18611;
+  app.add_option("--e2e-binary", e2e_binary, "queuebox binary: measure kafka -> inbox -> HTTP");
+  app.add_option("--sink-url", sink_url, "base URL of the HTTP sink (--e2e-binary)");
+  app.add_option("--http-port", http_port, "queuebox data port (--e2e-binary)");
   CLI11_PARSE(app, argc, argv);
   queuebox::log::Init("json", "warn");
 
@@ -80,6 +96,9 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < records; ++i) {
     std::string v = nlohmann::json{{"id", "r" + std::to_string(i)},
                                    {"type", "order.created"},
+                                   {"ts", std::chrono::duration_cast<std::chrono::microseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()},
                                    {"data", {{"amount", i}, {"currency", "eur"}}}}
                         .dump();
     std::vector<rd_kafka_vu_t> vus(3);
@@ -111,6 +130,46 @@ int main(int argc, char** argv) {
                         {"partitions", partitions},
                         {"maxPollRecords", max_poll},
                         {"db", db_url.rfind("sqlite:", 0) == 0 ? "sqlite" : "postgresql"}};
+  if (!e2e_binary.empty()) {
+    const std::string yml = "/tmp/kafka_source_bench." + std::to_string(getpid()) + ".yml";
+    std::ofstream(yml) << "database: {type: postgresql, url: \"" << db_url << "\", poolSize: 10}\n"
+                       << "server: {address: 127.0.0.1, httpPort: " << http_port << "}\n"
+                       << "http: {blockPrivateAddresses: false}\n"
+                       << "logging: {level: warn}\n"
+                       << "sources:\n  orders:\n    type: kafka\n    bootstrapServers: \""
+                       << bootstraps << "\"\n    topics: [" << topic
+                       << "]\n    groupId: g-e2e\n    maxPollRecords: " << max_poll << "\n"
+                       << "destinations:\n  sink: {type: http, baseUrl: \"" << sink_url << "\"}\n"
+                       << "routes:\n  - {topicPattern: orders, destination: sink}\n";
+    const auto start = Clock::now();
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("QUEUEBOX_CONFIG_FILE", yml.c_str(), 1);
+      execl(e2e_binary.c_str(), e2e_binary.c_str(), "run", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    Clock::time_point first{};
+    int64_t sent = 0;
+    while (sent < records) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto stats = (*store)->Stats();
+      if (!stats.ok()) continue;
+      sent = stats->rows_by_state["sent"];
+      if (first == Clock::time_point{} && sent > 0) first = Clock::now();
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) return Fail("queuebox exited early");
+    }
+    const auto end = Clock::now();
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+    std::remove(yml.c_str());
+    const double flowing = std::chrono::duration<double>(end - first).count();
+    out["e2e"] = {{"seconds_from_start", std::chrono::duration<double>(end - start).count()},
+                  {"seconds_from_first_sent", flowing},
+                  {"messages_per_s", static_cast<double>(records) / flowing}};
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
   for (const std::string c : {"new", "duplicate"}) {
     queuebox::KafkaSourceSettings s;
     s.name = "orders";
