@@ -47,6 +47,10 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   // engine loads only when one is configured.
   auto transforms = BuildDeliveryTransforms(*config);
   if (!transforms.ok()) return StartFailed(transforms.status());
+  auto source_transforms_built = BuildSourceTransforms(*config);
+  if (!source_transforms_built.ok()) return StartFailed(source_transforms_built.status());
+  std::unique_ptr<sources::SourceTransforms> source_transforms =
+      std::move(source_transforms_built).value();
 
   Metrics metrics;
   {
@@ -207,6 +211,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
                                             config->database.inbox_table + " does not have"));
     }
     sources::WebhookOptions webhook_options;
+    webhook_options.transforms = source_transforms.get();
     // SQLite has one writer; PostgreSQL commits groups on a few connections of the pool.
     webhook_options.writers =
         config->database.type == "sqlite" ? 1 : std::clamp(config->database.pool_size / 3, 1, 4);
@@ -225,6 +230,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     sources::BrokerSourceContext source_context;
     source_context.intake = inbox;
     source_context.metrics = &metrics;
+    source_context.transforms = source_transforms.get();
     source_context.max_error_body_bytes = config->http.max_error_body_bytes;
     auto created = sources::CreateBrokerSources(*config, source_context);
     if (!created.ok()) return StartFailed(created.status());

@@ -12,10 +12,12 @@
 #include "queuebox/config.h"
 #include "queuebox/relay.h"
 #include "queuebox/status.h"
+#include "sources/source_transforms.h"
 
 namespace queuebox::app {
 
-// Compiles every route and destination transform (start-up check, also for check-config).
+// Compiles every route, destination and source transform and source key expression (start-up
+// check, also for check-config).
 // kInvalidArgument in the configuration's error format, naming each key path with JSONata's code
 // and position.
 Status CheckTransforms(const Config& config);
@@ -23,6 +25,11 @@ Status CheckTransforms(const Config& config);
 // The relay's transform stages with their evaluation threads (one per core, at most one per relay
 // worker); null when no route or destination has a transform, so nothing loads.
 Result<std::shared_ptr<const DeliveryTransforms>> BuildDeliveryTransforms(const Config& config);
+
+// The sources' transforms and key expressions (sources.<name>.transform, *Expression) with their
+// own evaluation threads; null when no source has any, so nothing loads. Errors as
+// CheckTransforms, naming sources.<name>.<key>.
+Result<std::unique_ptr<sources::SourceTransforms>> BuildSourceTransforms(const Config& config);
 
 // The handler of POST /admin/transform/test (AdminServerDeps::transform_test): a tester with its
 // own evaluation thread, kept alive by the handler; its engine loads on the first request.

@@ -175,6 +175,12 @@ struct SourceKeys {
   std::vector<std::string> scheduled_at_path;      // scheduledAtPath
   std::optional<int64_t> initial_delay_ms;         // initialDelay (<int><s|m|h|d>)
   nlohmann::json filter;  // null, or {"require": [rules], "exclude": [rules]} (§11.2)
+  // JSONata on the original body (QueueBox reference §11.4): tried before the paths.
+  std::optional<std::string> idempotency_key_expression;  // idempotencyKeyExpression
+  std::optional<std::string> aggregate_id_expression;     // aggregateIdExpression
+  std::optional<std::string> event_type_expression;       // eventTypeExpression
+  // sources.<name>.transform: rewrites the stored payload after the keys were read (§8).
+  std::optional<TransformConfig> transform;
 };
 
 // An HTTP (webhook) source: POST <inbox.basePath><path> (QueueBox reference §11.1).
@@ -202,7 +208,7 @@ struct AttributeHeaders {
 // The keys of every broker source kind (QueueBox reference §11.3, §11.4), bound from
 // sources.<name>.*.
 struct BrokerSourceKeys {
-  std::string topic = "{{ source }}";                      // the relay's topic template
+  std::string topic = "{{ source }}";                        // the relay's topic template
   std::vector<std::string> idempotency_key_path = {"$.id"};  // idempotencyKeyPath
   bool event_type_from_header = false;  // eventTypeFromHeader: read attributeHeaders.eventType
   AttributeHeaders attribute_headers;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "admin/auth.h"
+#include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
 #include "core/log.h"
@@ -36,7 +37,9 @@ void JsonError(httplib::Response& res, int status, const std::string& error) {
 }
 
 // Pool threads of each HTTP server (data, management), and the listen backlog.
-constexpr size_t kServerThreads = 64;
+// Connections served at once (a thread each while open; more wait), and the threads kept idle.
+constexpr size_t kMaxServerThreads = 4096;
+constexpr size_t kMinServerThreads = 8;
 constexpr int kListenBacklog = 1024;
 
 constexpr const char* kTransformTestPath = "/admin/transform/test";
@@ -211,10 +214,12 @@ struct AdminServer::Impl {
       }
       return httplib::Server::HandlerResponse::Unhandled;
     });
-    // Webhook senders keep connections alive and send concurrently: a larger pool than
-    // cpp-httplib's default (hardware threads - 1) and more requests per connection. Each
-    // connection holds a pool thread while it is open; idle ones close after 1 s.
-    s.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    // Webhook senders keep connections alive and send concurrently. Each open connection holds
+    // a thread, so the pool grows with them (elastic_pool.h): idle connections never make a new
+    // one wait. Idle connections close after 1 s; spare threads after 60 s.
+    s.new_task_queue = [] {
+      return new ElasticPool(kMinServerThreads, kMaxServerThreads, std::chrono::seconds(60));
+    };
     s.set_keep_alive_max_count(1000);
   }
 

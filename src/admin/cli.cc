@@ -103,9 +103,8 @@ const std::vector<std::string>& InboxStates() {
 
 }  // namespace
 
-int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set,
-                     const Config& config, bool json, std::ostream& out, std::ostream& err,
-                     InboxStore* inbox) {
+int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
+                     bool json, std::ostream& out, std::ostream& err, InboxStore* inbox) {
   auto stats = store.Stats();
   if (!stats.ok()) {
     err << "The status query failed: " << stats.status().ToString() << "\n";

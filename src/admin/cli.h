@@ -34,8 +34,7 @@ namespace queuebox {
 // `inbox` (nullable): the inbox whose states per source are shown; a database without the inbox
 // table shows "No inbox table." (JSON: "inbox": null).
 int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
-                     bool json, std::ostream& out, std::ostream& err,
-                     InboxStore* inbox = nullptr);
+                     bool json, std::ostream& out, std::ostream& err, InboxStore* inbox = nullptr);
 
 // `request` as parsed from the command line (--id (repeatable), --topic, --topics a,b,
 // --destination, --created-after, --created-before); validated here (ids, instants, at least

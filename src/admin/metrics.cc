@@ -226,8 +226,9 @@ struct Metrics::Impl {
   prometheus::Gauge& inbox_oldest_pending =
       prometheus::BuildGauge()
           .Name("queuebox_inbox_oldest_pending_age_seconds")
-          .Help("Age of the oldest pending push row of the inbox on the database clock; 0 when "
-                "none or the relay is off")
+          .Help(
+              "Age of the oldest pending push row of the inbox on the database clock; 0 when "
+              "none or the relay is off")
           .Register(*registry)
           .Add({});
   // The inbox's HTTP intake (src/sources).
@@ -403,9 +404,7 @@ void Metrics::OnInboxRelayError() { impl_->inbox_relay_errors.Increment(); }
 
 void Metrics::OnInboxClaimsLost(int64_t n) { OnClaimsLost("inbox", n); }
 
-void Metrics::OnInboxOldestPendingAge(double seconds) {
-  impl_->inbox_oldest_pending.Set(seconds);
-}
+void Metrics::OnInboxOldestPendingAge(double seconds) { impl_->inbox_oldest_pending.Set(seconds); }
 
 void Metrics::OnInboxMessages(std::string_view status, int64_t n) {
   impl_->inbox_messages.Add({{"status", std::string(status)}}).Increment(static_cast<double>(n));

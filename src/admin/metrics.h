@@ -2,10 +2,10 @@
 // rendered with prometheus::TextSerializer for GET /metrics. Names, types and labels are
 // QueueBox's; docs/metrics.md lists every family (a test compares the list with a scrape).
 //
-// Metrics implements RelayObserver and InboxRelayObserver, so both relays feed it directly. The pending gauges
-// (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds) come from
-// OutboxOperations::Stats (database clock), refreshed by a background thread at most every
-// outbox.pendingGaugeIntervalMs and on scrape when older than that.
+// Metrics implements RelayObserver and InboxRelayObserver, so both relays feed it directly. The
+// pending gauges (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds)
+// come from OutboxOperations::Stats (database clock), refreshed by a background thread at most
+// every outbox.pendingGaugeIntervalMs and on scrape when older than that.
 //
 // Counters with a known label set (status, component, status_class, the configured
 // destinations) are exported at 0 from the start, unlike QueueBox's "tagged metrics appear on
@@ -60,8 +60,8 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnTransformFailure(std::string_view strategy) override;
 
   // --- InboxRelayObserver ---
-  void OnInboxForwarded(int64_t n) override;  // queuebox_inbox_messages_total{status="forwarded"}
-  void OnInboxRelayError() override;          // queuebox_inbox_relay_errors_total
+  void OnInboxForwarded(int64_t n) override;   // queuebox_inbox_messages_total{status="forwarded"}
+  void OnInboxRelayError() override;           // queuebox_inbox_relay_errors_total
   void OnInboxClaimsLost(int64_t n) override;  // queuebox_claims_lost_total{component="inbox"}
   void OnInboxOldestPendingAge(double seconds) override;
 

@@ -43,10 +43,10 @@ struct ReplayRequest {
   std::optional<std::string> topic;
   std::optional<std::vector<std::string>> topics;
   std::optional<std::string> destination;
-  std::optional<std::string> source;                 // inbox only
+  std::optional<std::string> source;                // inbox only
   std::optional<std::vector<std::string>> sources;  // inbox only
-  std::optional<std::string> created_after;   // ISO-8601 instant
-  std::optional<std::string> created_before;  // ISO-8601 instant
+  std::optional<std::string> created_after;         // ISO-8601 instant
+  std::optional<std::string> created_before;        // ISO-8601 instant
 
   bool HasFilter() const {
     return ids || topic || topics || destination || source || sources || created_after ||

@@ -143,8 +143,7 @@ Result<int64_t> RetentionService::RunTable(std::string_view table) {
   runs_++;
   if (!failure.ok()) return failure;
   if (total > 0) {
-    log::Info("Retention deleted " + std::to_string(total) + " " + std::string(table) +
-                  " row(s).",
+    log::Info("Retention deleted " + std::to_string(total) + " " + std::string(table) + " row(s).",
               {{"table", std::string(table)}, {"deleted", std::to_string(total)}});
   }
   return total;

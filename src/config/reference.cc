@@ -257,9 +257,9 @@ std::string RenderConfigurationReference() {
       "). Each http source answers `POST <inbox.basePath><path>`; a broker source (rabbitmq, "
       "kafka, nats) consumes into the inbox and acknowledges after the row commits. Every JSONPath "
       "must be definite "
-      "(`$.a.b`, `$['a']`, `$.a[0]`); a list of paths is tried in order. The `*Expression` "
-      "keys and `transform` are " +
-      cfg::kNeedsTransforms + ".\n";
+      "(`$.a.b`, `$['a']`, `$.a[0]`); a list of paths is tried in order, after the "
+      "`*Expression` keys (JSONata on the original body); `transform` rewrites the stored "
+      "payload after the keys were read.\n";
   out += Variants("####", "sources.<name>.", cfg::SourceVariants());
   return out;
 }

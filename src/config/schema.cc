@@ -71,8 +71,7 @@ OptionTable<DatabaseConfig> DatabaseOptions() {
                 "column"),
       opt::Text("outboxTableName", &S::outbox_table, "outbox", "Name of the outbox table")
           .Identifier(),
-      opt::Text("inboxTableName", &S::inbox_table, "inbox", "Name of the inbox table")
-          .Identifier(),
+      opt::Text("inboxTableName", &S::inbox_table, "inbox", "Name of the inbox table").Identifier(),
   };
   t.Nest("columnMapping.outbox", &S::columns, OutboxColumnOptions());
   t.Nest("columnMapping.inbox", &S::inbox_columns, InboxColumnOptions());
@@ -279,8 +278,8 @@ std::vector<Section> BuildSections() {
   out.push_back(MakeSection("server",
                             "The HTTP servers of the relay (health, metrics, admin routes).",
                             &Config::server, ServerOptions()));
-  out.push_back(MakeSection("database", "Where the outbox and inbox tables live.", &Config::database,
-                            DatabaseOptions()));
+  out.push_back(MakeSection("database", "Where the outbox and inbox tables live.",
+                            &Config::database, DatabaseOptions()));
   out.push_back(MakeSection("outbox", "The relay loop: claiming, retrying and stopping.",
                             &Config::outbox, OutboxOptions()));
   out.push_back(

@@ -33,17 +33,6 @@ Option<S> Paths(std::string key, std::vector<std::string> S::*member, std::strin
       [member](const S& s) { return (s.*member).empty() ? json() : json(s.*member); });
 }
 
-// A key that this build declares but refuses (it needs the transforms issue).
-template <typename S>
-Option<S> Refused(std::string key, std::string description) {
-  OptionSpec spec;
-  spec.key = std::move(key);
-  spec.type = OptionType::kAny;
-  spec.description = std::move(description) + ": " + kNeedsTransforms;
-  return opt::Custom<S>(
-      std::move(spec), [](S&, const json&) {}, [](const S&) { return json(); });
-}
-
 template <typename S>
 Option<S> AnyBlock(std::string key, json S::*member, std::string description) {
   OptionSpec spec;
@@ -54,9 +43,6 @@ Option<S> AnyBlock(std::string key, json S::*member, std::string description) {
       std::move(spec), [member](S& s, const json& v) { s.*member = v; },
       [member](const S& s) { return s.*member; });
 }
-
-const char* const kRefusedKeys[] = {"idempotencyKeyExpression", "aggregateIdExpression",
-                                    "eventTypeExpression", "transform"};
 
 bool Blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
@@ -96,14 +82,11 @@ bool Has(const json& block, const char* key) {
          !(block[key].is_array() && block[key].empty());
 }
 
-// The checks of §11.4 every kind shares (defaults filled): transforms refused, paths definite,
+// The checks of §11.4 every kind shares (defaults filled): paths definite,
 // a push topic that renders {{ eventType }} has a source of event types (`event_type_keys`,
 // named in the message), publish-time keys need initialDelay, the filter.
 void CheckCommonKeys(const json& block, const std::vector<const char*>& event_type_keys,
                      std::vector<std::string>& problems) {
-  for (const char* key : kRefusedKeys) {
-    if (Has(block, key)) problems.push_back(std::string(key) + ": " + kNeedsTransforms);
-  }
   for (const char* key :
        {"idempotencyKeyPath", "aggregateIdPath", "eventTypePath", "scheduledAtPath"}) {
     CheckPaths(block, key, problems);
@@ -154,11 +137,11 @@ std::vector<std::string> CheckHttpSource(const json& block) {
   } else if (path.find_first_of("?# \t") != std::string::npos) {
     problems.push_back("path: must not hold ?, #, or blanks");
   }
-  const bool key_path = Has(block, "idempotencyKeyPath");
-  const bool key_header = Has(block, "idempotencyKeyHeader");
-  if (!key_path && !key_header) {
+  if (!Has(block, "idempotencyKeyPath") && !Has(block, "idempotencyKeyHeader") &&
+      !Has(block, "idempotencyKeyExpression")) {
     problems.push_back(
-        "idempotencyKeyPath: required for an http source (or set idempotencyKeyHeader)");
+        "idempotencyKeyPath: required for an http source (or set idempotencyKeyHeader or "
+        "idempotencyKeyExpression)");
   }
   // Key headers: never a credential header (those are never stored), never blank.
   std::vector<std::string> credentials = {"authorization", "proxy-authorization", "cookie"};
@@ -182,7 +165,7 @@ std::vector<std::string> CheckHttpSource(const json& block) {
                          "another header or the body");
     }
   }
-  CheckCommonKeys(block, {"eventTypePath", "eventTypeHeader"}, problems);
+  CheckCommonKeys(block, {"eventTypePath", "eventTypeExpression", "eventTypeHeader"}, problems);
   return problems;
 }
 
@@ -203,7 +186,7 @@ void CheckBrokerKeys(const json& block, std::vector<std::string>& problems) {
       problems.push_back(k + ": must name a header (it is blank)");
     }
   }
-  CheckCommonKeys(block, {"eventTypePath", "eventTypeFromHeader"}, problems);
+  CheckCommonKeys(block, {"eventTypePath", "eventTypeExpression", "eventTypeFromHeader"}, problems);
 }
 
 std::vector<std::string> CheckRabbitmqSource(const json& block) {
@@ -288,10 +271,14 @@ OptionTable<SourceKeys> BuildKeyOptions() {
                "Header filter: require/exclude lists of rules (header + equals, in, matches or "
                "exists: true); a dropped message gets 202 filtered and no row"),
   };
-  for (const char* key : kRefusedKeys) {
-    t.Add(Refused<S>(key, std::string(key) == "transform" ? "JSONata rewrite of the payload"
-                                                          : "JSONata key expression"));
-  }
+  t.Add(opt::Text("idempotencyKeyExpression", &S::idempotency_key_expression, nullptr,
+                  "JSONata giving the idempotency key from the body; tried before the path"));
+  t.Add(opt::Text("aggregateIdExpression", &S::aggregate_id_expression, nullptr,
+                  "JSONata giving the aggregate id from the body; tried before the path"));
+  t.Add(opt::Text("eventTypeExpression", &S::event_type_expression, nullptr,
+                  "JSONata giving the event type from the body; tried before the path"));
+  t.Add(opt::Block("transform", &S::transform, TransformOptions(),
+                   "JSONata rewrite of the stored payload, after the keys were read"));
   return t;
 }
 
@@ -507,6 +494,13 @@ Result<S> BindKind(const SourceConfig& source, const char* kind, const OptionTab
 }
 
 }  // namespace
+
+Result<SourceKeys> BindSourceKeys(const SourceConfig& source) {
+  SourceKeys keys;
+  QB_RETURN_IF_ERROR(
+      SourceKeyOptions().BindPresent(source.options, keys, "sources." + source.name));
+  return keys;
+}
 
 Result<RabbitmqSourceSettings> BindRabbitmqSource(const SourceConfig& source) {
   return BindKind(source, "rabbitmq", RabbitmqSourceOptions());

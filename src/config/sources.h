@@ -36,13 +36,10 @@ std::string KnownSourceTypes();
 // Binds a validated source block (SourceConfig::options) into its kind's settings;
 // kInvalidArgument when the source is of another kind.
 Result<HttpSourceSettings> BindHttpSource(const SourceConfig& source);
+// The keys every kind takes (SourceKeyOptions) of any source.
+Result<SourceKeys> BindSourceKeys(const SourceConfig& source);
 Result<RabbitmqSourceSettings> BindRabbitmqSource(const SourceConfig& source);
 Result<KafkaSourceSettings> BindKafkaSource(const SourceConfig& source);
 Result<NatsSourceSettings> BindNatsSource(const SourceConfig& source);
-
-// What a key that needs the transforms issue is refused with.
-inline constexpr char kNeedsTransforms[] =
-    "not supported on sources in this build yet; JSONata transforms run on routes and "
-    "destinations only";
 
 }  // namespace queuebox::cfg

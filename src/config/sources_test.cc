@@ -124,26 +124,47 @@ sources:
                            "SASL_SSL"));
   EXPECT_THAT(e, HasSubstr("sources.jobs.connectionUrl: must be an amqp:// or amqps:// URL"));
   EXPECT_THAT(e, HasSubstr("sources.jobs.topic: renders {{ eventType }}, so the source needs "
-                           "eventTypePath or eventTypeFromHeader: true"));
+                           "eventTypePath, eventTypeExpression or eventTypeFromHeader: true"));
   EXPECT_THAT(e, HasSubstr("sources.stream.stream: must not be blank"));
   EXPECT_THAT(e, HasSubstr("sources.stream.password: username and password go together"));
   EXPECT_THAT(e, HasSubstr("sources.stream.initialDelay: scheduledAtHeader and scheduledAtPath "
                            "need initialDelay above 0"));
 }
 
-TEST_F(SourcesConfigTest, TransformsAndExpressionsAreRefused) {
-  std::string e = Error(R"(
+TEST_F(SourcesConfigTest, TransformsAndExpressionsBind) {
+  Result<Config> c = Load(std::string(kDatabase) + R"(
 sources:
   stripe:
     path: /stripe
     idempotencyKeyExpression: id
+    eventTypeExpression: $uppercase(type)
+    topic: "{{ eventType }}"
     transform:
-      expression: $
+      expression: "{'id': id}"
+      onError: Dead
+  orders:
+    type: kafka
+    bootstrapServers: 127.0.0.1:9092
+    topics: [orders]
+    groupId: g
+    aggregateIdExpression: order.id
 )");
-  EXPECT_THAT(e, HasSubstr("sources.stripe.idempotencyKeyExpression: not supported on sources in "
-                           "this build yet; JSONata transforms run on routes and destinations "
-                           "only"));
-  EXPECT_THAT(e, HasSubstr("sources.stripe.transform: not supported on sources"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto s = cfg::BindHttpSource(c->sources.at("stripe"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->keys.idempotency_key_expression, "id");
+  EXPECT_EQ(s->keys.event_type_expression, "$uppercase(type)");
+  ASSERT_TRUE(s->keys.transform.has_value());
+  EXPECT_EQ(s->keys.transform->expression, "{'id': id}");
+  EXPECT_EQ(s->keys.transform->on_error, "Dead");
+  EXPECT_EQ(s->keys.transform->timeout_ms, 100);
+  auto k = cfg::BindKafkaSource(c->sources.at("orders"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->broker.keys.aggregate_id_expression, "order.id");
+  EXPECT_FALSE(k->broker.keys.transform.has_value());
+  EXPECT_THAT(Error("sources:\n  s:\n    path: /s\n    idempotencyKeyPath: $.id\n"
+                    "    transform:\n      expression: $\n      onError: fail\n"),
+              HasSubstr("sources.s.transform.onError"));
 }
 
 TEST_F(SourcesConfigTest, StartUpChecks) {

@@ -3,9 +3,6 @@
 #include <openssl/evp.h>
 #include <strings.h>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "admin/metrics.h"
@@ -70,22 +67,6 @@ std::string Trimmed(std::string_view s) {
   if (b == std::string_view::npos) return std::string();
   size_t e = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(b, e - b + 1));
-}
-
-// The system clock as ISO-8601 UTC with milliseconds ($timestamp of the source stage, a display
-// value; the row's times come from the database).
-std::string NowIso() {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
 }
 
 std::string Hex(const unsigned char* data, size_t n) {
@@ -309,12 +290,7 @@ std::optional<NewInboxMessage> BrokerIntake::Receive(const BrokerMessage& messag
     input.received_at = NowIso();
     input.idempotency_key = m.idempotency_key;
     input.event_type = m.event_type;
-    nlohmann::json stored = nlohmann::json::parse(m.headers, nullptr, false);
-    if (stored.is_object()) {
-      for (auto it = stored.begin(); it != stored.end(); ++it) {
-        if (it.value().is_string()) input.headers.emplace_back(it.key(), it.value());
-      }
-    }
+    input.headers = StoredHeaderPairs(m.headers);
     TransformOutput out = r.transforms->Apply(r.source, message.body, input);
     if (out.rejected) {
       // The original payload, dead and acknowledged: never forwarded (QueueBox reference §11.3).

@@ -104,6 +104,7 @@ struct WebhookSources::Source {
   std::unique_ptr<RateLimiter> limiter;
   InboxConsumption consumption = InboxConsumption::kPush;
   Metrics* metrics = nullptr;
+  const SourceTransforms* transforms = nullptr;
   InboxWriter* writer = nullptr;
   std::function<int64_t()> now_ms;
   size_t max_body_bytes = 1048576;  // inbox.maxBodyBytes
@@ -112,12 +113,18 @@ struct WebhookSources::Source {
     if (metrics != nullptr) metrics->OnInboxRejection(reason);
   }
 
-  // A key from `header` (when set) then `paths`: trimmed, empty = missing.
+  // A key from `header` (when set), then the expression's value, then `paths`: trimmed, empty =
+  // missing.
   std::optional<std::string> Read(const httplib::Request& req,
                                   const std::optional<std::string>& header,
+                                  const std::optional<std::string>& expressed,
                                   const std::vector<JsonPath>& paths, const json& body) const {
     if (header) {
       std::string v = Trimmed(req.get_header_value(header->c_str()));
+      if (!v.empty()) return v;
+    }
+    if (expressed) {
+      std::string v = Trimmed(*expressed);
       if (!v.empty()) return v;
     }
     return FirstText(paths, body);
@@ -181,17 +188,27 @@ struct WebhookSources::Source {
     // 6. Keys, from the original body and the headers.
     NewInboxMessage m;
     m.source = settings.name;
-    std::optional<std::string> key = Read(req, settings.idempotency_key_header, key_paths, body);
+    ExpressionValues expressed;
+    if (transforms != nullptr && transforms->HasKeyExpressions(settings.name)) {
+      expressed = transforms->EvaluateKeys(settings.name, body_text);
+    }
+    std::optional<std::string> key =
+        Read(req, settings.idempotency_key_header, expressed.idempotency_key, key_paths, body);
     if (!key) {
       Reject("extraction_failed");
       std::string where;
       if (settings.idempotency_key_header) where = "header " + *settings.idempotency_key_header;
+      if (settings.keys.idempotency_key_expression) {
+        where += (where.empty() ? "" : " or ") + std::string("idempotencyKeyExpression");
+      }
       if (!key_paths.empty()) where += (where.empty() ? "" : " or ") + Describe(key_paths);
       return answer(Error(400, "No idempotency key: " + where + " gave no value"));
     }
     m.idempotency_key = std::move(*key);
-    m.aggregate_id = Read(req, settings.aggregate_id_header, aggregate_paths, body);
-    m.event_type = Read(req, settings.event_type_header, event_type_paths, body);
+    m.aggregate_id =
+        Read(req, settings.aggregate_id_header, expressed.aggregate_id, aggregate_paths, body);
+    m.event_type =
+        Read(req, settings.event_type_header, expressed.event_type, event_type_paths, body);
     auto too_long = [](const std::optional<std::string>& v) {
       return v && CodePoints(*v) > kMaxKeyChars;
     };
@@ -228,8 +245,26 @@ struct WebhookSources::Source {
     }
     m.headers = StoredHeaders(headers, credential_header);
     m.consumption = consumption;
-    // 7. (transforms: refused at start in this build.) 8. Store, group-committed with the
-    // requests arriving meanwhile; this thread waits for its outcome.
+    // 7. The source transform, on the original body; the row gets the id it saw.
+    if (transforms != nullptr && transforms->HasTransform(settings.name)) {
+      TransformInput input;
+      input.message_id = NewUuid();
+      input.received_at = NowIso();
+      input.idempotency_key = m.idempotency_key;
+      input.event_type = m.event_type;
+      input.headers = StoredHeaderPairs(m.headers);
+      TransformOutput out = transforms->Apply(settings.name, m.payload, input);
+      if (out.rejected) {
+        Reject("transform_failed");
+        log::Warn("A webhook failed its source transform.",
+                  {{"source", settings.name}, {"reason", out.reason}});
+        return answer(Error(422, "Transform failed: " + out.reason));
+      }
+      m.id = std::move(input.message_id);
+      m.payload = std::move(out.payload);
+    }
+    // 8. Store, group-committed with the requests arriving meanwhile; this thread waits for its
+    // outcome.
     std::promise<Result<InboxStoreOutcome>> promise;
     std::future<Result<InboxStoreOutcome>> future = promise.get_future();
     writer->Submit(std::move(m), [&promise](Result<InboxStoreOutcome> outcome) {
@@ -310,6 +345,7 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
     src->consumption =
         s.keys.consumption == "pull" ? InboxConsumption::kPull : InboxConsumption::kPush;
     src->metrics = metrics;
+    src->transforms = options.transforms;
     src->writer = out->writer_.get();
     src->now_ms = options.now_ms;
     src->settings = std::move(s);

@@ -12,7 +12,9 @@
 //      non-empty wins): none is 400 {"error":"<reason>"}; aggregate id and event type the same
 //      way (optional); a key over 255 characters is 400; publish time (scheduledAtHeader, then
 //      scheduledAtPath) when configured
-//   7. (transforms: refused at start in this build)
+//   7. source transform (sources.<name>.transform): its output is stored; Fail or Dead answers
+//      422 {"error":"Transform failed: <reason>"} and stores nothing (the keys of step 6 come from
+//      the original body: header, then idempotencyKeyExpression etc., then the path)
 //   8. store, group-committed (InboxWriter): 202 {"messageId":"<inbox id>"}, 200
 //      {"status":"duplicate"}, 400 {"error":"<reason>"} for a message the store refuses, 500
 //      {"error":"Storage failed"} when the database fails (nothing is written)
@@ -40,6 +42,7 @@
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+#include "sources/source_transforms.h"
 
 namespace httplib {
 class Server;
@@ -56,6 +59,8 @@ class InboxWriter;
 inline constexpr int kMaxJsonDepth = 1000;
 
 struct WebhookOptions {
+  // The source stage and key expressions; null: none configured. Borrowed; outlives Stop().
+  const SourceTransforms* transforms = nullptr;
   int writers = 1;      // concurrent Store calls (1 for SQLite)
   int max_batch = 256;  // messages per Store call at most
   // Unix ms for HMAC timestamps; the system clock when unset (tests inject).

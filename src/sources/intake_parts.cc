@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 namespace queuebox::sources {
@@ -213,6 +216,32 @@ int JsonDepth(std::string_view text, int limit) {
     }
   }
   return deepest;
+}
+
+// The system clock as ISO-8601 UTC with milliseconds ($timestamp of the source stage, a display
+// value; the row's times come from the database).
+std::string NowIso() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::vector<std::pair<std::string, std::string>> StoredHeaderPairs(std::string_view stored) {
+  std::vector<std::pair<std::string, std::string>> out;
+  nlohmann::json j = nlohmann::json::parse(stored, nullptr, false);
+  if (!j.is_object()) return out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.value().is_string()) out.emplace_back(it.key(), it.value().get<std::string>());
+  }
+  return out;
 }
 
 }  // namespace queuebox::sources

@@ -56,6 +56,14 @@ std::string NewUuid();
 std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
                           std::string_view credential_header);
 
+// The headers of StoredHeaders' JSON object text as pairs (the source stage's $headers); empty
+// for text that is not an object.
+std::vector<std::pair<std::string, std::string>> StoredHeaderPairs(std::string_view stored);
+
+// The system clock as ISO-8601 UTC with milliseconds: the source stage's $timestamp, a display
+// value (the row's times come from the database).
+std::string NowIso();
+
 // The deepest nesting of arrays and objects in JSON text (strings skipped), scanning no deeper
 // than `limit` + 1: a cheap guard before a recursive parser.
 int JsonDepth(std::string_view text, int limit);

@@ -497,6 +497,44 @@ TEST_F(QueueBoxExamplesTest, ExamplesWithSourcesPassCheckConfig) {
   }
 }
 
+// examples/rabbitmq-bridge runs unchanged: a webhook at POST /inbox/stripe goes through the inbox
+// and the inbox relay to the `queuebox-events` topic exchange (amqp://guest:guest@rabbitmq:5672,
+// mapped to the shared RabbitMQ), routed by its event type; a queue bound to the exchange gets it.
+TEST_F(QueueBoxExamplesTest, RabbitmqBridgeRuns) {
+#if defined(QB_WITH_RABBITMQ)
+  std::string amqp_url;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_AMQP_URL", amqp_url);
+  testing::AmqpQueues amqp(amqp_url);
+  const std::string queue = "qb.rabbitmq-bridge." + std::to_string(::getpid());
+  amqp.Bind("queuebox-events", queue);  // as the destination declares it: topic, durable
+  Env env = Deployment("examples/rabbitmq-bridge/queuebox.yml");
+  env["QUEUEBOX_DESTINATIONS_EVENTSEXCHANGE_URL"] = amqp_url;  // rabbitmq:5672
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 30s)) << relay.Log();
+
+  const std::string event = R"({"id":"evt_amqp_1","type":"invoice.paid","amount":4200})";
+  httplib::Client c("127.0.0.1", http_port_);
+  c.set_read_timeout(10);
+  auto posted = c.Post("/inbox/stripe", event, "application/json");
+  ASSERT_TRUE(posted);
+  EXPECT_EQ(posted->status, 202) << posted->body;
+  ASSERT_TRUE(WaitFor([&] { return amqp.Messages(queue) == 1; }, 30s)) << relay.Log();
+  auto got = amqp.Get(queue);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->first, "invoice.paid");  // routingKeyTemplate "{{ topic }}", the event type
+  EXPECT_EQ(nlohmann::json::parse(got->second), nlohmann::json::parse(event));
+  EXPECT_TRUE(WaitFor([&] { return pg_->Scalar("SELECT state FROM outbox") == "sent"; }, 30s));
+  EXPECT_EQ(pg_->Scalar("SELECT state FROM inbox"), "processed");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  amqp.Delete("queuebox-events", queue);
+#else
+  GTEST_SKIP() << "QB_WITH_RABBITMQ is off";
+#endif
+}
+
 // examples/webhook-receiver runs unchanged: its Stripe-style source answers POST /inbox/stripe
 // (202 with the message id, then 200 duplicate), and the inbox relay forwards the row into the
 // outbox under the event type as topic, which the `**` route delivers to the `echo` receiver
@@ -538,6 +576,52 @@ TEST_F(QueueBoxExamplesTest, WebhookReceiverRuns) {
   EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
   EXPECT_EQ(receiver.RequestCount(), 1u);
 }
+
+#if defined(QB_WITH_NATS)
+// examples/nats-bridge runs unchanged (its smoke test): an order published to JetStream reaches
+// processed.orders through the inbox, the relay and the outbox. Mapped as its docker-compose.yml
+// does: the nats host (a private nats-server of this test, so the example's stream names do not
+// meet other tests on the shared server) and the postgres host; the streams are made before
+// QueueBox starts, as the compose's init step does: ORDERS over orders.>, PROCESSED over
+// processed.> (which holds processed.orders).
+TEST_F(QueueBoxExamplesTest, NatsBridgeRuns) {
+  testing::PrivateNatsServer nats(testing::UnusedLoopbackPort());
+  ASSERT_TRUE(nats.Start()) << nats.Log();
+  testing::JetStreamTestStream orders(nats.url(), "ORDERS", "orders");
+  testing::JetStreamTestStream processed(nats.url(), "PROCESSED", "processed");
+  Env env = Deployment("examples/nats-bridge/queuebox.yml");
+  env["QUEUEBOX_SOURCES_ORDERS_SERVERS"] = nats.url();          // nats://nats:4222
+  env["QUEUEBOX_DESTINATIONS_PROCESSED_SERVERS"] = nats.url();  // nats://nats:4222
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 30s)) << relay.Log();
+  std::string ready;
+  Get(http_port_, "/health/ready", &ready);
+  EXPECT_THAT(ready, HasSubstr(R"("nats.orders":{"status":"up"})"));
+
+  const std::string order = R"({"id":"ord-1","type":"order.created","total":42})";
+  jsCtx* js = nullptr;
+  ASSERT_EQ(natsConnection_JetStream(&js, orders.nc(), nullptr), NATS_OK);
+  jsErrCode jerr;
+  ASSERT_EQ(js_Publish(nullptr, js, "orders.created", order.data(), static_cast<int>(order.size()),
+                       nullptr, &jerr),
+            NATS_OK);
+  jsCtx_Destroy(js);
+  ASSERT_TRUE(WaitFor([&] { return processed.Count() == 1; }, 60s)) << relay.Log();
+  testing::StoredNatsMessage m = processed.Get(1);
+  EXPECT_EQ(m.subject, "processed.orders");
+  EXPECT_EQ(nlohmann::json::parse(m.body), nlohmann::json::parse(order));
+  EXPECT_EQ(m.headers["x-source"], "orders");
+  EXPECT_EQ(m.headers["x-idempotency-key"], "ord-1");
+  EXPECT_EQ(m.headers["x-topic"], "orders");
+  EXPECT_TRUE(WaitFor([&] { return pg_->Scalar("SELECT state FROM inbox") == "processed"; }, 30s));
+  EXPECT_EQ(pg_->Scalar("SELECT event_type FROM inbox"), "order.created");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  EXPECT_EQ(processed.Count(), 1u);
+}
+#endif
 
 // examples/cdc (its smoke-test.sh): capture wakes delivery well inside the 30 s reconciliation
 // timer, and the recorded position survives a restart. Mapped as its docker-compose.yml does:

@@ -179,6 +179,140 @@ TEST_F(TransformE2ETest, QueueBoxDocumentedExamplesRunUnchanged) {
   EXPECT_EQ(ran, 7);  // every route and destination example of the file
 }
 
+// The source stage (QueueBox reference §8, §11.1 step 7): the documented source examples run
+// unchanged behind a webhook source (the documented source block; the relay forwards the row and
+// a `**` route delivers it to the receiver). The stored payload and the delivered body are the
+// documented result, and the inbox row's id is the $messageId the transform saw.
+TEST_F(TransformE2ETest, QueueBoxDocumentedSourceExamplesRunUnchanged) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  int ran = 0;
+  for (const Json& example : LoadExamples()) {
+    if (example["stage"] != "source") continue;
+    SCOPED_TRACE(example["name"].get<std::string>());
+    std::string source_yaml;
+    if (example["yaml"].is_string()) {
+      source_yaml = example["yaml"].get<std::string>();
+    } else {
+      // An expression documented without a block: a webhook source that stores its value.
+      source_yaml =
+          "sources:\n  github:\n    path: /github\n    idempotencyKeyPath: $.id\n    topic: "
+          "github\n"
+          "    transform:\n      expression: '" +
+          example["expr"].get<std::string>() + "'\n";
+    }
+    const std::string config = WriteConfig(
+        source_yaml + "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+            receiver_.BaseUrl() + "\n    path: /events\nroutes:\n  - topicPattern: \"**\"\n" +
+            "    destination: receiver\n",
+        "source" + std::to_string(ran));
+    if (ran == 0) Migrate(config);
+    pg_->Exec("TRUNCATE outbox; TRUNCATE inbox");
+    receiver_.Clear();
+    ChildProcess relay(kBinary, {"--config", config, "run"}, {},
+                       dir_.File("source" + std::to_string(ran) + ".log"));
+    httplib::Client c("127.0.0.1", http_port_);
+    c.set_connection_timeout(2);
+    c.set_read_timeout(10);
+    bool up = false;
+    for (int i = 0; i < 300 && !up; ++i) {
+      auto r = c.Get("/health/ready");
+      up = r && r->status == 200;
+      if (!up) std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_TRUE(up) << relay.Log();
+    httplib::Headers headers;
+    for (auto it = example["bindings"]["headers"].begin();
+         it != example["bindings"]["headers"].end(); ++it) {
+      if (it.key() != "Content-Type") headers.emplace(it.key(), it.value().get<std::string>());
+    }
+    auto r = c.Post("/inbox/github", headers, example["input"].dump(), "application/json");
+    ASSERT_TRUE(r) << relay.Log();
+    ASSERT_EQ(r->status, 202) << r->body;
+    const std::string id = Json::parse(r->body)["messageId"];
+    auto stored =
+        pg_->Query("SELECT payload::text, idempotency_key FROM inbox WHERE id = '" + id + "'");
+    ASSERT_EQ(stored.size(), 1u);
+    EXPECT_EQ(Json::parse(stored[0][0]), example["result"]);
+    bool delivered = false;
+    for (int i = 0; i < 300 && !delivered; ++i) {
+      delivered = receiver_.RequestCount() >= 1;
+      if (!delivered) std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(delivered) << relay.Log();
+    EXPECT_EQ(Json::parse(receiver_.Requests()[0].body), example["result"]);
+    ++ran;
+  }
+  EXPECT_EQ(ran, 2);  // every source example of the file
+}
+
+// Key expressions come before the paths and read the original body; the transform's $messageId
+// is the row's id; onError Fail answers 422 and stores nothing (a repeat too), Skip stores the
+// original body.
+TEST_F(TransformE2ETest, WebhookKeyExpressionsAndTransformOutcomes) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  const std::string config = WriteConfig(
+      "inbox:\n  relay:\n    enabled: false\n"
+      "sources:\n"
+      "  shop:\n    path: /shop\n    idempotencyKeyPath: $.never\n"
+      "    idempotencyKeyExpression: '\"order-\" & order.id'\n"
+      "    aggregateIdExpression: customer.id\n"
+      "    eventTypeExpression: $lowercase(kind)\n"
+      "    topic: \"{{ eventType }}\"\n"
+      "    transform:\n      expression: '{\"id\": $messageId, \"key\": $idempotencyKey, "
+      "\"type\": $eventType, \"total\": order.total}'\n"
+      "  strict:\n    path: /strict\n    idempotencyKeyPath: $.id\n    topic: strict\n"
+      "    transform:\n      expression: '$error(\"no\")'\n      onError: Fail\n"
+      "  lenient:\n    path: /lenient\n    idempotencyKeyPath: $.id\n    topic: lenient\n"
+      "    transform:\n      expression: '$error(\"no\")'\n      onError: Skip\n"
+      "destinations:\n  d: {type: http, baseUrl: 'http://127.0.0.1:1'}\n"
+      "routes:\n  - {topicPattern: '**', destination: d}\n");
+  Migrate(config);
+  ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("keys.log"));
+  httplib::Client c("127.0.0.1", http_port_);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(10);
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    auto r = c.Get("/health/ready");
+    up = r && r->status == 200;
+    if (!up) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(up) << relay.Log();
+
+  auto r = c.Post("/inbox/shop",
+                  R"({"kind":"ORDER.PAID","order":{"id":42,"total":9.5},"customer":{"id":"c-7"}})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string id = Json::parse(r->body)["messageId"];
+  auto row = pg_->Query(
+      "SELECT idempotency_key, aggregate_id, event_type, payload::text FROM inbox WHERE id = '" +
+      id + "'");
+  ASSERT_EQ(row.size(), 1u);
+  EXPECT_EQ(row[0][0], "order-42");
+  EXPECT_EQ(row[0][1], "c-7");
+  EXPECT_EQ(row[0][2], "order.paid");
+  EXPECT_EQ(Json::parse(row[0][3]),
+            (Json{{"id", id}, {"key", "order-42"}, {"type", "order.paid"}, {"total", 9.5}}));
+
+  for (int i = 0; i < 2; ++i) {
+    auto failed = c.Post("/inbox/strict", R"({"id":"s-1"})", "application/json");
+    ASSERT_TRUE(failed);
+    EXPECT_EQ(failed->status, 422);
+    EXPECT_THAT(failed->body, HasSubstr(R"({"error":"Transform failed: )"));
+    EXPECT_THAT(failed->body, HasSubstr("no"));
+  }
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM inbox WHERE source = 'strict'"), "0");
+
+  auto skipped = c.Post("/inbox/lenient", R"({"id":"l-1","a":1})", "application/json");
+  ASSERT_TRUE(skipped);
+  EXPECT_EQ(skipped->status, 202) << skipped->body;
+  EXPECT_EQ(Json::parse(pg_->Scalar("SELECT payload::text FROM inbox WHERE source = 'lenient'")),
+            (Json{{"id", "l-1"}, {"a", 1}}));
+  EXPECT_THAT(Metrics(),
+              HasSubstr("queuebox_inbox_rejections_total{reason=\"transform_failed\"} 2"));
+}
+
 // The runaway cases of issue 16, each with another onError, next to 300 ordinary messages.
 TEST_F(TransformE2ETest, RunawaysEndAtTheirLimitWithTheirOnErrorWhileOthersFlow) {
   if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";

@@ -7,7 +7,9 @@
 #include <amqp_tcp_socket.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace queuebox::testing {
@@ -50,6 +52,24 @@ class AmqpQueues {
     amqp_queue_declare_ok_t* ok =
         amqp_queue_declare(c_, 1, amqp_cstring_bytes(queue.c_str()), 1, 1, 0, 0, amqp_empty_table);
     return ok != nullptr ? ok->message_count : 0;
+  }
+  // One message taken (and acked) from `queue` with basic.get: {routing key, body}; nullopt
+  // when the queue is empty.
+  std::optional<std::pair<std::string, std::string>> Get(const std::string& queue) {
+    amqp_maybe_release_buffers(c_);
+    amqp_rpc_reply_t r = amqp_basic_get(c_, 1, amqp_cstring_bytes(queue.c_str()), /*no_ack=*/1);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL || r.reply.id != AMQP_BASIC_GET_OK_METHOD) {
+      return std::nullopt;
+    }
+    auto* ok = static_cast<amqp_basic_get_ok_t*>(r.reply.decoded);
+    std::string key(static_cast<const char*>(ok->routing_key.bytes), ok->routing_key.len);
+    amqp_message_t message;
+    if (amqp_read_message(c_, 1, &message, 0).reply_type != AMQP_RESPONSE_NORMAL) {
+      return std::nullopt;
+    }
+    std::string body(static_cast<const char*>(message.body.bytes), message.body.len);
+    amqp_destroy_message(&message);
+    return std::make_pair(key, body);
   }
   void Delete(const std::string& exchange, const std::string& queue) {
     amqp_queue_delete(c_, 1, amqp_cstring_bytes(queue.c_str()), 0, 0);

@@ -7,27 +7,13 @@
 #include <chrono>
 #include <utility>
 
-#include "core/backoff.h"
 #include "core/log.h"
+#include "destinations/nats/nats_connect.h"
 
 namespace queuebox {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> SplitServers(std::string_view list) {
-  std::vector<std::string> out;
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return out;
-}
 
 std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 
@@ -68,7 +54,8 @@ std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block) {
   if (token && (user || password)) {
     problems.push_back("token: use either token or username and password, not both");
   }
-  if (auto servers = OptionalString(block, "servers"); servers && SplitServers(*servers).empty()) {
+  if (auto servers = OptionalString(block, "servers");
+      servers && SplitNatsServers(*servers).empty()) {
     problems.push_back("servers: needs at least one nats:// URL");
   }
   return problems;
@@ -123,25 +110,17 @@ Result<std::unique_ptr<NatsDestination>> NatsDestination::Create(NatsDestination
 }
 
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() {
-  natsOptions* opts = nullptr;
-  if (natsOptions_Create(&opts) != NATS_OK) return Internal("natsOptions_Create failed");
-  std::vector<std::string> servers = SplitServers(settings_.servers);
-  std::vector<const char*> server_ptrs;
-  for (const std::string& s : servers) server_ptrs.push_back(s.c_str());
-  natsStatus s = natsOptions_SetServers(opts, server_ptrs.data(), static_cast<int>(servers.size()));
-  if (s == NATS_OK) s = natsOptions_SetName(opts, ("queuebox-" + settings_.name).c_str());
-  if (s == NATS_OK)
-    s = natsOptions_SetTimeout(opts, std::min<int64_t>(settings_.timeout_ms, 10000));
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);  // reconnect forever
-  // Capped jittered backoff between rounds over the server list (core/backoff.h).
-  if (s == NATS_OK) {
-    s = natsOptions_SetCustomReconnectDelay(
-        opts,
-        [](natsConnection*, int attempts, void*) -> int64_t {
-          return ReconnectDelayMs(attempts, 250, 30000);
-        },
-        nullptr);
-  }
+  NatsConnectSettings connect;
+  connect.client_name = "queuebox-" + settings_.name;
+  connect.servers = settings_.servers;
+  connect.connect_timeout_ms = std::min<int64_t>(settings_.timeout_ms, 10000);
+  connect.username = settings_.username;
+  connect.password = settings_.password;
+  connect.token = settings_.token;
+  Result<natsOptions*> made = NewNatsOptions(connect);
+  if (!made.ok()) return made.status();
+  natsOptions* opts = *made;
+  natsStatus s = NATS_OK;
   auto conn = std::make_shared<Connection>();
   // A server that is not up yet does not fail the start: the connection keeps trying in the
   // background (same backoff) and the destination reports not ready meanwhile.
@@ -153,11 +132,6 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
         },
         conn.get());
   }
-  if (s == NATS_OK && settings_.username) {
-    s = natsOptions_SetUserInfo(opts, settings_.username->c_str(),
-                                settings_.password.value_or("").c_str());
-  }
-  if (s == NATS_OK && settings_.token) s = natsOptions_SetToken(opts, settings_.token->c_str());
   if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
   natsOptions_Destroy(opts);
   if (s == NATS_OK) {

@@ -1,8 +1,6 @@
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 
 #include <amqp.h>
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +10,7 @@
 
 #include "core/backoff.h"
 #include "core/log.h"
+#include "destinations/rabbitmq/amqp_connection.h"
 #include "destinations/rabbitmq/amqp_extension.h"
 
 namespace queuebox {
@@ -21,70 +20,11 @@ using Clock = std::chrono::steady_clock;
 constexpr amqp_channel_t kChannel = 1;
 const std::vector<std::string> kExchangeTypes = {"topic", "direct", "fanout"};
 
-struct ParsedUrl {
-  std::string user = "guest", password = "guest", host = "localhost", vhost = "/";
-  int port = 5672;
-  bool ssl = false;
-};
-
-Result<ParsedUrl> ParseAmqpUrl(const std::string& url) {
-  std::vector<char> buf(url.begin(), url.end());
-  buf.push_back('\0');
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (url.empty() || amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK) {
-    // The URL itself is not repeated: it may hold a password.
-    return InvalidArgument("not a valid AMQP URI (amqp://user:password@host:port/vhost)");
-  }
-  ParsedUrl p;
-  p.user = info.user;
-  p.password = info.password;
-  p.host = info.host;
-  p.vhost = info.vhost;
-  // "amqp://host/" parses as the empty vhost, which RabbitMQ never has: use the default "/".
-  if (p.vhost.empty()) p.vhost = "/";
-  p.port = info.port;
-  p.ssl = info.ssl != 0;
-  return p;
-}
-
-timeval ToTimeval(int64_t ms) {
-  ms = std::max<int64_t>(ms, 0);
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
-}
-
-std::string BytesText(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
-// A readable reason for a failed RPC.
-std::string RpcError(const amqp_rpc_reply_t& r, std::string_view what) {
-  std::string out(what);
-  switch (r.reply_type) {
-    case AMQP_RESPONSE_NORMAL:
-      return out + ": ok";
-    case AMQP_RESPONSE_NONE:
-      return out + ": no reply";
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      return out + ": " + amqp_error_string2(r.library_error);
-    case AMQP_RESPONSE_SERVER_EXCEPTION:
-      if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        auto* m = static_cast<amqp_connection_close_t*>(r.reply.decoded);
-        return out + ": connection closed by the broker: " + std::to_string(m->reply_code) + " " +
-               BytesText(m->reply_text);
-      }
-      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        auto* m = static_cast<amqp_channel_close_t*>(r.reply.decoded);
-        return out + ": channel closed by the broker: " + std::to_string(m->reply_code) + " " +
-               BytesText(m->reply_text);
-      }
-      return out + ": unexpected broker method";
-  }
-  return out + ": unknown error";
-}
+using amqp::BytesText;
+using amqp::ParseAmqpUrl;
+using amqp::RpcError;
+using amqp::ToTimeval;
+using ParsedUrl = amqp::AmqpUrl;
 
 amqp_bytes_t BytesOf(const std::string& s) {
   return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
@@ -159,22 +99,12 @@ class RabbitMqDestination::Connection {
   }
 
   Status Open(const ParsedUrl& url, int64_t timeout_ms) {
-    state_ = amqp_new_connection();
-    amqp_socket_t* socket = url.ssl ? amqp_ssl_socket_new(state_) : amqp_tcp_socket_new(state_);
-    if (socket == nullptr) return Unavailable("cannot create a socket");
-    timeval tv = ToTimeval(timeout_ms);
-    int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
-    if (rc != AMQP_STATUS_OK) return Unavailable(std::string("connect: ") + amqp_error_string2(rc));
-    amqp_set_handshake_timeout(state_, &tv);
-    amqp_set_rpc_timeout(state_, &tv);
-    amqp_rpc_reply_t r = amqp_login(state_, url.vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
-                                    url.user.c_str(), url.password.c_str());
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "login"));
-    amqp_channel_open(state_, kChannel);
-    r = amqp_get_rpc_reply(state_);
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "channel.open"));
+    Result<amqp_connection_state_t> opened =
+        amqp::OpenConnection(url, timeout_ms, /*heartbeat_s=*/0, kChannel);
+    if (!opened.ok()) return opened.status();
+    state_ = *opened;
     amqp_confirm_select(state_, kChannel);
-    r = amqp_get_rpc_reply(state_);
+    amqp_rpc_reply_t r = amqp_get_rpc_reply(state_);
     if (r.reply_type != AMQP_RESPONSE_NORMAL) return Unavailable(RpcError(r, "confirm.select"));
     healthy_ = true;
     return Status::Ok();
@@ -221,16 +151,7 @@ class RabbitMqDestination::Connection {
     }
   }
 
-  static std::string CloseReason(const amqp_frame_t& frame) {
-    if (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
-      auto* m = static_cast<amqp_connection_close_t*>(frame.payload.method.decoded);
-      return "connection closed by the broker: " + std::to_string(m->reply_code) + " " +
-             BytesText(m->reply_text);
-    }
-    auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
-    return "channel closed by the broker: " + std::to_string(m->reply_code) + " " +
-           BytesText(m->reply_text);
-  }
+  static std::string CloseReason(const amqp_frame_t& frame) { return amqp::CloseReason(frame); }
 
   amqp_connection_state_t state() { return state_; }
   bool healthy() const { return healthy_; }
