@@ -84,6 +84,61 @@ int Get(int port, const std::string& path, std::string* body = nullptr) {
   return r ? r->status : -1;
 }
 
+#if defined(QB_WITH_KAFKA)
+struct KafkaRecord {
+  std::string key, value;
+  std::map<std::string, std::string> headers;
+};
+
+// A silent librdkafka client of the mock cluster at `bootstraps`.
+rd_kafka_t* KafkaClient(rd_kafka_type_t type, const std::string& bootstraps,
+                        std::map<std::string, std::string> props = {}) {
+  props["bootstrap.servers"] = bootstraps;
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [k, v] : props) rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err);
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+  return rd_kafka_new(type, conf, err, sizeof err);
+}
+
+// Up to `count` records of partition 0 of `topic` from the beginning, within 60 s.
+std::vector<KafkaRecord> ConsumeKafka(const std::string& bootstraps, const std::string& topic,
+                                      size_t count) {
+  std::vector<KafkaRecord> out;
+  rd_kafka_t* consumer =
+      KafkaClient(RD_KAFKA_CONSUMER, bootstraps, {{"group.id", "examples-test"}});
+  if (consumer == nullptr) return out;
+  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  rd_kafka_assign(consumer, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer, 200);
+    if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      KafkaRecord r;
+      if (m->key != nullptr) r.key.assign(static_cast<const char*>(m->key), m->key_len);
+      r.value.assign(static_cast<const char*>(m->payload), m->len);
+      rd_kafka_headers_t* h = nullptr;
+      if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const char* name;
+        const void* v;
+        size_t size;
+        for (size_t i = 0; rd_kafka_header_get_all(h, i, &name, &v, &size) == 0; ++i) {
+          r.headers[name] = std::string(static_cast<const char*>(v), size);
+        }
+      }
+      out.push_back(std::move(r));
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(consumer);
+  rd_kafka_destroy(consumer);
+  return out;
+}
+#endif  // QB_WITH_KAFKA
+
 class QueueBoxExamplesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -368,18 +423,30 @@ TEST_F(QueueBoxExamplesTest, KubernetesDeployment) {
   EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
 }
 
-// "Bridge a broker", "Publish outbox rows to a broker": the RabbitMQ and NATS tabs deliver to
-// real brokers (the shared RabbitMQ; a private nats-server, whose stream the page says to create
-// first); the Kafka tab is checked (its brokers are the page's hosts).
+// "Bridge a broker", "Publish outbox rows to a broker": the tabs deliver to real brokers (the
+// shared RabbitMQ; a private nats-server, whose stream the page says to create first;
+// librdkafka's mock cluster for the page's two Kafka brokers).
 TEST_F(QueueBoxExamplesTest, BridgeABrokerPublishOutboxRows) {
+#if defined(QB_WITH_KAFKA)
   {
     SCOPED_TRACE("kafka");
-    std::string out;
-    EXPECT_EQ(
-        RunCommand(kBinary, {"check-config"}, Deployment("docs/bridge-a-broker/kafka.yml"), &out),
-        0)
-        << out;
+    testing::MockKafkaCluster mock(3);  // broker-1:9092,broker-2:9092
+    ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), "orders-processed", 1, 3),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+    Env env = Deployment("docs/bridge-a-broker/kafka.yml");
+    env["QUEUEBOX_DESTINATIONS_ORDERSPROCESSED_BOOTSTRAPSERVERS"] = mock.bootstraps();
+    CheckAndDeliver(env, [&] {
+      Insert("order.created", R"({"n":1})");
+      Insert("order.paid", R"({"n":2})");
+    });
+    std::vector<KafkaRecord> got = ConsumeKafka(mock.bootstraps(), "orders-processed", 2);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].key, "k");  // keyTemplate {{ key }}
+    EXPECT_EQ(nlohmann::json::parse(got[0].value), nlohmann::json::parse(R"({"n":1})"));
+    EXPECT_EQ(got[1].headers["x-topic"], "order.paid");
+    pg_->Exec("TRUNCATE outbox");
   }
+#endif
 #if defined(QB_WITH_RABBITMQ)
   {
     SCOPED_TRACE("rabbitmq");
@@ -674,6 +741,55 @@ TEST_F(QueueBoxExamplesTest, CaptureChangesHowToWithItsRecoverySteps) {
   EXPECT_TRUE(handled()) << relay->Log();
   stop(relay);
 }
+
+#if defined(QB_WITH_KAFKA)
+// examples/kafka-bridge runs unchanged against librdkafka's mock cluster (started by this test;
+// its bootstrap servers replace the file's kafka:9092 for the source and the destination): one
+// order produced to `orders` is stored in the inbox, forwarded into the outbox under the source's
+// topic, and delivered to `orders-processed` with the relay's headers.
+TEST_F(QueueBoxExamplesTest, KafkaBridgeRuns) {
+  testing::MockKafkaCluster mock(3);
+  for (const char* topic : {"orders", "orders-processed"}) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), topic, 1, 3), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  Env env = Deployment("examples/kafka-bridge/queuebox.yml");
+  env["QUEUEBOX_SOURCES_ORDERS_BOOTSTRAPSERVERS"] = mock.bootstraps();          // kafka:9092
+  env["QUEUEBOX_DESTINATIONS_PROCESSED_BOOTSTRAPSERVERS"] = mock.bootstraps();  // kafka:9092
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  ASSERT_EQ(RunCommand(kBinary, {"migrate"}, env, &out), 0) << out;
+  ChildProcess relay(kBinary, {"run"}, env, dir_.File("relay.log"));
+  ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 60s)) << relay.Log();
+
+  const std::string order = R"({"id":"ord-1","type":"order.created","total":42})";
+  rd_kafka_t* producer = KafkaClient(RD_KAFKA_PRODUCER, mock.bootstraps());
+  ASSERT_NE(producer, nullptr);
+  std::vector<rd_kafka_vu_t> vus(3);
+  vus[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+  vus[0].u.cstr = "orders";
+  vus[1].vtype = RD_KAFKA_VTYPE_VALUE;
+  vus[1].u.mem.ptr = const_cast<char*>(order.data());
+  vus[1].u.mem.size = order.size();
+  vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+  vus[2].u.i = RD_KAFKA_MSG_F_COPY;
+  rd_kafka_error_t* produced = rd_kafka_produceva(producer, vus.data(), vus.size());
+  ASSERT_EQ(produced, nullptr) << rd_kafka_error_string(produced);
+  ASSERT_EQ(rd_kafka_flush(producer, 20000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(producer);
+
+  std::vector<KafkaRecord> got = ConsumeKafka(mock.bootstraps(), "orders-processed", 1);
+  ASSERT_EQ(got.size(), 1u) << relay.Log();
+  const std::string& value = got[0].value;
+  std::map<std::string, std::string>& headers = got[0].headers;
+  EXPECT_EQ(nlohmann::json::parse(value), nlohmann::json::parse(order));
+  EXPECT_EQ(headers["x-topic"], "orders");  // the source's topic: "{{ source }}"
+  EXPECT_EQ(headers["x-source"], "orders");
+  EXPECT_EQ(headers["x-idempotency-key"], "ord-1");
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM inbox WHERE event_type = 'order.created'"), "1");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+#endif  // QB_WITH_KAFKA
 
 }  // namespace
 }  // namespace queuebox

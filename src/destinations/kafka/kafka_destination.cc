@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "destinations/kafka/kafka_security.h"
 
 namespace queuebox {
 namespace {
@@ -15,10 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kMinTimeoutMs = 2000;
-const std::vector<std::string> kSecurityProtocols = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
-                                                     "SASL_SSL"};
-
-bool IsSasl(std::string_view protocol) { return protocol.starts_with("SASL_"); }
 
 void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string& value) {
   rd_kafka_header_add(h, name.data(), static_cast<ssize_t>(name.size()), value.data(),
@@ -113,15 +110,14 @@ std::vector<std::string> ValidateKafkaBlock(const nlohmann::json& block) {
     problems.push_back("timeoutMs: must be at least 2000 (got " +
                        std::to_string(timeout->get<int64_t>()) + ")");
   }
-  std::string protocol = OptionalString(block, "securityProtocol").value_or("PLAINTEXT");
-  if (IsSasl(protocol)) {
-    for (const char* k : {"saslMechanism", "saslUsername", "saslPassword"}) {
-      std::optional<std::string> v = OptionalString(block, k);
-      if (!v || v->empty()) {
-        problems.push_back(std::string(k) + ": required when securityProtocol is " + protocol +
-                           " (saslMechanism, saslUsername and saslPassword go together)");
-      }
-    }
+  KafkaSecurity security;
+  security.protocol = OptionalString(block, "securityProtocol").value_or("PLAINTEXT");
+  security.sasl_mechanism = OptionalString(block, "saslMechanism");
+  security.sasl_username = OptionalString(block, "saslUsername");
+  security.sasl_password = OptionalString(block, "saslPassword");
+  for (std::string& p : KafkaSecurityProblems(security)) {
+    // An unknown protocol is the option table's to report (it names the choices).
+    if (!p.starts_with("securityProtocol:")) problems.push_back(std::move(p));
   }
   return problems;
 }
@@ -139,7 +135,7 @@ DestinationType KafkaDestinationType() {
   options.Add(
       opt::Millis("timeoutMs", &S::timeout_ms, 30000, "Delivery timeout in ms (at least 2000)")
           .Min(kMinTimeoutMs));
-  options.Add(opt::Choice("securityProtocol", &S::security_protocol, kSecurityProtocols,
+  options.Add(opt::Choice("securityProtocol", &S::security_protocol, KafkaSecurityProtocols(),
                           "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"));
   options.Add(opt::Text("saslMechanism", &S::sasl_mechanism, nullptr,
                         "SASL mechanism (e.g. PLAIN, SCRAM-SHA-512)"));
@@ -177,10 +173,9 @@ Result<std::unique_ptr<KafkaDestination>> KafkaDestination::Create(
   if (settings.sasl_password) block["saslPassword"] = *settings.sasl_password;
   std::vector<std::string> problems = ValidateKafkaBlock(block);
   if (settings.bootstrap_servers.empty()) problems.push_back("bootstrapServers: required");
-  if (std::find(kSecurityProtocols.begin(), kSecurityProtocols.end(), settings.security_protocol) ==
-      kSecurityProtocols.end()) {
-    problems.push_back("securityProtocol: '" + settings.security_protocol +
-                       "' is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL");
+  for (std::string& p : KafkaSecurityProblems(
+           {settings.security_protocol, std::nullopt, std::nullopt, std::nullopt})) {
+    problems.push_back(std::move(p));
   }
   if (!problems.empty()) return InvalidArgument(prefix + problems.front());
   Result<AddressSpec> topic =
@@ -207,12 +202,10 @@ Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::NewProduce
       {"delivery.timeout.ms", std::to_string(settings_.timeout_ms)},
       {"request.timeout.ms", std::to_string(std::max<int64_t>(settings_.timeout_ms - 1000, 1000))},
       {"allow.auto.create.topics", "false"},
-      {"security.protocol", settings_.security_protocol},
   };
-  if (IsSasl(settings_.security_protocol)) {
-    props.emplace_back("sasl.mechanism", settings_.sasl_mechanism.value_or(""));
-    props.emplace_back("sasl.username", settings_.sasl_username.value_or(""));
-    props.emplace_back("sasl.password", settings_.sasl_password.value_or(""));
+  for (auto& p : KafkaSecurityProperties({settings_.security_protocol, settings_.sasl_mechanism,
+                                          settings_.sasl_username, settings_.sasl_password})) {
+    props.push_back(std::move(p));
   }
   for (const auto& [k, v] : settings_.librdkafka) props.emplace_back(k, v);
   for (const auto& [k, v] : props) {

@@ -1,5 +1,25 @@
 // kafka_source.h: the kafka broker source (QueueBox reference §11.3); see sources/broker_source.h
 // for the lifecycle and sources/broker_intake.h for what becomes a row.
+//
+// One librdkafka consumer per source, a member of `groupId` subscribed to `topics`
+// (enable.auto.commit=false, enable.auto.offset.store=false): replicas with one groupId share the
+// partitions. Each partition is read in offset order. One thread fetches up to maxPollRecords
+// records, stores them with ONE InboxIntake::Store (filtered records skipped), and only after
+// that call succeeded marks the offsets past the batch as consumed and commits them
+// (asynchronously; synchronously before partitions are revoked, so a rebalance hands the next
+// owner what was stored). When Store fails (the database is away) every partition of the batch
+// is sought back to its first record of the batch, which was not stored, and the source backs
+// off (ReconnectDelayMs, capped) before fetching again: nothing is committed that was not
+// stored, nothing is lost, and a record fetched twice is stored once (the inbox dedup).
+//
+// Records: body = the value; headers = the record headers as strings (HeaderText: UTF-8 or
+// "base64:"), a null value as ""; record_key = the key (HeaderText); broker_time_ms = the record
+// timestamp when it has one.
+//
+// Health ("kafka.<source>"): up once a broker answered; down while librdkafka reports every
+// broker down (one WARN per outage, one INFO when a broker answers again; librdkafka reconnects
+// with its own capped, jittered backoff) and after a fatal consumer error (the consumer is then
+// rebuilt after a backoff).
 #pragma once
 
 #include <memory>
@@ -10,7 +30,9 @@
 
 namespace queuebox::sources {
 
-// No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings.
+// No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings:
+// bootstrapServers/groupId empty, topics empty or with a blank entry, autoOffsetReset not
+// earliest|latest, maxPollRecords < 1, a SASL_* securityProtocol without the three sasl keys.
 Result<std::unique_ptr<BrokerSource>> CreateKafkaSource(KafkaSourceSettings settings,
                                                         const BrokerSourceContext& context);
 
