@@ -78,9 +78,10 @@ class RelayLostClaimTest : public ::testing::TestWithParam<std::string> {
     receiver_.Stop();
   }
 
-  // One publish slot at the receiver (maxInFlight 1): the batch's second request waits in the
-  // destination while the first is held. The lease (3 s) is renewed every second.
-  void Start() {
+  // One publish slot at the receiver (maxInFlight 1): with concurrency 2 the batch's second
+  // request waits in the destination while the first is held; with concurrency 1 it waits in the
+  // relay, queued behind the publish. The lease (3 s) is renewed every second.
+  void Start(int concurrency = 2) {
     HttpDestinationSettings s;
     s.name = "sink";
     s.base_url = receiver_.BaseUrl();
@@ -94,7 +95,7 @@ class RelayLostClaimTest : public ::testing::TestWithParam<std::string> {
     RelayOptions o;
     o.outbox.poll_interval_ms = 10;
     o.outbox.batch_size = 2;
-    o.outbox.concurrency = 2;
+    o.outbox.concurrency = concurrency;
     o.outbox.retry_base_delay_ms = 1;
     o.outbox.claim_timeout_ms = 3000;
     o.outbox.shutdown_timeout_ms = 20000;
@@ -178,6 +179,27 @@ TEST_P(RelayLostClaimTest, ARequestNotYetSentIsCancelledAndTheRowIsLeftToItsNewO
   EXPECT_EQ(outbox_->Field(taken, "claim_token"), kOtherToken);
   EXPECT_EQ(Lost(), 1);
   EXPECT_EQ(Sample(R"(queuebox_outbox_messages_total{status="sent"})"), 1);
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+TEST_P(RelayLostClaimTest, ARowQueuedBehindThePublishesIsNeverPublished) {
+  outbox_->InsertRows(2, [](int) { return std::nullopt; });
+  Start(/*concurrency=*/1);
+  const std::string sent = hold_.WaitHeld(30s);
+  ASSERT_FALSE(sent.empty());
+  std::vector<std::string> ids = Ids();
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string taken = ids[0] == sent ? ids[1] : ids[0];
+  TakeAsAnotherReplica(taken);
+  const auto taken_state = RowState(taken);
+  ASSERT_TRUE(WaitForLost(1));
+  hold_.Release();
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+
+  ASSERT_EQ(receiver_.RequestCount(), 1u) << "the queued row never reaches the destination";
+  EXPECT_EQ(outbox_->Field(sent, "state"), "sent");
+  EXPECT_EQ(RowState(taken), taken_state);
+  EXPECT_EQ(Lost(), 1);
   EXPECT_EQ(relay_->Stop(), 0);
 }
 
