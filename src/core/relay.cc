@@ -611,7 +611,7 @@ class RelayImpl final : public Relay {
     } else {
       std::unordered_set<std::string_view> ok(changed->begin(), changed->end());
       std::vector<bool> counted(rows.size(), false);  // lost and counted by the lease keeper
-      {
+      if (ok.size() < rows.size()) {
         std::lock_guard<std::mutex> lock(mu_);
         for (size_t i = 0; i < rows.size(); ++i) {
           auto it = claims_.find(rows[i]->id);
