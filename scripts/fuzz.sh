@@ -13,7 +13,7 @@ SECONDS_PER_TARGET=${1:-20}
 shift || true
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
-NICE=(nice -n "${FUZZ_NICE:-10}")
+NICE=(nice -n "${FUZZ_NICE:-19}")
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DQUEUEBOX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
