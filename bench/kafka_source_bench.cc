@@ -27,12 +27,14 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "admin/metrics.h"
 #include "core/log.h"
+#include "e2e_run.h"
 #include "sources/kafka/kafka_source.h"
 #include "store/open_store.h"
 
@@ -131,42 +133,22 @@ int main(int argc, char** argv) {
                         {"maxPollRecords", max_poll},
                         {"db", db_url.rfind("sqlite:", 0) == 0 ? "sqlite" : "postgresql"}};
   if (!e2e_binary.empty()) {
-    const std::string yml = "/tmp/kafka_source_bench." + std::to_string(getpid()) + ".yml";
-    std::ofstream(yml) << "database: {type: postgresql, url: \"" << db_url << "\", poolSize: 10}\n"
-                       << "server: {address: 127.0.0.1, httpPort: " << http_port << "}\n"
-                       << "http: {blockPrivateAddresses: false}\n"
-                       << "logging: {level: warn}\n"
-                       << "sources:\n  orders:\n    type: kafka\n    bootstrapServers: \""
-                       << bootstraps << "\"\n    topics: [" << topic
-                       << "]\n    groupId: g-e2e\n    maxPollRecords: " << max_poll << "\n"
-                       << "destinations:\n  sink: {type: http, baseUrl: \"" << sink_url << "\"}\n"
-                       << "routes:\n  - {topicPattern: orders, destination: sink}\n";
-    const auto start = Clock::now();
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("QUEUEBOX_CONFIG_FILE", yml.c_str(), 1);
-      execl(e2e_binary.c_str(), e2e_binary.c_str(), "run", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    Clock::time_point first{};
-    int64_t sent = 0;
-    while (sent < records) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      auto stats = (*store)->Stats();
-      if (!stats.ok()) continue;
-      sent = stats->rows_by_state["sent"];
-      if (first == Clock::time_point{} && sent > 0) first = Clock::now();
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) return Fail("queuebox exited early");
-    }
-    const auto end = Clock::now();
-    kill(pid, SIGTERM);
-    waitpid(pid, nullptr, 0);
-    std::remove(yml.c_str());
-    const double flowing = std::chrono::duration<double>(end - first).count();
-    out["e2e"] = {{"seconds_from_start", std::chrono::duration<double>(end - start).count()},
-                  {"seconds_from_first_sent", flowing},
-                  {"messages_per_s", static_cast<double>(records) / flowing}};
+    std::ostringstream text;
+    text << "database: {type: postgresql, url: \"" << db_url << "\", poolSize: 10}\n"
+         << "server: {address: 127.0.0.1, httpPort: " << http_port << "}\n"
+         << "http: {blockPrivateAddresses: false}\n"
+         << "logging: {level: warn}\n"
+         << "sources:\n  orders:\n    type: kafka\n    bootstrapServers: \"" << bootstraps
+         << "\"\n    topics: [" << topic
+         << "]\n    groupId: g-e2e\n    maxPollRecords: " << max_poll << "\n"
+         << "destinations:\n  sink: {type: http, baseUrl: \"" << sink_url << "\"}\n"
+         << "routes:\n  - {topicPattern: orders, destination: sink}\n";
+    queuebox::bench::E2eTimes t =
+        queuebox::bench::RunQueueBoxUntilSent(e2e_binary, text.str(), **store, records);
+    if (!t.ok) return Fail(t.error);
+    out["e2e"] = {{"seconds_from_start", t.seconds_from_start},
+                  {"seconds_from_first_sent", t.seconds_from_first_sent},
+                  {"messages_per_s", static_cast<double>(records) / t.seconds_from_first_sent}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }

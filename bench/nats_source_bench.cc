@@ -5,6 +5,11 @@
 //   postgresql://postgres@127.0.0.1:54329/postgres
 //                     [--messages 50000] [--batch 100,500] [--replicas 1] [--duplicates 0]
 //                     [--ack-all] [--batches-per-store 4]
+//                     [--e2e-binary build/apps/queuebox/queuebox --sink-url http://127.0.0.1:P]
+//
+// With --e2e-binary: instead of the sources in this process, `queuebox run` with one nats source
+// (batchSize --batch), the inbox relay and an http destination at --sink-url drains the stream,
+// timed until every outbox row is sent (NATS -> inbox -> outbox -> HTTP).
 //
 // For each batch size: a fresh database migrated with the bundled migrations, a fresh stream
 // (file storage) holding --messages JSON messages ({"id": "m-<i>"}; with --duplicates D, every
@@ -20,11 +25,13 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "admin/metrics.h"
+#include "e2e_run.h"
 #include "queuebox/store.h"
 #include "sources/nats/nats_source.h"
 #include "store/open_store.h"
@@ -76,6 +83,11 @@ int main(int argc, char** argv) {
                  "Most fetched batches one store takes while the previous one runs (1: none)");
   app.add_flag("--ack-all", ack_all,
                "Make the durable ack-all first (the source then acks a batch's last message)");
+  std::string e2e_binary, sink_url;
+  int http_port = 18633;
+  app.add_option("--e2e-binary", e2e_binary, "queuebox binary: measure nats -> inbox -> HTTP");
+  app.add_option("--sink-url", sink_url, "base URL of the HTTP sink (--e2e-binary)");
+  app.add_option("--http-port", http_port, "queuebox data port (--e2e-binary)");
   CLI11_PARSE(app, argc, argv);
 
   natsConnection* nc = nullptr;
@@ -148,6 +160,33 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cannot create the ack-all durable (%d)\n", jerr);
         return 1;
       }
+    }
+    if (!e2e_binary.empty()) {
+      std::ostringstream yml;
+      yml << "database: {type: postgresql, url: \"" << dc.url << "\"}\n"
+          << "server: {address: 127.0.0.1, httpPort: " << http_port << "}\n"
+          << "logging: {level: warn}\n"
+          << "sources:\n  orders:\n    type: nats\n    servers: \"" << nats_url
+          << "\"\n    stream: " << stream << "\n    durable: e2e\n    batchSize: " << batch << "\n"
+          << "destinations:\n  sink: {type: http, baseUrl: \"" << sink_url << "\"}\n"
+          << "routes:\n  - {topicPattern: orders, destination: sink}\n";
+      queuebox::bench::E2eTimes t =
+          queuebox::bench::RunQueueBoxUntilSent(e2e_binary, yml.str(), **store, messages);
+      if (!t.ok) {
+        std::fprintf(stderr, "e2e: %s\n", t.error.c_str());
+        return 1;
+      }
+      std::printf(
+          "{\"e2e\":\"nats -> inbox -> outbox -> http\",\"batch\":%d,\"messages\":%d,"
+          "\"seconds_from_start\":%.3f,\"seconds_from_first_sent\":%.3f,"
+          "\"messages_per_s\":%.0f}\n",
+          batch, messages, t.seconds_from_start, t.seconds_from_first_sent,
+          messages / t.seconds_from_start);
+      std::fflush(stdout);
+      store->reset();
+      js_DeleteStream(js, stream.c_str(), nullptr, &jerr);
+      Exec(admin, "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+      continue;
     }
     queuebox::Metrics metrics;
     std::vector<std::unique_ptr<queuebox::sources::BrokerSource>> sources;

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_run.h"
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/store.h"
@@ -170,6 +171,12 @@ int main(int argc, char** argv) {
   app.add_option("--messages", messages);
   app.add_option("--prefetch", prefetches)->delimiter(',');
   app.add_option("--duplicates", duplicates, "every n-th message repeats the previous id; 0: none");
+  std::string e2e_binary, sink_url;
+  int http_port = 18634;
+  app.add_option("--e2e-binary", e2e_binary,
+                 "queuebox binary: measure rabbitmq -> inbox -> outbox -> HTTP instead");
+  app.add_option("--sink-url", sink_url, "base URL of the HTTP sink (--e2e-binary)");
+  app.add_option("--http-port", http_port, "queuebox data port (--e2e-binary)");
   CLI11_PARSE(app, argc, argv);
 
   PGconn* admin = PQconnectdb(pg_url.c_str());
@@ -210,6 +217,34 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const double publish_s = std::chrono::duration<double>(Clock::now() - publish_start).count();
 
+    if (!e2e_binary.empty()) {
+      std::ostringstream yml;
+      yml << "database: {type: postgresql, url: \"" << dbc.url << "\"}\n"
+          << "server: {address: 127.0.0.1, httpPort: " << http_port << "}\n"
+          << "logging: {level: warn}\n"
+          << "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"" << amqp_url
+          << "\"\n    queueName: " << queue << "\n    prefetchCount: " << prefetch << "\n"
+          << "destinations:\n  sink: {type: http, baseUrl: \"" << sink_url << "\"}\n"
+          << "routes:\n  - {topicPattern: orders, destination: sink}\n";
+      queuebox::bench::E2eTimes t =
+          queuebox::bench::RunQueueBoxUntilSent(e2e_binary, yml.str(), **store, distinct);
+      store->reset();
+      publisher.Delete(queue);
+      Exec(admin, "DROP DATABASE " + db + " WITH (FORCE)");
+      if (!t.ok) {
+        std::fprintf(stderr, "e2e: %s\n", t.error.c_str());
+        return 1;
+      }
+      std::ostringstream line;
+      line << "{\"e2e\": \"rabbitmq -> inbox -> outbox -> http\", \"prefetch\": " << prefetch
+           << ", \"messages\": " << messages << ", \"distinct\": " << distinct
+           << ", \"seconds_from_start\": " << t.seconds_from_start
+           << ", \"seconds_from_first_sent\": " << t.seconds_from_first_sent
+           << ", \"msgs_per_s\": " << static_cast<int64_t>(messages / t.seconds_from_start) << "}";
+      std::printf("%s\n", line.str().c_str());
+      std::fflush(stdout);
+      continue;
+    }
     CountingIntake intake((*store)->inbox());
     queuebox::RabbitmqSourceSettings s;
     s.name = "bench";

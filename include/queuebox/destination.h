@@ -5,6 +5,7 @@
 // implementation serialises what its client library needs. Sink calls may come from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -35,6 +36,17 @@ struct OutboundMessage {
   // The body after the route and destination transforms (QueueBox reference §8), JSON text;
   // unset: the row's payload. Address and key templates still read the row (its payload).
   std::optional<std::string> transformed_body = std::nullopt;
+  // Set (never cleared) by the relay when a lease renewal finds that this row's claim was lost:
+  // another replica owns the row. Not owned, may be null; outlives PublishBatch. A destination
+  // checks it (cancel_requested()) right before it hands the message over (writes the request,
+  // passes it to the broker client) and, when set, sends nothing and reports
+  // Outcome::Cancelled(). A message already handed over cannot be called back: it is reported
+  // as usual and the fenced outcome write changes nothing (docs/guarantees.md §3).
+  const std::atomic<bool>* cancel = nullptr;
+
+  bool cancel_requested() const {
+    return cancel != nullptr && cancel->load(std::memory_order_acquire);
+  }
 
   // What the destination sends: the transformed body, else the row's payload.
   std::string_view body() const {
@@ -47,6 +59,8 @@ struct Outcome {
     kDelivered,  // the destination durably accepted the message: row -> sent
     kRetry,      // a failure: retry with backoff while attempt < max_attempts, else dead
     kReject,     // a failure that can never succeed: row -> dead at once
+    kCancelled,  // the message's cancel flag was set and nothing was sent: the row is not
+                 // written (its claim is lost; the new owner writes it)
   };
   Kind kind = Kind::kRetry;
   // For failures: the reason, already redacted (core/redaction.h) and cut to
@@ -56,6 +70,7 @@ struct Outcome {
   static Outcome Delivered() { return {Kind::kDelivered, {}}; }
   static Outcome Retry(std::string e) { return {Kind::kRetry, std::move(e)}; }
   static Outcome Reject(std::string e) { return {Kind::kReject, std::move(e)}; }
+  static Outcome Cancelled() { return {Kind::kCancelled, "Publish cancelled: the claim was lost"}; }
 };
 
 // Receives outcomes. Report must be called exactly once per message index of the batch.
@@ -80,7 +95,8 @@ class Destination {
   virtual Status Start() = 0;
 
   // Publishes every message of the batch with as many in flight as the destination allows and
-  // reports each outcome to `sink` before returning. Never throws.
+  // reports each outcome to `sink` before returning. A message whose cancel flag is set before
+  // it is handed over is not sent (Outcome::Cancelled()). Never throws.
   virtual void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) = 0;
 
   // Health of the destination's connection, for /health/ready (brokers). Bounded; OK by default.

@@ -15,6 +15,7 @@ RowDecision Decide(const OutboxRow& row, const Outcome& outcome, int64_t retry_b
       d.kind = RowDecision::Kind::kDead;
       break;
     case Outcome::Kind::kRetry:
+    case Outcome::Kind::kCancelled:  // the relay writes nothing for it; a retry if ever written
       if (row.attempt < row.max_attempts) {
         d.kind = RowDecision::Kind::kRetry;
         d.delay_ms = RetryDelayMs(row.attempt, retry_base_delay_ms);

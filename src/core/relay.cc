@@ -11,7 +11,9 @@
 //                 a task's last slice turns its outcomes into row decisions (core/outcome.h) and
 //                 writes them with one fenced statement per kind.
 //   lease keeper  renews every claim this replica holds (queued or publishing) in one statement
-//                 every lease/3.
+//                 every lease/3. A row the renewal did not renew is lost (another replica owns
+//                 it): its publish is cancelled (OutboundMessage::cancel), it is counted in
+//                 queuebox_claims_lost_total once, and the relay writes nothing to it.
 // Per-key order needs no logic here: a claim never returns two rows of one key, and a key's
 // next row becomes claimable only after this row's outcome is written, so rows queued ahead are
 // all of different keys than every row in flight.
@@ -82,6 +84,17 @@ struct BatchTask {
   size_t publishing = 0;
   bool abandoned = false;  // the shutdown timeout passed: rows [next, size) are never published
   std::vector<Outcome> outcomes;
+  // cancel[i]: row i's claim is lost (set by the lease keeper). Shared with the claims map.
+  std::shared_ptr<std::atomic<bool>[]> cancel;
+};
+
+// A claim this replica holds, from Dispatch until its outcome write is accounted for.
+struct HeldClaim {
+  std::string token;
+  std::shared_ptr<std::atomic<bool>[]> cancel;  // the row's task's flags; null: unroutable row
+  size_t index = 0;                             // the row's flag in `cancel`
+  bool writing = false;  // its outcome write started: the fenced write decides, not a renewal
+  bool lost = false;     // a renewal missed it; counted in queuebox_claims_lost_total
 };
 
 // The most rows a replica holds (claimed, outcome not yet written): one batch waiting for its
@@ -296,11 +309,7 @@ class RelayImpl final : public Relay {
     const auto now = Clock::now();
     std::map<Destination*, BatchTask> groups;
     std::vector<DeadOrder> unroutable;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& r : rows) claims_[r.id] = r.claim_token;
-      in_flight_ += static_cast<int64_t>(rows.size());
-    }
+    const int64_t claimed = static_cast<int64_t>(rows.size());
     std::vector<OutboxRow> unroutable_rows;
     for (auto& row : rows) {
       auto route = router_.Match(row.topic);
@@ -329,6 +338,26 @@ class RelayImpl final : public Relay {
       task.routes.push_back(*route);
       if (options_.transforms && options_.transforms->Applies(*route)) task.transformed = true;
       task.rows.push_back(std::move(row));
+    }
+    {
+      // The claims are held (renewed) from here; the tasks' rows get cancel flags.
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ += claimed;
+      for (const auto& r : unroutable_rows) {
+        HeldClaim& c = claims_[r.id];
+        c.token = r.claim_token;
+        c.writing = true;  // written dead below
+      }
+      for (auto& [d, task] : groups) {
+        task.cancel =
+            std::shared_ptr<std::atomic<bool>[]>(new std::atomic<bool>[task.rows.size()]());
+        for (size_t i = 0; i < task.rows.size(); ++i) {
+          HeldClaim& c = claims_[task.rows[i].id];
+          c.token = task.rows[i].claim_token;
+          c.cancel = task.cancel;
+          c.index = i;
+        }
+      }
     }
     if (!unroutable.empty()) {
       for (const auto& r : unroutable_rows) {
@@ -381,6 +410,10 @@ class RelayImpl final : public Relay {
         task->publishing -= end - begin;
         if (task->publishing == 0 && (task->next == task->rows.size() || task->abandoned)) {
           written = task->next;
+          for (size_t i = 0; i < written; ++i) {
+            auto it = claims_.find(task->rows[i].id);
+            if (it != claims_.end()) it->second.writing = true;
+          }
         }
       }
       task_cv_.notify_one();
@@ -405,7 +438,8 @@ class RelayImpl final : public Relay {
         case DeliveryTransforms::Result::Kind::kDeliver:
           messages.push_back({.row = &task.rows[i],
                               .routing_key = task.routing_keys[i],
-                              .transformed_body = std::move(r.body)});
+                              .transformed_body = std::move(r.body),
+                              .cancel = &task.cancel[i]});
           index.push_back(i);
           break;
         case DeliveryTransforms::Result::Kind::kRetry:
@@ -430,16 +464,41 @@ class RelayImpl final : public Relay {
       Transform(task, begin, end, messages, index);
     } else {
       for (size_t i = begin; i < end; ++i) {
-        messages.push_back({&task.rows[i], task.routing_keys[i]});
+        messages.push_back(
+            {.row = &task.rows[i], .routing_key = task.routing_keys[i], .cancel = &task.cancel[i]});
         index.push_back(i);
       }
     }
+    // Rows whose claim was lost while they were queued are not published at all.
+    size_t kept = 0;
+    for (size_t j = 0; j < messages.size(); ++j) {
+      if (messages[j].cancel_requested()) {
+        task.outcomes[index[j]] = Outcome::Cancelled();
+        continue;
+      }
+      if (kept != j) {
+        messages[kept] = std::move(messages[j]);
+        index[kept] = index[j];
+      }
+      ++kept;
+    }
+    messages.resize(kept);
+    index.resize(kept);
     BatchSink sink(messages.size());
     auto start = Clock::now();
     if (!messages.empty()) task.destination->PublishBatch(messages, sink);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::vector<Outcome> published = sink.Take();
     for (size_t j = 0; j < index.size(); ++j) {
+      if (published[j].kind == Outcome::Kind::kCancelled) {
+        // Only a lost claim cancels; a destination that cancels a held claim failed it.
+        if (!messages[j].cancel_requested()) {
+          published[j] = Outcome::Retry("Publish failed: cancelled by the destination");
+        } else {
+          task.outcomes[index[j]] = std::move(published[j]);
+          continue;  // nothing was published
+        }
+      }
       const bool success = published[j].kind == Outcome::Kind::kDelivered;
       observer_->OnPublish(*task.destination, success, seconds);
       task.outcomes[index[j]] = std::move(published[j]);
@@ -452,12 +511,16 @@ class RelayImpl final : public Relay {
   void WriteOutcomes(BatchTask& task, size_t n) {
     std::vector<Fence> sent;
     // The rows stay in `task`; the outcome lists point at them (no copy of the payloads).
-    std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows;
+    std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows, cancelled_rows;
     std::vector<RetryOrder> retries;
     std::vector<DeadOrder> deads;
     for (size_t i = 0; i < n; ++i) {
       const OutboxRow& row = task.rows[i];
       const Outcome& outcome = task.outcomes[i];
+      if (outcome.kind == Outcome::Kind::kCancelled) {
+        cancelled_rows.push_back(&row);  // the new owner writes the row
+        continue;
+      }
       RowDecision d = Decide(row, outcome, options_.outbox.retry_base_delay_ms);
       Fence fence{row.id, row.claim_token};
       switch (d.kind) {
@@ -486,6 +549,9 @@ class RelayImpl final : public Relay {
       Finish(retry_rows, changed, "failed", task.claimed_at);
     }
     if (!deads.empty()) WriteDead(deads, dead_rows, task.claimed_at);
+    if (!cancelled_rows.empty()) {
+      Finish(cancelled_rows, std::vector<std::string>{}, "cancelled", task.claimed_at);
+    }
   }
 
   void LogFailure(const OutboxRow& row, const Destination& d, const RowDecision& decision,
@@ -543,12 +609,21 @@ class RelayImpl final : public Relay {
                  {{"reason", SanitizeError(changed.status().message(), kMaxLastErrorChars)},
                   {"rows", std::to_string(rows.size())}});
     } else {
-      std::unordered_map<std::string_view, bool> ok;
-      for (const auto& id : *changed) ok[id] = true;
+      std::unordered_set<std::string_view> ok(changed->begin(), changed->end());
+      std::vector<bool> counted(rows.size(), false);  // lost and counted by the lease keeper
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < rows.size(); ++i) {
+          auto it = claims_.find(rows[i]->id);
+          counted[i] = it != claims_.end() && it->second.lost;
+        }
+      }
       int64_t lost = 0;
-      for (const OutboxRow* row : rows) {
-        if (ok.count(row->id) == 0) {
-          ++lost;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const OutboxRow* row = rows[i];
+        // A cancelled publish sent nothing: the lease keeper's count and warning say it all.
+        if (ok.count(row->id) == 0 && status != "cancelled") {
+          if (!counted[i]) ++lost;
           log::Error(
               "The claim on the message was already lost, so its outcome was not "
               "written. Raise 'outbox.claimTimeoutMs' above the slowest publish.",
@@ -580,7 +655,9 @@ class RelayImpl final : public Relay {
       if (stop_done_) break;
       std::vector<Fence> fences;
       fences.reserve(claims_.size());
-      for (const auto& [id, token] : claims_) fences.push_back({id, token});
+      for (const auto& [id, claim] : claims_) {
+        if (!claim.lost) fences.push_back({id, claim.token});
+      }
       if (fences.empty()) continue;
       lock.unlock();
       auto renewed = outbox_->Renew(fences, options_.outbox.claim_timeout_ms);
@@ -594,16 +671,26 @@ class RelayImpl final : public Relay {
       }
       lock.lock();
       if (renewed.ok() && renewed->size() < fences.size()) {
-        // Not renewed and still in flight: lost. A row whose outcome was written while the
-        // renewal ran is no longer in flight (nor renewable), and is not counted.
+        // Not renewed and not yet being written: lost (the fence makes that final). Its publish
+        // is cancelled if not yet handed over, and it is counted now, once. A row whose outcome
+        // write started is left to that fenced write (Finish counts it if it changed nothing).
         std::unordered_set<std::string_view> kept(renewed->begin(), renewed->end());
         int64_t lost = 0;
         for (const Fence& f : fences) {
-          if (kept.count(f.id) == 0 && claims_.count(f.id) > 0) ++lost;
+          if (kept.count(f.id) > 0) continue;
+          auto it = claims_.find(f.id);
+          if (it == claims_.end() || it->second.writing || it->second.lost) continue;
+          it->second.lost = true;
+          if (it->second.cancel) it->second.cancel[it->second.index].store(true);
+          ++lost;
         }
         if (lost > 0) {
-          log::Warn("Some in-flight claims were lost before their publish finished",
-                    {{"lost", std::to_string(lost)}});
+          observer_->OnClaimsLost(lost);
+          log::Warn(
+              "Some in-flight claims were lost (another replica owns the rows); their publishes "
+              "are cancelled where not yet sent, and their outcomes are not written. Raise "
+              "'outbox.claimTimeoutMs' above the slowest publish.",
+              {{"lost", std::to_string(lost)}});
         }
       }
     }
@@ -628,7 +715,7 @@ class RelayImpl final : public Relay {
   int64_t abandoned_ = 0;
   std::deque<std::shared_ptr<BatchTask>> tasks_;  // tasks with rows not yet handed to a publish
   size_t publishing_ = 0;                         // messages in PublishBatch now, <= concurrency
-  std::unordered_map<std::string, std::string> claims_;  // id -> claim token, in flight
+  std::unordered_map<std::string, HeldClaim> claims_;  // by row id, in flight
   Clock::time_point last_cycle_;
   log::RateLimiter db_limiter_{milliseconds(5000)};
   log::RateLimiter failure_limiter_{milliseconds(1000)};

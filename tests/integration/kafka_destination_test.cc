@@ -190,6 +190,29 @@ TEST_F(KafkaDestinationTest, RouteKeyWinsAndBlankKeyMeansNoKey) {
   EXPECT_EQ(got[2].key, std::nullopt);  // blank => no key
 }
 
+// A lost claim (docs/guarantees.md §3): a message whose cancel flag is set before librdkafka
+// takes it is never produced; the rest of the batch is.
+TEST_F(KafkaDestinationTest, AMessageCancelledBeforeItIsHandedOverIsNeverProduced) {
+  std::string topic = NewTopic();
+  auto d = Started(Settings(topic));
+  ASSERT_NE(d, nullptr);
+  std::vector<OutboxRow> rows = {BrokerRow("k1", "t", std::nullopt, R"({"n":1})"),
+                                 BrokerRow("k2", "t", std::nullopt, R"({"n":2})"),
+                                 BrokerRow("k3", "t", std::nullopt, R"({"n":3})")};
+  std::vector<OutboundMessage> batch = testing::BatchOf(rows);
+  std::atomic<bool> lost{true};
+  batch[1].cancel = &lost;
+  testing::CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  EXPECT_EQ(sink.at(1).kind, Outcome::Kind::kCancelled) << sink.at(1).error;
+  EXPECT_EQ(sink.at(2).kind, Outcome::Kind::kDelivered) << sink.at(2).error;
+  std::vector<Record> got = Consume(topic, 3, 1, std::chrono::seconds(3));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].value, R"({"n":1})");
+  EXPECT_EQ(got[1].value, R"({"n":3})");
+}
+
 TEST_F(KafkaDestinationTest, TopicTemplateAndTopicFrom) {
   std::string base = NewTopic();
   std::string by_type = base + ".order";

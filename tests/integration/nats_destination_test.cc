@@ -157,6 +157,28 @@ TEST_F(NatsDestinationTest, CoreNatsPublishesAndFlushes) {
   natsConnection_Destroy(nc);
 }
 
+// A lost claim (docs/guarantees.md §3): a message whose cancel flag is set before it is handed to
+// the client library is never published; the rest of the batch is.
+TEST_F(NatsDestinationTest, AMessageCancelledBeforeItIsHandedOverIsNeverPublished) {
+  StreamFixture stream(url_, stream_, prefix_);
+  auto d = Started(Settings(prefix_ + ".events"));
+  ASSERT_NE(d, nullptr);
+  std::vector<OutboxRow> rows = {BrokerRow("n1", "t", std::nullopt, R"({"n":1})"),
+                                 BrokerRow("n2", "t", std::nullopt, R"({"n":2})"),
+                                 BrokerRow("n3", "t", std::nullopt, R"({"n":3})")};
+  std::vector<OutboundMessage> batch = testing::BatchOf(rows);
+  std::atomic<bool> lost{true};
+  batch[1].cancel = &lost;
+  testing::CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  EXPECT_EQ(sink.at(1).kind, Outcome::Kind::kCancelled) << sink.at(1).error;
+  EXPECT_EQ(sink.at(2).kind, Outcome::Kind::kDelivered) << sink.at(2).error;
+  ASSERT_EQ(stream.Count(), 2u);
+  EXPECT_EQ(stream.Get(1).headers["x-message-id"], "n1");
+  EXPECT_EQ(stream.Get(2).headers["x-message-id"], "n3");
+}
+
 TEST_F(NatsDestinationTest, ServerLossIsARetryThenDeliveryResumes) {
   std::string script = std::string(QUEUEBOX_SOURCE_DIR) + "/scripts/services.sh";
   // The stream must outlive the restart: created before, checked after (file storage).

@@ -229,6 +229,29 @@ TEST_F(RabbitMqDestinationTest, UnroutableMessageIsARetryAndOnlyThatOne) {
   EXPECT_EQ(consumer.Take(2).size(), 2u);
 }
 
+// A lost claim (docs/guarantees.md §3): a message whose cancel flag is set before it is written
+// to the channel is never published; the rest of the batch is.
+TEST_F(RabbitMqDestinationTest, AMessageCancelledBeforeItIsHandedOverIsNeverPublished) {
+  auto d = Started(Settings());
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  std::vector<OutboxRow> rows = {BrokerRow("c1", "t", std::nullopt, R"({"n":1})"),
+                                 BrokerRow("c2", "t", std::nullopt, R"({"n":2})"),
+                                 BrokerRow("c3", "t", std::nullopt, R"({"n":3})")};
+  std::vector<OutboundMessage> batch = testing::BatchOf(rows);
+  std::atomic<bool> lost{true};
+  batch[1].cancel = &lost;
+  testing::CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  EXPECT_EQ(sink.at(1).kind, Outcome::Kind::kCancelled) << sink.at(1).error;
+  EXPECT_EQ(sink.at(2).kind, Outcome::Kind::kDelivered) << sink.at(2).error;
+  std::vector<Received> got = consumer.Take(3, 2000);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].message_id, "c1");
+  EXPECT_EQ(got[1].message_id, "c3");
+}
+
 TEST_F(RabbitMqDestinationTest, ExchangeFromColumnAndEmptyExchange) {
   RabbitMqDestinationSettings s = Settings();
   s.exchange = "ignored";

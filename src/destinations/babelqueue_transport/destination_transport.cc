@@ -79,6 +79,7 @@ Status DestinationTransport::Publish(std::string_view queue, std::string_view bo
     case queuebox::Outcome::Kind::kDelivered:
       return Status::Ok();
     case queuebox::Outcome::Kind::kRetry:
+    case queuebox::Outcome::Kind::kCancelled:  // no cancel flag is set here; never expected
       return queuebox::Unavailable(sink.outcome()->error);
     case queuebox::Outcome::Kind::kReject:
       return queuebox::FailedPrecondition(sink.outcome()->error);

@@ -401,7 +401,19 @@ struct Request {
   size_t body_cap = 0;
   std::string reason;  // reason phrase of the last status line
   char error[CURL_ERROR_SIZE] = {};
+  const OutboundMessage* message = nullptr;
+  bool cancelled = false;  // OnPrereq stopped it before the request was written
 };
+
+// Runs once the connection is ready, right before the request is written: the last moment a
+// lost claim can still stop the send (OutboundMessage::cancel).
+int OnPrereq(void* user, char* /*primary_ip*/, char* /*local_ip*/, int /*primary_port*/,
+             int /*local_port*/) {
+  auto* r = static_cast<Request*>(user);
+  if (!r->message->cancel_requested()) return CURL_PREREQFUNC_OK;
+  r->cancelled = true;
+  return CURL_PREREQFUNC_ABORT;
+}
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* r = static_cast<Request*>(user);
@@ -518,11 +530,15 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMe
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &r);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r.error);
   curl_easy_setopt(e, CURLOPT_PRIVATE, &r);
+  r.message = &message;
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, OnPrereq);
+  curl_easy_setopt(e, CURLOPT_PREREQDATA, &r);
   return Status::Ok();
 }
 
 Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
   const size_t max = static_cast<size_t>(settings_.max_error_body_bytes);
+  if (r.cancelled && result == CURLE_ABORTED_BY_CALLBACK) return Outcome::Cancelled();
   if (result == CURLE_OK) {
     long code = 0;
     curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
@@ -578,9 +594,19 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
         sink.Report(next++, Outcome::Reject("Publish failed: no row"));
         continue;
       }
+      // A message still waiting here whose claim was lost is never sent.
+      if (batch[next].cancel_requested()) {
+        sink.Report(next++, Outcome::Cancelled());
+        continue;
+      }
       if (!owner_.TakePermit(/*wait=*/in_flight == 0)) {
         starved = true;
         return;
+      }
+      if (batch[next].cancel_requested()) {  // lost while this call waited for the permit
+        owner_.ReleasePermit();
+        sink.Report(next++, Outcome::Cancelled());
+        continue;
       }
       size_t i = next++;
       auto r = std::make_unique<Request>();

@@ -21,6 +21,10 @@
 //   "HTTP <code>: <reason phrase>" [+ " - <body>"] (the body cut, redacted, then the whole cut),
 //   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".
 // Timeouts: request = timeoutMs, connect = timeoutMs / 2 (at least 1 ms).
+// Cancellation (OutboundMessage::cancel, a lost claim): a message not yet started (waiting for a
+//   maxInFlight permit) or whose connection is still being set up is never sent and is reported
+//   Cancelled; the check runs right before the request is written (CURLOPT_PREREQFUNCTION). A
+//   request already written is not called back: it finishes and is reported as usual.
 //
 // Memory: each request in flight costs about 12 KiB in libcurl (easy handle, receive buffer,
 // request buffers), so max_in_flight bounds the destination's memory; bench/README.md "Memory".

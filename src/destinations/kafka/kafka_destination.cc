@@ -285,6 +285,10 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     std::lock_guard<std::mutex> lock(state->mu);
     state->outcomes[index] = std::move(o);
   };
+  if (message.cancel_requested()) {  // the claim was lost before librdkafka took the message
+    settle(Outcome::Cancelled());
+    return;
+  }
   const OutboxRow& row = *message.row;
   TemplateContext ctx = TemplateContext::ForRow(row);
   std::string topic = topic_.Render(row, ctx);
@@ -334,6 +338,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
   }
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   std::string reason;
+  bool cancelled = false;
   while (true) {
     rd_kafka_error_t* error = rd_kafka_produceva(producer.rk, vus.data(), vus.size());
     if (error == nullptr) break;
@@ -343,6 +348,11 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     // A full local queue drains as reports are served: wait for it within the timeout.
     if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL || Clock::now() >= produce_deadline) break;
     rd_kafka_poll(producer.rk, 50);
+    // Waiting for room in the local queue: a lost claim stops the message here.
+    if (message.cancel_requested()) {
+      cancelled = true;
+      break;
+    }
     code = RD_KAFKA_RESP_ERR_NO_ERROR;
   }
   if (code != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -350,8 +360,10 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     delete slot;
     std::lock_guard<std::mutex> lock(state->mu);
     --state->pending;
-    state->outcomes[index] = Outcome::Retry(
-        FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
+    state->outcomes[index] =
+        cancelled ? Outcome::Cancelled()
+                  : Outcome::Retry(FailureReason(
+                        "Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
   }
 }
 

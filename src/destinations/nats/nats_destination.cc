@@ -293,6 +293,11 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
                                    const std::shared_ptr<Batch>& state) {
   const int max_chars = settings_.max_error_body_bytes;
   const OutboxRow& row = *message.row;
+  if (message.cancel_requested()) {  // lost while the messages before it were handed over
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    state->outcomes[index] = Outcome::Cancelled();
+    return;
+  }
   TemplateContext ctx = TemplateContext::ForRow(row);
   std::string subject = subject_.Render(row, ctx);
   std::optional<Outcome> failed;
@@ -359,6 +364,10 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
   std::vector<size_t> published;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (outcomes[i]) continue;
+    if (batch[i].cancel_requested()) {
+      outcomes[i] = Outcome::Cancelled();
+      continue;
+    }
     const OutboxRow& row = *batch[i].row;
     TemplateContext ctx = TemplateContext::ForRow(row);
     std::string subject = subject_.Render(row, ctx);

@@ -531,6 +531,12 @@ void RabbitMqDestination::Publish(Batch& b) {
   for (size_t i = 0; i < b.messages.size(); ++i) {
     if (b.outcomes[i]) continue;
     const OutboundMessage& message = b.messages[i];
+    // Lost while this batch waited for the channel (another batch's confirms) or earlier
+    // messages were written: never published.
+    if (message.cancel_requested()) {
+      b.outcomes[i] = Outcome::Cancelled();
+      continue;
+    }
     const OutboxRow& row = *message.row;
     const Batch::Prepared& p = b.prepared[i];
     const AmqpExtension& amqp = AmqpOf(message);

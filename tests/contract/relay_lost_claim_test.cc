@@ -1,0 +1,228 @@
+// A lost claim stops its publish (docs/guarantees.md §3): the relay (src/core/relay.cc) with a
+// real http destination posting to a real loopback receiver, on SQLite and PostgreSQL. The
+// "second replica" takes a row the way its claim would: a new claim token and lease written to
+// the row. The relay's next lease renewal misses the row; a request not yet written is then never
+// sent, one already written cannot be called back; either way the relay writes nothing to the
+// row and queuebox_claims_lost_total{component="outbox"} counts it once.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "admin/metrics.h"
+#include "destinations/http/http_destination.h"
+#include "queuebox/relay.h"
+#include "store_test_support.h"
+#include "testing/http_receiver.h"
+
+namespace queuebox {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The claim token the second replica writes.
+constexpr const char* kOtherToken = "c0ffee00-0000-4000-8000-000000000001";
+
+// Holds the first request it receives until Release(); answers every request 204. (The
+// receiver records a request once answered, so the held one is known from here.)
+class HoldFirst {
+ public:
+  testing::ReceiverResponse Respond(const testing::ReceivedRequest& request) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (held_) return {};
+    held_ = true;
+    held_id_ = request.Header("X-Message-Id");
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    return {};
+  }
+  // The X-Message-Id of the held request once it arrived; "" after `timeout`.
+  std::string WaitHeld(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return held_; });
+    return held_id_;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false, released_ = false;
+  std::string held_id_;
+};
+
+class RelayLostClaimTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string pg_url;
+    if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+    outbox_ = std::make_unique<testing::SqlOutboxUnderTest>(GetParam());
+    outbox_->Create(pg_url);
+    if (HasFatalFailure()) return;
+    receiver_.SetResponder([this](const testing::ReceivedRequest& r) { return hold_.Respond(r); });
+    ASSERT_TRUE(receiver_.Start().ok());
+  }
+  void TearDown() override {
+    hold_.Release();
+    relay_.reset();
+    receiver_.Stop();
+  }
+
+  // One publish slot at the receiver (maxInFlight 1): with concurrency 2 the batch's second
+  // request waits in the destination while the first is held; with concurrency 1 it waits in the
+  // relay, queued behind the publish. The lease (3 s) is renewed every second.
+  void Start(int concurrency = 2) {
+    HttpDestinationSettings s;
+    s.name = "sink";
+    s.base_url = receiver_.BaseUrl();
+    s.path = "/hooks";
+    s.timeout_ms = 120000;
+    s.max_in_flight = 1;
+    auto d = HttpDestination::Create(std::move(s));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    std::map<std::string, std::unique_ptr<Destination>> ds;
+    ds.emplace("sink", std::move(d).value());
+    RelayOptions o;
+    o.outbox.poll_interval_ms = 10;
+    o.outbox.batch_size = 2;
+    o.outbox.concurrency = concurrency;
+    o.outbox.retry_base_delay_ms = 1;
+    o.outbox.claim_timeout_ms = 3000;
+    o.outbox.shutdown_timeout_ms = 20000;
+    o.routes = {{"**", "sink", {}, ""}};
+    auto r = Relay::Create(o, &outbox_->claims(), std::move(ds), &metrics_);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    relay_ = std::move(r).value();
+    ASSERT_TRUE(relay_->Start().ok());
+  }
+
+  std::vector<std::string> Ids() {
+    std::vector<std::string> ids;
+    for (const auto& row : outbox_->db().Query("SELECT id FROM outbox ORDER BY sequence")) {
+      ids.push_back(row[0]);
+    }
+    return ids;
+  }
+
+  // What a second replica's claim writes: its own token and lease (the row stays processing).
+  void TakeAsAnotherReplica(const std::string& id) {
+    outbox_->db().Exec("UPDATE outbox SET claim_token = '" + std::string(kOtherToken) +
+                       "', lease_expires_at = " + outbox_->db().NowPlus(600) + " WHERE id = '" +
+                       id + "'");
+  }
+
+  std::map<std::string, std::string> RowState(const std::string& id) {
+    std::map<std::string, std::string> m;
+    for (const char* c : {"state", "attempt", "claim_token", "lease_expires_at", "last_error"}) {
+      m[c] = outbox_->Field(id, c);
+    }
+    return m;
+  }
+
+  // A sample of the Prometheus text; -1 when absent.
+  double Sample(const std::string& series) {
+    std::string text = metrics_.Render();
+    std::string prefix = "\n" + series + " ";
+    size_t at = text.find(prefix);
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + prefix.size()));
+  }
+  double Lost() { return Sample(R"(queuebox_claims_lost_total{component="outbox"})"); }
+
+  // Waits until the relay counted `n` lost claims (its lease keeper runs every second).
+  bool WaitForLost(double n) {
+    for (int i = 0; i < 3000; ++i) {
+      if (Lost() >= n) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  std::unique_ptr<testing::SqlOutboxUnderTest> outbox_;
+  testing::HttpReceiver receiver_;
+  HoldFirst hold_;
+  Metrics metrics_;
+  std::unique_ptr<Relay> relay_;
+};
+
+TEST_P(RelayLostClaimTest, ARequestNotYetSentIsCancelledAndTheRowIsLeftToItsNewOwner) {
+  outbox_->InsertRows(2, [](int) { return std::nullopt; });
+  Start();
+  const std::string sent = hold_.WaitHeld(30s);
+  ASSERT_FALSE(sent.empty());
+  std::vector<std::string> ids = Ids();
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string taken = ids[0] == sent ? ids[1] : ids[0];
+  ASSERT_NE(taken, sent);
+  // The second request waits in the destination for the receiver's one slot.
+  TakeAsAnotherReplica(taken);
+  const auto taken_state = RowState(taken);
+  ASSERT_TRUE(WaitForLost(1)) << "the lease keeper's renewal misses the taken row";
+  hold_.Release();
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+
+  ASSERT_EQ(receiver_.RequestCount(), 1u) << "the taken row's request is never sent";
+  EXPECT_EQ(receiver_.Requests()[0].Header("X-Message-Id"), sent);
+  EXPECT_EQ(outbox_->Field(sent, "state"), "sent");
+  EXPECT_EQ(RowState(taken), taken_state) << "the relay writes nothing to the taken row";
+  EXPECT_EQ(outbox_->Field(taken, "state"), "processing");
+  EXPECT_EQ(outbox_->Field(taken, "claim_token"), kOtherToken);
+  EXPECT_EQ(Lost(), 1);
+  EXPECT_EQ(Sample(R"(queuebox_outbox_messages_total{status="sent"})"), 1);
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+TEST_P(RelayLostClaimTest, ARowQueuedBehindThePublishesIsNeverPublished) {
+  outbox_->InsertRows(2, [](int) { return std::nullopt; });
+  Start(/*concurrency=*/1);
+  const std::string sent = hold_.WaitHeld(30s);
+  ASSERT_FALSE(sent.empty());
+  std::vector<std::string> ids = Ids();
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string taken = ids[0] == sent ? ids[1] : ids[0];
+  TakeAsAnotherReplica(taken);
+  const auto taken_state = RowState(taken);
+  ASSERT_TRUE(WaitForLost(1));
+  hold_.Release();
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+
+  ASSERT_EQ(receiver_.RequestCount(), 1u) << "the queued row never reaches the destination";
+  EXPECT_EQ(outbox_->Field(sent, "state"), "sent");
+  EXPECT_EQ(RowState(taken), taken_state);
+  EXPECT_EQ(Lost(), 1);
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+TEST_P(RelayLostClaimTest, ARequestAlreadySentFinishesButChangesNothingAndCountsOnce) {
+  outbox_->InsertRows(1, [](int) { return std::nullopt; });
+  Start();
+  ASSERT_FALSE(hold_.WaitHeld(30s).empty());
+  const std::string id = Ids().at(0);
+  TakeAsAnotherReplica(id);
+  const auto taken_state = RowState(id);
+  ASSERT_TRUE(WaitForLost(1));
+  hold_.Release();  // the receiver answers 204 to a request the relay no longer owns
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+
+  EXPECT_EQ(receiver_.RequestCount(), 1u) << "a written request cannot be called back";
+  EXPECT_EQ(RowState(id), taken_state) << "the fenced sent write changes nothing";
+  EXPECT_EQ(Lost(), 1) << "counted once: by the renewal, not again by the outcome write";
+  EXPECT_LE(Sample(R"(queuebox_outbox_messages_total{status="sent"})"), 0);
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, RelayLostClaimTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace queuebox
