@@ -12,6 +12,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql postgresql-contrib rabbitmq-server nats-server amqp-tools
   libmozjs-102-dev
+  clang-14 libclang-rt-14-dev
 )
 # Node and npm fetch and rewrite the JSONata package at build time and run its differential test
 # (src/transform). A machine's own Node (which may come from outside Debian and bring npm with

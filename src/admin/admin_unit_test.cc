@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -127,6 +129,23 @@ TEST(AuthTest, TimestampToleranceIsMilliseconds) {
   auto text = RequestAuth::Create({"hmac", {{"secret", "s"}, {"timestampTolerance", "5m"}}});
   EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(text.status().message(), HasSubstr("admin.auth.timestampTolerance"));
+}
+
+// Found by fuzz/webhook_auth_fuzz: |now - timestamp| overflowed int64 for a timestamp near the
+// ends of its range (undefined behaviour); at now = 0 the distance from INT64_MIN came out
+// negative and the request passed as fresh.
+TEST(AuthTest, ExtremeTimestampsAreExpiredNotOverflowed) {
+  auto auth = MakeAuth("hmac", {{"secret", "s"}, {"timestampHeader", "X-Ts"}});
+  for (const std::string ts : {"-9223372036854775808", "9223372036854775807"}) {
+    std::string sig = "sha256=" + *HmacHex("HmacSHA256", "s", ts + ".b");
+    for (int64_t now : {int64_t{0}, int64_t{1764633600000}, std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max()}) {
+      if (std::to_string(now) == ts) continue;
+      EXPECT_EQ(auth->Check(Headers({{"X-Signature", sig}, {"X-Ts", ts}}), "b", now).message(),
+                "Request timestamp expired")
+          << ts << " at " << now;
+    }
+  }
 }
 
 TEST(AuthTest, ConfigErrorsNameTheKey) {

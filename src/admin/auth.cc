@@ -6,7 +6,7 @@
 
 #include <cctype>
 #include <charconv>
-#include <cstdlib>
+#include <cstdint>
 
 #include "config/schema.h"
 
@@ -75,7 +75,12 @@ class HmacAuth final : public RequestAuth {
       if (ec != std::errc() || p != timestamp.data() + timestamp.size()) {
         return Denied("Invalid timestamp format");
       }
-      if (std::llabs(now_ms - ts) > s_.timestamp_tolerance_ms) {
+      // |now - ts| in unsigned arithmetic: int64 subtraction overflows near the range's ends.
+      const uint64_t distance = now_ms >= ts
+                                    ? static_cast<uint64_t>(now_ms) - static_cast<uint64_t>(ts)
+                                    : static_cast<uint64_t>(ts) - static_cast<uint64_t>(now_ms);
+      if (s_.timestamp_tolerance_ms < 0 ||
+          distance > static_cast<uint64_t>(s_.timestamp_tolerance_ms)) {
         return Denied("Request timestamp expired");
       }
     }

@@ -218,6 +218,18 @@ TEST_F(ConfigTest, MissingRequiredKeys) {
               HasSubstr("  - destinations.a.baseUrl: required key is missing"));
 }
 
+// Found by fuzz/config_yaml_fuzz: a value with bytes that are not UTF-8 loaded, then
+// RenderMasked (check-config, the start log) threw nlohmann's type_error 316 and the process
+// terminated. YAML is UTF-8 text; so are the QUEUEBOX_* values we bind.
+TEST_F(ConfigTest, TextThatIsNotUtf8IsRefused) {
+  std::string m = Error(std::string(kMinimal) + "server:\n  address: \"127.0.0.1\xff\"\n");
+  EXPECT_THAT(m, HasSubstr("is not valid UTF-8: line 4, column 22"));
+  std::string e = Error(kMinimal, {{"QUEUEBOX_SERVER_ADDRESS", "127.0.0.1\xc3"}});
+  EXPECT_THAT(e, HasSubstr("QUEUEBOX_SERVER_ADDRESS: the value is not valid UTF-8"));
+  Result<Config> ok = Load(std::string(kMinimal) + "# caf\xc3\xa9 \xe2\x98\x83\n");
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
 TEST_F(ConfigTest, RouteToMissingDestination) {
   std::string m = Error(std::string(kMinimal) +
                         "destinations:\n  orders: {type: file, path: /tmp/o}\n"

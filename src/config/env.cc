@@ -10,6 +10,7 @@
 #include "config/load.h"
 #include "config/schema.h"
 #include "config/sources.h"
+#include "config/yaml.h"
 #include "queuebox/config.h"
 
 namespace queuebox::cfg {
@@ -297,6 +298,10 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
     if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar || name == kDefaultConfigFileVar) {
       continue;
     }
+    if (FirstInvalidUtf8(value)) {  // nothing could print it (check-config, the logs)
+      d.Add(name, "the value is not valid UTF-8");
+      continue;
+    }
     std::optional<std::vector<std::string>> segs = SplitName(name.substr(sizeof(kPrefix) - 1));
     std::optional<Scope> scope;
     if (segs) scope = ScopeOf(*segs, tree);
@@ -335,7 +340,11 @@ void ExpandPlaceholders(json& tree, const std::map<std::string, std::string>& en
     const std::string& s = tree.get_ref<const std::string&>();
     if (s.find("${") == std::string::npos) return;
     std::optional<std::string> expanded = ExpandText(s, env, path, d);
-    if (expanded) tree = std::move(*expanded);
+    if (expanded && FirstInvalidUtf8(*expanded)) {
+      d.Add(path, "a placeholder's value is not valid UTF-8");
+    } else if (expanded) {
+      tree = std::move(*expanded);
+    }
   } else if (tree.is_object()) {
     for (auto it = tree.begin(); it != tree.end(); ++it) {
       ExpandPlaceholders(it.value(), env, JoinPath(path, it.key()), d);

@@ -4,8 +4,11 @@
 // text); quoted scalars stay text. Mapping keys are text. An empty file is an empty map.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "queuebox/status.h"
 
@@ -14,6 +17,11 @@ namespace queuebox::cfg {
 // kInvalidArgument when the file cannot be read (naming it) or does not parse (with line and
 // column); the root must be a map.
 Result<nlohmann::json> LoadYamlFile(const std::string& path);
+// Also kInvalidArgument, with line and column, for bytes that are not UTF-8.
 Result<nlohmann::json> ParseYaml(const std::string& text, const std::string& name);
+
+// The offset of the first byte of `s` that does not start a well-formed UTF-8 sequence (overlong
+// forms, surrogates and code points past U+10FFFF included); nullopt when all of `s` is UTF-8.
+std::optional<size_t> FirstInvalidUtf8(std::string_view s);
 
 }  // namespace queuebox::cfg

@@ -1,5 +1,7 @@
 #include "core/router.h"
 
+#include <vector>
+
 namespace queuebox {
 
 Result<TopicPattern> TopicPattern::Compile(std::string_view pattern) {
@@ -33,32 +35,47 @@ Result<TopicPattern> TopicPattern::Compile(std::string_view pattern) {
   return p;
 }
 
-bool TopicPattern::MatchFrom(size_t t, std::string_view topic) const {
-  if (t == tokens_.size()) return topic.empty();
-  const Token& tok = tokens_[t];
-  switch (tok.kind) {
-    case Kind::kLiteral:
-      if (topic.substr(0, tok.literal.size()) != tok.literal) return false;
-      return MatchFrom(t + 1, topic.substr(tok.literal.size()));
-    case Kind::kOne: {
-      // One non-empty run without a dot: try every length (the run ends before a dot).
-      size_t max = topic.find('.');
-      if (max == std::string_view::npos) max = topic.size();
-      for (size_t n = max; n >= 1; --n) {
-        if (MatchFrom(t + 1, topic.substr(n))) return true;
+bool TopicPattern::Matches(std::string_view topic) const {
+  // Dynamic programming over (token, position), from the last token back: next[i] says whether
+  // tokens t+1.. match topic[i..]. No backtracking, so several wildcards cannot make a long topic
+  // (a header value, for a filter's `matches`) exponential.
+  const size_t n = topic.size();
+  std::vector<char> next(n + 1, 0), cur(n + 1, 0);
+  std::vector<size_t> hits(n + 2, 0);  // kOne: hits[j] = number of true next[k], k < j
+  next[n] = 1;
+  for (size_t t = tokens_.size(); t-- > 0;) {
+    const Token& tok = tokens_[t];
+    switch (tok.kind) {
+      case Kind::kLiteral: {
+        const size_t len = tok.literal.size();
+        for (size_t i = 0; i <= n; ++i) {
+          cur[i] = i + len <= n && next[i + len] != 0 && topic.substr(i, len) == tok.literal;
+        }
+        break;
       }
-      return false;
+      case Kind::kOne: {
+        // One non-empty dot-free run topic[i, j): j in i+1 .. the first dot at or after i.
+        for (size_t k = 0; k <= n; ++k) hits[k + 1] = hits[k] + (next[k] != 0 ? 1 : 0);
+        size_t dot = n;
+        for (size_t i = n + 1; i-- > 0;) {
+          if (i < n && topic[i] == '.') dot = i;
+          cur[i] = i < dot && hits[dot + 1] - hits[i + 1] > 0;
+        }
+        break;
+      }
+      case Kind::kAny: {
+        char any = 0;
+        for (size_t i = n + 1; i-- > 0;) {
+          any = static_cast<char>(any | next[i]);
+          cur[i] = any;
+        }
+        break;
+      }
     }
-    case Kind::kAny:
-      for (size_t n = 0; n <= topic.size(); ++n) {
-        if (MatchFrom(t + 1, topic.substr(n))) return true;
-      }
-      return false;
+    next.swap(cur);
   }
-  return false;
+  return next[0] != 0;
 }
-
-bool TopicPattern::Matches(std::string_view topic) const { return MatchFrom(0, topic); }
 
 Result<Router> Router::Create(const std::vector<RouteConfig>& routes) {
   Router r;

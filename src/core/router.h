@@ -19,7 +19,8 @@
 
 namespace queuebox {
 
-// A compiled topic pattern. Matching is linear in topic length times pattern tokens.
+// A compiled topic pattern. Matching takes time linear in topic length times pattern length
+// (no backtracking, however many wildcards) and memory linear in topic length.
 class TopicPattern {
  public:
   // kInvalidArgument for a blank pattern or one that contains `***`.
@@ -33,7 +34,6 @@ class TopicPattern {
     Kind kind;
     std::string literal;
   };
-  bool MatchFrom(size_t token, std::string_view topic) const;
   std::string text_;
   std::vector<Token> tokens_;
 };

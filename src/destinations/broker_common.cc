@@ -62,13 +62,14 @@ Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& sta
   HeaderList out(static_headers.begin(), static_headers.end());
   Result<HeaderList> row = ParseRowHeaders(row_headers);
   if (!row.ok()) return row.status();
-  for (auto& [name, value] : *row) {
-    auto same =
-        std::find_if(out.begin(), out.end(), [&](const auto& h) { return h.first == name; });
+  for (auto& header : *row) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&header](const auto& h) { return h.first == header.first; });
     if (same != out.end()) {
-      same->second = std::move(value);
+      same->second = std::move(header.second);
     } else {
-      out.emplace_back(std::move(name), std::move(value));
+      out.push_back(std::move(header));
     }
   }
   return out;

@@ -1,0 +1,34 @@
+# QUEUEBOX_FUZZ=ON: a build of the libFuzzer targets (fuzz/) and nothing else. Every library they
+# link is compiled with coverage (fuzzer-no-link), AddressSanitizer (with LeakSanitizer) and
+# UndefinedBehaviorSanitizer; the broker libraries, the transforms, the binary, the tests and the
+# benchmarks stay out, so the build fits a CI job. scripts/fuzz.sh builds and runs it;
+# docs/testing.md lists the targets.
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "QUEUEBOX_FUZZ needs clang (libFuzzer): configure with "
+                      "-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14")
+endif()
+foreach(off QUEUEBOX_WITH_KAFKA QUEUEBOX_WITH_RABBITMQ QUEUEBOX_WITH_NATS QUEUEBOX_WITH_TRANSFORMS
+            QUEUEBOX_BUILD_TESTS QUEUEBOX_BUILD_BENCH)
+  set(${off} OFF)
+endforeach()
+
+include(cmake/dependencies.cmake)
+include(cmake/warnings.cmake)
+include(cmake/library.cmake)
+include(cmake/glob.cmake)
+
+add_compile_definitions(QUEUEBOX_VERSION="${PROJECT_VERSION}"
+                        QUEUEBOX_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# -O1 after the build type's flags: fast enough to fuzz, quick to compile, clear stacks.
+add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                    -fno-omit-frame-pointer -g -O1)
+add_link_options(-fsanitize=address,undefined)
+
+add_subdirectory(src/status)
+add_subdirectory(src/babelqueue)
+add_subdirectory(src/core)
+add_subdirectory(src/store)
+add_subdirectory(src/destinations)
+add_subdirectory(src/config)
+add_subdirectory(src/admin)
+add_subdirectory(fuzz)

@@ -1,0 +1,53 @@
+// config_yaml_fuzz: the configuration file (config/load.h): the input is written as the YAML
+// file and loaded with no QUEUEBOX_* variable, as `queuebox --config <file>` does.
+// Properties: LoadConfig never throws and never reports kInternal (its catch-all for a broken
+// invariant: a value of the wrong type after validation); a loaded configuration renders
+// (check-config) without a secret: no database password appears in RenderMasked.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "config/load.h"
+#include "fuzz_util.h"
+
+using queuebox::fuzz::Require;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path =
+      "/tmp/queuebox_config_yaml_fuzz." + std::to_string(::getpid()) + ".yml";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  Require(f != nullptr, "the fuzz file opens");
+  Require(std::fwrite(data, 1, size, f) == size, "the fuzz file is written");
+  std::fclose(f);
+
+  queuebox::ConfigSource source;
+  source.file = path;
+  source.default_file = "/nonexistent/queuebox.yml";
+  queuebox::Result<queuebox::Config> config = queuebox::LoadConfig(source);
+  if (!config.ok()) {
+    Require(config.status().code() != queuebox::StatusCode::kInternal,
+            "LoadConfig reports no broken invariant");
+    return 0;
+  }
+  // Each line that names the database password holds a mask, never the password itself.
+  std::string rendered = queuebox::RenderMasked(*config);
+  const std::string& password = config->database.password;
+  if (password.size() >= 4) {
+    size_t start = 0;
+    while (start < rendered.size()) {
+      size_t end = rendered.find('\n', start);
+      if (end == std::string::npos) end = rendered.size();
+      std::string_view line(rendered.data() + start, end - start);
+      if (line.find("password:") != std::string_view::npos) {
+        Require(line.find(password) == std::string_view::npos,
+                "RenderMasked hides the database password");
+      }
+      start = end + 1;
+    }
+  }
+  return 0;
+}

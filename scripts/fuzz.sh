@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, -DQUEUEBOX_FUZZ=ON, clang 14) in build-fuzz and runs each
+# over its seed corpus (fuzz/corpus/<target>/) for a while. Fails on the first crash, leak,
+# undefined behaviour, timeout or broken property; the input that failed is kept in
+# $FUZZ_OUT/<target>/ and printed in base64. docs/testing.md, "Fuzzing", says what each target
+# covers and how to reproduce a finding.
+#
+#   bash scripts/fuzz.sh [seconds per target] [target...]   (default: 20 s, every target)
+#   FUZZ_RUNS=1000000 bash scripts/fuzz.sh 0 envelope       (a number of runs instead)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_TARGET=${1:-20}
+shift || true
+BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
+NICE=(nice -n "${FUZZ_NICE:-19}")
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DQUEUEBOX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+"${NICE[@]}" cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers
+
+if [ "$#" -gt 0 ]; then
+  TARGETS=("$@")
+else
+  TARGETS=()
+  for d in fuzz/corpus/*/; do TARGETS+=("$(basename "$d")"); done
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitizers/lsan.supp}
+failed=()
+printf '%-16s %12s %8s %s\n' target executions seconds result
+for t in "${TARGETS[@]}"; do
+  bin="$BUILD_DIR/fuzz/${t}_fuzz"
+  [ -x "$bin" ] || { echo "fuzz.sh: no target $t ($bin)" >&2; exit 2; }
+  # The repo's seeds stay untouched: the run grows a copy.
+  work="$OUT/$t"
+  rm -rf "$work"
+  mkdir -p "$work/corpus" "$work/artifacts"
+  cp fuzz/corpus/"$t"/* "$work/corpus/"
+  limit=(-max_total_time="$SECONDS_PER_TARGET")
+  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
+  start=$(date +%s)
+  set +e
+  "${NICE[@]}" "$bin" "${limit[@]}" -timeout=10 -rss_limit_mb=2560 -max_len=4096 \
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
+  rc=$?
+  set -e
+  took=$(($(date +%s) - start))
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
+  if [ "$rc" -eq 0 ]; then
+    printf '%-16s %12s %8s %s\n' "$t" "${runs:-?}" "$took" ok
+  else
+    printf '%-16s %12s %8s %s\n' "$t" "${runs:-?}" "$took" "FAILED (exit $rc)"
+    grep -E 'ERROR|SUMMARY|fuzz property|runtime error|#[0-9]+ 0x' "$work/log" | head -40 || true
+    for a in "$work"/artifacts/*; do
+      [ -f "$a" ] && echo "input $(basename "$a") (base64): $(base64 -w0 "$a")"
+    done
+    failed+=("$t")
+  fi
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "fuzz.sh: ${failed[*]} failed; logs and inputs in $OUT/<target>/" >&2
+  exit 1
+fi
