@@ -52,6 +52,14 @@ struct RetryOrder {
   std::string error;     // already redacted and cut; stored in last_error
 };
 
+// Release (a destination outage): back to `pending`, attempt unchanged, scheduled_at = database
+// now + delay_ms, last_error = error (the outage's reason).
+struct ReleaseOrder {
+  Fence fence;
+  int64_t delay_ms = 0;  // milliseconds after the database clock's now
+  std::string error;     // already redacted and cut; stored in last_error
+};
+
 // Dead: state `dead`, attempt unchanged, last_error = error.
 struct DeadOrder {
   Fence fence;
@@ -62,12 +70,12 @@ struct DeadOrder {
 struct NewOutboxRow {
   std::string topic;
   std::optional<std::string> key;
-  std::string payload;                        // JSON text
-  std::optional<std::string> headers;         // JSON object text; default '{}'
+  std::string payload;                 // JSON text
+  std::optional<std::string> headers;  // JSON object text; default '{}'
   std::optional<std::string> aggregate_type;
-  std::optional<int> max_attempts;            // default: column default 5
-  std::optional<int64_t> delay_ms;            // scheduled_at = database now + delay_ms
-  std::optional<std::string> id;              // default: a random UUID
+  std::optional<int> max_attempts;  // default: column default 5
+  std::optional<int64_t> delay_ms;  // scheduled_at = database now + delay_ms
+  std::optional<std::string> id;    // default: a random UUID
 };
 
 }  // namespace queuebox

@@ -79,6 +79,7 @@ Status DestinationTransport::Publish(std::string_view queue, std::string_view bo
     case queuebox::Outcome::Kind::kDelivered:
       return Status::Ok();
     case queuebox::Outcome::Kind::kRetry:
+    case queuebox::Outcome::Kind::kUnavailable:
       return queuebox::Unavailable(sink.outcome()->error);
     case queuebox::Outcome::Kind::kReject:
       return queuebox::FailedPrecondition(sink.outcome()->error);

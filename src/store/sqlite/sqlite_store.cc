@@ -282,8 +282,7 @@ Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
   std::lock_guard<std::mutex> lock(mu_);
   Migrator migrator(*this);
   claim_sql_.clear();  // the migration may add the claim's indexes: choose the hints again
-  return RunMigrations(migrator, SqliteMigrations(), config_, baseline,
-                       SqliteEarlierChecksums());
+  return RunMigrations(migrator, SqliteMigrations(), config_, baseline, SqliteEarlierChecksums());
 }
 
 Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }
@@ -464,6 +463,23 @@ Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
       "{lease_expires_at} = NULL, {last_error} = qb_f.qb_error, {updated_at} = " + kNow);
   nlohmann::json batch = nlohmann::json::array();
   for (const RetryOrder& o : orders) {
+    nlohmann::json j = FenceJson(o.fence);
+    j["delay"] = o.delay_ms < 0 ? 0 : o.delay_ms;
+    j["error"] = o.error;
+    batch.push_back(std::move(j));
+  }
+  return FencedWrite(tmpl, ToJson(batch));
+}
+
+Result<std::vector<std::string>> SqliteOutboxStore::Release(std::span<const ReleaseOrder> orders) {
+  if (orders.empty()) return std::vector<std::string>{};
+  // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
+  static const std::string tmpl = FencedUpdate(
+      std::string("{state} = 'pending', {scheduled_at} = ") + NowPlus("qb_f.qb_delay") +
+      ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, " +
+      "{last_error} = qb_f.qb_error, {updated_at} = " + kNow);
+  nlohmann::json batch = nlohmann::json::array();
+  for (const ReleaseOrder& o : orders) {
     nlohmann::json j = FenceJson(o.fence);
     j["delay"] = o.delay_ms < 0 ? 0 : o.delay_ms;
     j["error"] = o.error;
