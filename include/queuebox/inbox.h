@@ -143,10 +143,10 @@ struct ClaimedInboxRow {
 // The outbox row's key is the inbox aggregate_id and its payload the inbox payload (both copied
 // in the database); its id, state, attempt and times take the outbox defaults.
 struct InboxForward {
-  Fence fence;           // the inbox row and its claim
-  std::string topic;     // rendered from the source's topic template; 1..255 characters
-  std::string headers;   // JSON object text (inbox headers + the relay headers of §9.2)
-  int max_attempts = 5;  // inbox.relay.maxAttempts
+  Fence fence;               // the inbox row and its claim
+  std::string topic;         // rendered from the source's topic template; 1..255 characters
+  std::string headers;       // JSON object text (inbox headers + the relay headers of §9.2)
+  int max_attempts = 5;      // inbox.relay.maxAttempts
 };
 
 // The relay's path through the inbox (QueueBox reference §4.5, §4.6, §11.6).

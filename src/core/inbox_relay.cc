@@ -209,17 +209,16 @@ class InboxRelayImpl final : public InboxRelay {
     forwards.reserve(rows->size());
     for (const ClaimedInboxRow& row : *rows) {
       auto it = options_.topic_templates.find(row.source);
-      const std::string_view tmpl = it != options_.topic_templates.end()
-                                        ? std::string_view(it->second)
-                                        : kDefaultInboxTopicTemplate;
+      const std::string_view tmpl =
+          it != options_.topic_templates.end() ? std::string_view(it->second)
+                                               : kDefaultInboxTopicTemplate;
       std::string topic = RenderInboxTopic(tmpl, row.source, row.event_type);
       std::string problem;
       if (topic.empty()) {
         problem = "The topic template of source '" + row.source + "' rendered empty";
       } else if (Characters(topic) > kMaxTopicChars) {
-        problem = "The topic template of source '" + row.source +
-                  "' rendered a topic longer than " + std::to_string(kMaxTopicChars) +
-                  " characters";
+        problem = "The topic template of source '" + row.source + "' rendered a topic longer than " +
+                  std::to_string(kMaxTopicChars) + " characters";
       }
       if (!problem.empty()) {
         observer_->OnInboxRelayError();
@@ -230,17 +229,16 @@ class InboxRelayImpl final : public InboxRelay {
         dead.push_back({{row.id, row.claim_token}, problem});
         continue;
       }
-      forwards.push_back(
-          {{row.id, row.claim_token},
-           std::move(topic),
-           RelayHeaders(row.headers, row.id, row.source, row.idempotency_key, row.correlation_id),
-           options_.max_attempts});
+      forwards.push_back({{row.id, row.claim_token},
+                          std::move(topic),
+                          RelayHeaders(row.headers, row.id, row.source, row.idempotency_key,
+                                       row.correlation_id),
+                          options_.max_attempts});
     }
     if (!dead.empty()) {
       Result<std::vector<std::string>> marked = claims_->MarkDead(dead);
       if (!marked.ok()) {
-        CycleFailed(marked.status(),
-                    "Marking inbox rows dead failed; they return after their lease");
+        CycleFailed(marked.status(), "Marking inbox rows dead failed; they return after their lease");
       } else if (marked->size() < dead.size()) {
         ClaimsLost(dead.size() - marked->size(), "mark it dead");
       }

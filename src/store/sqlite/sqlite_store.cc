@@ -282,7 +282,8 @@ Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
   std::lock_guard<std::mutex> lock(mu_);
   Migrator migrator(*this);
   claim_sql_.clear();  // the migration may add the claim's indexes: choose the hints again
-  return RunMigrations(migrator, SqliteMigrations(), config_, baseline, SqliteEarlierChecksums());
+  return RunMigrations(migrator, SqliteMigrations(), config_, baseline,
+                       SqliteEarlierChecksums());
 }
 
 Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }
