@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -143,10 +144,29 @@ struct ClaimedInboxRow {
 // The outbox row's key is the inbox aggregate_id and its payload the inbox payload (both copied
 // in the database); its id, state, attempt and times take the outbox defaults.
 struct InboxForward {
-  Fence fence;               // the inbox row and its claim
-  std::string topic;         // rendered from the source's topic template; 1..255 characters
-  std::string headers;       // JSON object text (inbox headers + the relay headers of §9.2)
-  int max_attempts = 5;      // inbox.relay.maxAttempts
+  Fence fence;           // the inbox row and its claim
+  std::string topic;     // rendered from the source's topic template; 1..255 characters
+  std::string headers;   // JSON object text (inbox headers + the relay headers of §9.2)
+  int max_attempts = 5;  // inbox.relay.maxAttempts
+};
+
+// What the relay does with one row of a one-transaction forward (InboxRelayClaims::ForwardDue):
+// forward it as `forward` says (its fence is ignored: the transaction holds the row), or, when
+// `dead_error` is not empty, make it `dead` with that last_error instead.
+struct InboxForwardPlan {
+  InboxForward forward;
+  std::string dead_error;
+};
+
+// Called by ForwardDue once per claimed row, on the caller's thread, inside the transaction: must
+// be quick and touch no database. The row's claim_token is empty (no lease is taken).
+using InboxForwardPlanner = std::function<InboxForwardPlan(const ClaimedInboxRow&)>;
+
+// The answer of a one-transaction forward.
+struct InboxForwardDue {
+  size_t claimed = 0;                  // rows the claim took (forwarded + dead)
+  std::vector<std::string> forwarded;  // inbox ids now `processed`, outbox rows inserted
+  std::vector<std::string> dead;       // inbox ids now `dead` (their plan's dead_error)
 };
 
 // The relay's path through the inbox (QueueBox reference §4.5, §4.6, §11.6).
@@ -160,6 +180,18 @@ class InboxRelayClaims {
   // unordered. Holds across every source and every replica (docs/inbox.md, "The claim").
   // lease = database now + lease_ms. kInvalidArgument unless limit > 0 and lease_ms > 0.
   virtual Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) = 0;
+
+  // Claim and forward in ONE transaction, without a lease or the `processing` state: claims the
+  // rows ClaimPush would (same order, same one-per-aggregate rule, rows locked so other claimers
+  // skip them), asks `plan` for each in claim order, then marks each `processed` with its outbox
+  // row inserted (in claim order) or `dead`, and commits. Each row changes state once instead of
+  // twice, which halves the inbox's index writes. A failure rolls back everything: the rows stay
+  // `pending` and nothing is inserted. kInvalidArgument unless limit > 0; kFailedPrecondition
+  // when !HasForwardDue() (the relay then uses ClaimPush + Forward).
+  virtual bool HasForwardDue() const { return false; }
+  virtual Result<InboxForwardDue> ForwardDue(int /*limit*/, const InboxForwardPlanner& /*plan*/) {
+    return FailedPrecondition("this inbox store has no one-transaction forward");
+  }
 
   // In ONE transaction: marks `processed` every inbox row whose fence holds (id, token,
   // `processing`, lease not passed) and inserts the outbox row of each of those rows, and only

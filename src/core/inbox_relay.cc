@@ -190,6 +190,31 @@ class InboxRelayImpl final : public InboxRelay {
       }
     }
     RefreshGauge();
+    dead_reasons_.clear();
+    if (claims_->HasForwardDue()) {
+      Result<InboxForwardDue> due = claims_->ForwardDue(
+          options_.relay.batch_size, [this](const ClaimedInboxRow& row) { return Plan(row); });
+      if (due.ok()) {
+        cycle.claimed = due->claimed;
+        cycle.forwarded = static_cast<int64_t>(due->forwarded.size());
+        ReportDead(due->dead);
+        if (cycle.forwarded > 0) {
+          observer_->OnInboxForwarded(cycle.forwarded);
+          if (options_.on_forwarded) options_.on_forwarded();
+        }
+        last_ok_ = true;
+        return cycle;
+      }
+      if (IsTransient(due.status().code())) {
+        cycle.status = due.status();
+        CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+        last_ok_ = false;
+        return cycle;
+      }
+      // Refused, not an outage (say the outbox refuses one row): this batch goes the two-step
+      // way, whose row-by-row retry lets the other rows through.
+      CycleFailed(due.status(), "Forwarding inbox rows failed; retrying them one at a time");
+    }
     const auto claimed_at = Clock::now();
     Result<std::vector<ClaimedInboxRow>> rows =
         claims_->ClaimPush(options_.relay.batch_size, options_.relay.claim_timeout_ms);
@@ -208,39 +233,22 @@ class InboxRelayImpl final : public InboxRelay {
     std::vector<DeadOrder> dead;
     forwards.reserve(rows->size());
     for (const ClaimedInboxRow& row : *rows) {
-      auto it = options_.topic_templates.find(row.source);
-      const std::string_view tmpl =
-          it != options_.topic_templates.end() ? std::string_view(it->second)
-                                               : kDefaultInboxTopicTemplate;
-      std::string topic = RenderInboxTopic(tmpl, row.source, row.event_type);
-      std::string problem;
-      if (topic.empty()) {
-        problem = "The topic template of source '" + row.source + "' rendered empty";
-      } else if (Characters(topic) > kMaxTopicChars) {
-        problem = "The topic template of source '" + row.source + "' rendered a topic longer than " +
-                  std::to_string(kMaxTopicChars) + " characters";
+      InboxForwardPlan plan = Plan(row);
+      plan.forward.fence = {row.id, row.claim_token};
+      if (!plan.dead_error.empty()) {
+        dead.push_back({plan.forward.fence, std::move(plan.dead_error)});
+      } else {
+        forwards.push_back(std::move(plan.forward));
       }
-      if (!problem.empty()) {
-        observer_->OnInboxRelayError();
-        log::Error(problem + " for message " + row.id +
-                       ". The message is now dead; fix the template or the message's event type, "
-                       "then replay it.",
-                   {{"inbox_id", row.id}, {"source", row.source}});
-        dead.push_back({{row.id, row.claim_token}, problem});
-        continue;
-      }
-      forwards.push_back({{row.id, row.claim_token},
-                          std::move(topic),
-                          RelayHeaders(row.headers, row.id, row.source, row.idempotency_key,
-                                       row.correlation_id),
-                          options_.max_attempts});
     }
     if (!dead.empty()) {
       Result<std::vector<std::string>> marked = claims_->MarkDead(dead);
       if (!marked.ok()) {
-        CycleFailed(marked.status(), "Marking inbox rows dead failed; they return after their lease");
-      } else if (marked->size() < dead.size()) {
-        ClaimsLost(dead.size() - marked->size(), "mark it dead");
+        CycleFailed(marked.status(),
+                    "Marking inbox rows dead failed; they return after their lease");
+      } else {
+        ReportDead(*marked);
+        if (marked->size() < dead.size()) ClaimsLost(dead.size() - marked->size(), "mark it dead");
       }
     }
     if (!forwards.empty()) {
@@ -260,6 +268,48 @@ class InboxRelayImpl final : public InboxRelay {
     }
     last_ok_ = true;
     return cycle;
+  }
+
+  // The outbox row of `row`, or why it goes dead (a topic template that renders empty or too
+  // long). Remembers the reason for ReportDead.
+  InboxForwardPlan Plan(const ClaimedInboxRow& row) {
+    InboxForwardPlan plan;
+    auto it = options_.topic_templates.find(row.source);
+    const std::string_view tmpl = it != options_.topic_templates.end()
+                                      ? std::string_view(it->second)
+                                      : kDefaultInboxTopicTemplate;
+    std::string topic = RenderInboxTopic(tmpl, row.source, row.event_type);
+    if (topic.empty()) {
+      plan.dead_error = "The topic template of source '" + row.source + "' rendered empty";
+    } else if (Characters(topic) > kMaxTopicChars) {
+      plan.dead_error = "The topic template of source '" + row.source +
+                        "' rendered a topic longer than " + std::to_string(kMaxTopicChars) +
+                        " characters";
+    }
+    if (!plan.dead_error.empty()) {
+      dead_reasons_[row.id] = {row.source, plan.dead_error};
+      return plan;
+    }
+    plan.forward = {
+        {row.id, row.claim_token},
+        std::move(topic),
+        RelayHeaders(row.headers, row.id, row.source, row.idempotency_key, row.correlation_id),
+        options_.max_attempts};
+    return plan;
+  }
+
+  // Counts and logs the rows that went dead (ids the store confirmed), then forgets the reasons.
+  void ReportDead(const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      auto it = dead_reasons_.find(id);
+      if (it == dead_reasons_.end()) continue;
+      observer_->OnInboxRelayError();
+      log::Error(it->second.second + " for message " + id +
+                     ". The message is now dead; fix the template or the message's event type, "
+                     "then replay it.",
+                 {{"inbox_id", id}, {"source", it->second.first}});
+    }
+    dead_reasons_.clear();
   }
 
   // Forward, retrying an outage with capped backoff while the claims can still hold (one lease;
@@ -348,6 +398,8 @@ class InboxRelayImpl final : public InboxRelay {
   Clock::time_point last_cycle_;
   // Relay thread only (or RunCycle's caller).
   bool reclaimed_once_ = false, gauge_once_ = false;
+  // Inbox id -> (source, why) of the rows the current cycle planned dead.
+  std::map<std::string, std::pair<std::string, std::string>> dead_reasons_;
   Clock::time_point last_reclaim_, last_gauge_;
   log::RateLimiter db_limiter_{milliseconds(5000)};
   std::thread thread_;

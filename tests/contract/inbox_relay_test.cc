@@ -256,6 +256,97 @@ TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
 }
 
+// The store's one-transaction forward: each row goes from `pending` straight to `processed` (or
+// `dead`) with its outbox row, in claim order, and is written once (no `processing` step, no
+// lease).
+TEST_P(InboxRelayTest, ForwardDueWritesEachRowOnceInClaimOrder) {
+  ASSERT_TRUE(inbox_->HasForwardDue());
+  const std::string a = Add("evt_1", "cus_1");
+  const std::string b = Add("evt_2", "cus_2");
+  const std::string c = Add("evt_3", "cus_1");  // behind evt_1: not in this claim
+  const std::string d = Add("evt_4", "cus_3");
+  std::vector<std::string> planned;
+  auto due = inbox_->ForwardDue(50, [&](const ClaimedInboxRow& row) {
+    planned.push_back(row.id);
+    EXPECT_TRUE(row.claim_token.empty());
+    InboxForwardPlan p;
+    if (row.id == d) {
+      p.dead_error = "The topic template of source 'stripe' rendered empty";
+      return p;
+    }
+    p.forward = {{}, "t." + row.idempotency_key, R"({"x-inbox-id":")" + row.id + R"("})", 4};
+    return p;
+  });
+  ASSERT_TRUE(due.ok()) << due.status().ToString();
+  EXPECT_EQ(due->claimed, 3u);
+  EXPECT_THAT(planned, ::testing::ElementsAre(a, b, d));
+  EXPECT_THAT(due->forwarded, ::testing::UnorderedElementsAre(a, b));
+  EXPECT_THAT(due->dead, ::testing::ElementsAre(d));
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + a + "'"), "processed");
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + c + "'"), "pending");
+  EXPECT_EQ(Count("SELECT last_error FROM inbox WHERE id = '" + d + "'"),
+            "The topic template of source 'stripe' rendered empty");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE claim_token IS NOT NULL OR lease_expires_at "
+                  "IS NOT NULL OR (state = 'processed' AND (processed_at IS NULL OR claimed_at "
+                  "IS NULL))"),
+            "0");
+  auto rows = db_->Query("SELECT topic, key, max_attempts FROM outbox ORDER BY sequence");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "t.evt_1");
+  EXPECT_EQ(rows[0][1], "cus_1");
+  EXPECT_EQ(rows[0][2], "4");
+  EXPECT_EQ(rows[1][0], "t.evt_2");
+  // The next call takes evt_3, now the head of cus_1.
+  auto next = inbox_->ForwardDue(50, [&](const ClaimedInboxRow& row) {
+    InboxForwardPlan p;
+    p.forward = {{}, "t." + row.idempotency_key, "{}", 4};
+    return p;
+  });
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_THAT(next->forwarded, ::testing::ElementsAre(c));
+}
+
+// A one-transaction forward the outbox refuses (here a trigger refuses one topic) writes nothing:
+// every row of the batch stays `pending`. The relay then forwards the batch the two-step way,
+// whose row-by-row retry delivers the others; the refused row waits for its lease.
+TEST_P(InboxRelayTest, ARefusedForwardDueWritesNothingAndTheOtherRowsStillGo) {
+  Add("evt_1", "cus_1", "ok");
+  const std::string bad = Add("evt_2", "cus_2", "poison");
+  Add("evt_3", "cus_3", "ok");
+  if (db_->pg()) {
+    db_->Exec(
+        "CREATE FUNCTION qb_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE "
+        "EXCEPTION 'refused by a trigger'; END $$");
+    db_->Exec(
+        "CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox FOR EACH ROW WHEN (NEW.topic = "
+        "'stripe.poison') EXECUTE FUNCTION qb_refuse()");
+  } else {
+    db_->Exec(
+        "CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox WHEN NEW.topic = 'stripe.poison' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END");
+  }
+  auto plan = [](const ClaimedInboxRow& row) {
+    InboxForwardPlan p;
+    p.forward = {{}, "stripe." + row.event_type.value_or(""), "{}", 5};
+    return p;
+  };
+  auto due = inbox_->ForwardDue(50, plan);
+  ASSERT_FALSE(due.ok());
+  EXPECT_FALSE(IsTransient(due.status().code())) << due.status().ToString();
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'pending'"), "3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+
+  CountingObserver observer;
+  auto relay = MakeRelay(inbox_, &observer);
+  ASSERT_NE(relay, nullptr);
+  auto n = relay->RunCycle();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + bad + "'"), "processing");
+  EXPECT_GE(observer.errors.load(), 2);  // the refused batch, then the refused row
+}
+
 // Two relays on one database: every row forwarded exactly once, and each aggregate's rows reach
 // the outbox in their arrival order (the outbox key order carries it on to the destination).
 TEST_P(InboxRelayTest, TwoRelaysForwardEachRowOnceAndKeepEachAggregatesOrder) {

@@ -79,7 +79,9 @@ std::string FencedUpdate(const std::string& set, const std::string& unnest,
 //   replaced by a later row of its aggregate, which is not picked.
 // Claimers of one inbox run this one at a time (the advisory lock of ClaimPush): each sees the
 // claims committed before it, so two claimers never take two rows of one aggregate.
-std::string ClaimTemplate() {
+// `tail` follows the CTEs: the two-step claim's UPDATE (ClaimTail) or ForwardDue's locking SELECT
+// (ForwardDueTail).
+std::string ClaimTemplate(const std::string& tail) {
   const std::string pending_push = "{consumption} = 'push' AND {state} = 'pending'";
   const std::string order = "qb_at, qb_created, qb_id";
   auto not_busy = [](const std::string& agg) {
@@ -121,9 +123,12 @@ std::string ClaimTemplate() {
          order +
          " LIMIT $1), "
          "qb_pick AS (SELECT qb_id FROM qb_fast WHERE NOT " +
-         gate +
-         " UNION ALL SELECT qb_id FROM qb_slow), "
-         "qb_locked AS (SELECT l.{id} AS qb_id FROM {T} AS l WHERE l.{id} IN (SELECT qb_id FROM "
+         gate + " UNION ALL SELECT qb_id FROM qb_slow)" + tail;
+}
+
+// The picked rows still pending, locked (SKIP LOCKED), claimed under a lease of $2 ms.
+std::string ClaimTail() {
+  return ", qb_locked AS (SELECT l.{id} AS qb_id FROM {T} AS l WHERE l.{id} IN (SELECT qb_id FROM "
          "qb_pick) AND l.{consumption} = 'push' AND l.{state} = 'pending' "
          "FOR UPDATE OF l SKIP LOCKED) "
          "UPDATE {T} AS u SET {state} = 'processing', {claimed_at} = clock_timestamp(), "
@@ -133,6 +138,41 @@ std::string ClaimTemplate() {
          "u.{idempotency_key}, u.{aggregate_id}, u.{event_type}, u.{correlation_id}, "
          "u.{headers}::text, u.{attempt}, u.{claim_token}::text, " +
          Ts("u.{created_at}") + ", " + Ts("u.{scheduled_at}");
+}
+
+// The picked rows still pending, locked until the transaction ends (SKIP LOCKED), unchanged. $2
+// is unused (no lease) but kept so both claims take the same parameters.
+std::string ForwardDueTail() {
+  return " SELECT l.{id}::text, l.{source}, l.{idempotency_key}, l.{aggregate_id}, "
+         "l.{event_type}, l.{correlation_id}, l.{headers}::text, l.{attempt}, $2::bigint::text, " +
+         Ts("l.{created_at}") + ", " + Ts("l.{scheduled_at}") +
+         " FROM {T} AS l WHERE l.{id} IN (SELECT qb_id FROM qb_pick) AND l.{consumption} = "
+         "'push' AND l.{state} = 'pending' FOR UPDATE OF l SKIP LOCKED";
+}
+
+// ClaimedInboxRow from the columns both claims return, in their order.
+ClaimedInboxRow ClaimedRow(const SqlRow& r) {
+  ClaimedInboxRow row;
+  row.id = r[0].value_or("");
+  row.source = r[1].value_or("");
+  row.idempotency_key = r[2].value_or("");
+  row.aggregate_id = r[3];
+  row.event_type = r[4];
+  row.correlation_id = r[5];
+  row.headers = r[6].value_or("{}");
+  row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
+  row.claim_token = r[8].value_or("");
+  row.created_at = r[9].value_or("");
+  row.scheduled_at = r[10].value_or("");
+  return row;
+}
+
+void SortInClaimOrder(std::vector<ClaimedInboxRow>& rows) {
+  // RETURNING order is undefined: claim order.
+  std::sort(rows.begin(), rows.end(), [](const ClaimedInboxRow& a, const ClaimedInboxRow& b) {
+    return std::tie(a.scheduled_at, a.created_at, a.id) <
+           std::tie(b.scheduled_at, b.created_at, b.id);
+  });
 }
 
 }  // namespace
@@ -147,7 +187,12 @@ std::string PostgresInboxStore::Sql(std::string_view tmpl) const {
 }
 
 std::string PostgresInboxStore::ClaimSql(const DatabaseConfig& config) {
-  static const std::string tmpl = ClaimTemplate();
+  static const std::string tmpl = ClaimTemplate(ClaimTail());
+  return RenderInboxSql(tmpl, config);
+}
+
+std::string PostgresInboxStore::ForwardDueClaimSql(const DatabaseConfig& config) {
+  static const std::string tmpl = ClaimTemplate(ForwardDueTail());
   return RenderInboxSql(tmpl, config);
 }
 
@@ -201,7 +246,8 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
       "ORDER BY qb_source, qb_key, qb_ord) "
       "INSERT INTO {T} ({id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
       "{correlation_id}, {payload}, {headers}, {consumption}, {state}, {last_error}, {created_at}, "
-      "{scheduled_at}) SELECT COALESCE(qb_id, gen_random_uuid()), qb_source, qb_key, qb_agg, qb_event, qb_corr, qb_payload::jsonb, "
+      "{scheduled_at}) SELECT COALESCE(qb_id, gen_random_uuid()), qb_source, qb_key, qb_agg, "
+      "qb_event, qb_corr, qb_payload::jsonb, "
       "qb_headers::jsonb, qb_consumption, qb_state, qb_error, qb_created, CASE "
       "WHEN qb_state = 'dead' THEN qb_created "
       "WHEN qb_publish IS NOT NULL THEN LEAST(to_timestamp(qb_publish / 1000.0), qb_t) + "
@@ -251,26 +297,79 @@ Result<std::vector<ClaimedInboxRow>> PostgresInboxStore::ClaimPush(int limit, in
   QB_RETURN_IF_ERROR(conn->Exec("COMMIT"));
   std::vector<ClaimedInboxRow> out;
   out.reserve(rows->size());
-  for (const SqlRow& r : *rows) {
-    ClaimedInboxRow row;
-    row.id = r[0].value_or("");
-    row.source = r[1].value_or("");
-    row.idempotency_key = r[2].value_or("");
-    row.aggregate_id = r[3];
-    row.event_type = r[4];
-    row.correlation_id = r[5];
-    row.headers = r[6].value_or("{}");
-    row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
-    row.claim_token = r[8].value_or("");
-    row.created_at = r[9].value_or("");
-    row.scheduled_at = r[10].value_or("");
-    out.push_back(std::move(row));
+  for (const SqlRow& r : *rows) out.push_back(ClaimedRow(r));
+  SortInClaimOrder(out);
+  return out;
+}
+
+Result<InboxForwardDue> PostgresInboxStore::ForwardDue(int limit, const InboxForwardPlanner& plan) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, 1));
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  // The claim's advisory lock (as ClaimPush), held until COMMIT: the next claimer sees these rows
+  // `processed`, so it takes the next row of an aggregate only after this one's outbox row.
+  QB_RETURN_IF_ERROR(
+      conn->Exec("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(claim_lock_key_) + ")"));
+  Result<InboxForwardDue> done = ForwardDueLocked(*conn, limit, plan);
+  if (!done.ok()) {
+    (void)conn->Exec("ROLLBACK");
+    return done.status();
   }
-  // RETURNING order is undefined: claim order.
-  std::sort(out.begin(), out.end(), [](const ClaimedInboxRow& a, const ClaimedInboxRow& b) {
-    return std::tie(a.scheduled_at, a.created_at, a.id) <
-           std::tie(b.scheduled_at, b.created_at, b.id);
-  });
+  QB_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+  return done;
+}
+
+Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn, int limit,
+                                                             const InboxForwardPlanner& plan) {
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      conn.Query(ForwardDueClaimSql(config_),
+                                 {int64_t{limit}, int64_t{0}, int64_t{limit} * kClaimWindowFactor},
+                                 nullptr, PgConnection::Plan::kPerCall));
+  InboxForwardDue out;
+  out.claimed = rows.size();
+  if (rows.empty()) return out;
+  std::vector<ClaimedInboxRow> claimed;
+  claimed.reserve(rows.size());
+  for (const SqlRow& r : rows) {
+    claimed.push_back(ClaimedRow(r));
+    claimed.back().claim_token.clear();
+  }
+  SortInClaimOrder(claimed);
+  std::vector<std::string> ids, topics, headers, maxes, ords;
+  std::vector<std::optional<std::string>> errors;
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    InboxForwardPlan p = plan(claimed[i]);
+    ids.push_back(claimed[i].id);
+    topics.push_back(std::move(p.forward.topic));
+    headers.push_back(p.forward.headers.empty() ? "{}" : std::move(p.forward.headers));
+    maxes.push_back(std::to_string(p.forward.max_attempts));
+    ords.push_back(std::to_string(i));
+    errors.push_back(p.dead_error.empty() ? std::nullopt
+                                          : std::optional<std::string>(std::move(p.dead_error)));
+  }
+  // One statement: each locked row `processed` (its outbox row inserted, in claim order) or
+  // `dead` with its error.
+  static const std::string tmpl =
+      "WITH qb_f AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], "
+      "$5::int[], $6::text[]) AS f(qb_id, qb_topic, qb_headers, qb_max, qb_ord, qb_error)), "
+      "qb_done AS (UPDATE {T} AS i SET {state} = CASE WHEN qb_f.qb_error IS NULL THEN "
+      "'processed' ELSE 'dead' END, {processed_at} = CASE WHEN qb_f.qb_error IS NULL THEN "
+      "clock_timestamp() END, {claimed_at} = CASE WHEN qb_f.qb_error IS NULL THEN "
+      "clock_timestamp() END, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} = "
+      "COALESCE(qb_f.qb_error, i.{last_error}) FROM qb_f WHERE i.{id} = qb_f.qb_id AND "
+      "i.{state} = 'pending' RETURNING i.{id} AS qb_id, i.{aggregate_id} AS qb_key, "
+      "i.{payload} AS qb_payload, qb_f.qb_topic, qb_f.qb_headers, qb_f.qb_max, qb_f.qb_ord, "
+      "qb_f.qb_error), "
+      "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
+      "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
+      "qb_done WHERE qb_error IS NULL ORDER BY qb_ord RETURNING 1) "
+      "SELECT qb_id::text, qb_error IS NULL FROM qb_done";
+  QB_ASSIGN_OR_RETURN(
+      SqlRows done, conn.Query(Sql(tmpl), {PgArray(ids), PgArray(topics), PgArray(headers),
+                                           PgArray(maxes), PgArray(ords), PgArrayOrNull(errors)}));
+  for (const SqlRow& r : done) {
+    if (r.size() < 2 || !r[0]) return Internal("The inbox forward returned no id.");
+    (r[1].value_or("f") == "t" ? out.forwarded : out.dead).push_back(*r[0]);
+  }
   return out;
 }
 

@@ -15,6 +15,9 @@
 //              aggregates, a skip scan over idx_inbox_push_head (V19) finds each aggregate's head.
 //   Forward    ONE statement: a data-modifying CTE marks the fenced rows `processed` and the
 //              INSERT into the outbox reads only the rows that CTE changed.
+//   ForwardDue ONE transaction: ClaimPush's advisory lock and claim as a locking SELECT (no lease,
+//              no `processing`), the relay's plan per row, then ONE statement marks each row
+//              `processed` (inserting its outbox row) or `dead`; each row is written once.
 //   Renew, MarkDead, ReclaimExpired, Replay, retention: one statement each.
 //
 // Thread-safety: every method may be called from any thread.
@@ -39,6 +42,8 @@ class PostgresInboxStore final : public InboxStore {
   Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override;
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override;
   Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override;
+  bool HasForwardDue() const override { return true; }
+  Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
@@ -54,8 +59,13 @@ class PostgresInboxStore final : public InboxStore {
   // The claim statement for `config` (names mapped): $1 limit, $2 lease ms, $3 window rows. For
   // EXPLAIN in bench/ and docs/inbox.md.
   static std::string ClaimSql(const DatabaseConfig& config);
+  // ForwardDue's claim: the same CTEs, ending in a locking SELECT; $2 is unused.
+  static std::string ForwardDueClaimSql(const DatabaseConfig& config);
 
  private:
+  // ForwardDue inside its transaction (advisory lock held).
+  Result<InboxForwardDue> ForwardDueLocked(PgConnection& conn, int limit,
+                                           const InboxForwardPlanner& plan);
   std::string Sql(std::string_view tmpl) const;
   Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
                       int64_t* changes = nullptr,

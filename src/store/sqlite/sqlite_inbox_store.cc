@@ -54,8 +54,9 @@ std::string FencedUpdate(const std::string& set) {
 // breaks ties of equal times (rows one statement stored). SQLite has no LATERAL: each
 // aggregate's head is a correlated subquery over idx_inbox_push_head. The fallback's reads are
 // gated by their LIMIT (0 when the gate is closed), which SQLite evaluates once, as the outbox
-// claim does (sqlite_store.cc). BEGIN IMMEDIATE serialises claimers.
-std::string ClaimTemplate() {
+// claim does (sqlite_store.cc). BEGIN IMMEDIATE serialises claimers. `tail` follows the CTEs:
+// ClaimTail (the two-step claim) or ForwardDueTail.
+std::string ClaimTemplate(const std::string& tail) {
   const std::string pending_push = "{consumption} = 'push' AND {state} = 'pending'";
   const std::string order = "qb_at, qb_created, qb_r";
   auto not_busy = [](const std::string& agg) {
@@ -94,13 +95,53 @@ std::string ClaimTemplate() {
          order +
          " LIMIT ?1), "
          "qb_pick (qb_r) AS (SELECT qb_r FROM qb_fast WHERE NOT " +
-         gate +
-         " UNION ALL SELECT qb_r FROM qb_slow) "
-         "UPDATE {T} SET {state} = 'processing', {claimed_at} = " +
-         kNow + ", {claim_token} = " + kNewUuid + ", {lease_expires_at} = " + Plus(kNow, "?2") +
+         gate + " UNION ALL SELECT qb_r FROM qb_slow) " + tail;
+}
+
+// The picked rows claimed under a lease of ?2 ms.
+std::string ClaimTail() {
+  return std::string("UPDATE {T} SET {state} = 'processing', {claimed_at} = ") + kNow +
+         ", {claim_token} = " + kNewUuid + ", {lease_expires_at} = " + Plus(kNow, "?2") +
          " WHERE rowid IN (SELECT qb_r FROM qb_pick) RETURNING {id}, {source}, "
          "{idempotency_key}, {aggregate_id}, {event_type}, {correlation_id}, {headers}, "
          "{attempt}, {claim_token}, {created_at}, {scheduled_at}, rowid";
+}
+
+// The picked rows, unchanged (ForwardDue's transaction holds the database); ?2 is unused.
+std::string ForwardDueTail() {
+  return "SELECT {id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
+         "{correlation_id}, {headers}, {attempt}, NULL, {created_at}, {scheduled_at}, rowid "
+         "FROM {T} WHERE rowid IN (SELECT qb_r FROM qb_pick)";
+}
+
+// The claimed rows of either claim, in claim order (RETURNING order is undefined; the rowid
+// breaks ties).
+std::vector<ClaimedInboxRow> ClaimedRows(const SqlRows& rows) {
+  std::vector<std::pair<int64_t, ClaimedInboxRow>> claimed;
+  claimed.reserve(rows.size());
+  for (const SqlRow& r : rows) {
+    ClaimedInboxRow row;
+    row.id = r[0].value_or("");
+    row.source = r[1].value_or("");
+    row.idempotency_key = r[2].value_or("");
+    row.aggregate_id = r[3];
+    row.event_type = r[4];
+    row.correlation_id = r[5];
+    row.headers = r[6].value_or("{}");
+    row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
+    row.claim_token = r[8].value_or("");
+    row.created_at = r[9].value_or("");
+    row.scheduled_at = r[10].value_or("");
+    claimed.emplace_back(ParseInt(r[11].value_or("0")).value_or(0), std::move(row));
+  }
+  std::sort(claimed.begin(), claimed.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second.scheduled_at, a.second.created_at, a.first) <
+           std::tie(b.second.scheduled_at, b.second.created_at, b.first);
+  });
+  std::vector<ClaimedInboxRow> out;
+  out.reserve(claimed.size());
+  for (auto& [rowid, row] : claimed) out.push_back(std::move(row));
+  return out;
 }
 
 // Store's INSERT over the JSON batch ?1. One statement; 'now' is one instant within it, and the
@@ -136,7 +177,7 @@ std::string SqliteInboxStore::Sql(std::string_view tmpl) const {
 }
 
 std::string SqliteInboxStore::ClaimSql(const DatabaseConfig& config) {
-  static const std::string tmpl = ClaimTemplate();
+  static const std::string tmpl = ClaimTemplate(ClaimTail());
   return RenderInboxSql(tmpl, config);
 }
 
@@ -196,31 +237,61 @@ Result<std::vector<ClaimedInboxRow>> SqliteInboxStore::ClaimPush(int limit, int6
   QB_ASSIGN_OR_RETURN(
       SqlRows rows, outbox_.Write(ClaimSql(outbox_.config_),
                                   {int64_t{limit}, lease_ms, int64_t{limit} * kClaimWindowFactor}));
-  std::vector<std::pair<int64_t, ClaimedInboxRow>> claimed;
-  claimed.reserve(rows.size());
-  for (const SqlRow& r : rows) {
-    ClaimedInboxRow row;
-    row.id = r[0].value_or("");
-    row.source = r[1].value_or("");
-    row.idempotency_key = r[2].value_or("");
-    row.aggregate_id = r[3];
-    row.event_type = r[4];
-    row.correlation_id = r[5];
-    row.headers = r[6].value_or("{}");
-    row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
-    row.claim_token = r[8].value_or("");
-    row.created_at = r[9].value_or("");
-    row.scheduled_at = r[10].value_or("");
-    claimed.emplace_back(ParseInt(r[11].value_or("0")).value_or(0), std::move(row));
-  }
-  // RETURNING order is undefined: claim order, the rowid breaking ties.
-  std::sort(claimed.begin(), claimed.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.second.scheduled_at, a.second.created_at, a.first) <
-           std::tie(b.second.scheduled_at, b.second.created_at, b.first);
+  return ClaimedRows(rows);
+}
+
+Result<InboxForwardDue> SqliteInboxStore::ForwardDue(int limit, const InboxForwardPlanner& plan) {
+  QB_RETURN_IF_ERROR(ValidateClaim(limit, 1));
+  static const std::string claim_tmpl = ClaimTemplate(ForwardDueTail());
+  // Each row `processed` or `dead` (?1: the plans, ?2 unused), then the outbox rows of the
+  // processed ones in claim order.
+  static const std::string mark_tmpl =
+      std::string(
+          "UPDATE {T} SET {state} = CASE WHEN qb_f.qb_error IS NULL THEN 'processed' "
+          "ELSE 'dead' END, {processed_at} = CASE WHEN qb_f.qb_error IS NULL THEN ") +
+      kNow + " END, {claimed_at} = CASE WHEN qb_f.qb_error IS NULL THEN " + kNow +
+      " END, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} = "
+      "COALESCE(qb_f.qb_error, {T}.{last_error}) FROM (SELECT json_extract(value, '$.id') AS "
+      "qb_id, json_extract(value, '$.error') AS qb_error FROM json_each(?1)) AS qb_f WHERE "
+      "{T}.{id} = qb_f.qb_id AND {T}.{state} = 'pending' RETURNING {id}, {state}";
+  static const std::string insert_tmpl =
+      "INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, {o.max_attempts}) "
+      "SELECT json_extract(f.value, '$.topic'), i.{aggregate_id}, i.{payload}, "
+      "json_extract(f.value, '$.headers'), json_extract(f.value, '$.max') FROM json_each(?1) AS f "
+      "JOIN {T} AS i ON i.{id} = json_extract(f.value, '$.id') WHERE json_extract(f.value, "
+      "'$.error') IS NULL ORDER BY f.key";
+  const std::string claim = RenderInboxSql(claim_tmpl, outbox_.config_);
+  const std::string mark = Sql(mark_tmpl);
+  const std::string insert = Sql(insert_tmpl);
+  InboxForwardDue out;
+  Status s = outbox_.Transaction([&]() -> Status {
+    out = InboxForwardDue{};
+    QB_ASSIGN_OR_RETURN(SqlRows rows,
+                        outbox_.RunLocked(claim, {int64_t{limit}, int64_t{0},
+                                                  int64_t{limit} * kClaimWindowFactor}));
+    out.claimed = rows.size();
+    if (rows.empty()) return Status::Ok();
+    nlohmann::json batch = nlohmann::json::array();
+    for (ClaimedInboxRow& row : ClaimedRows(rows)) {
+      row.claim_token.clear();
+      InboxForwardPlan p = plan(row);
+      nlohmann::json j{{"id", row.id},
+                       {"topic", std::move(p.forward.topic)},
+                       {"headers", p.forward.headers.empty() ? "{}" : p.forward.headers},
+                       {"max", p.forward.max_attempts}};
+      j["error"] = p.dead_error.empty() ? nlohmann::json() : nlohmann::json(p.dead_error);
+      batch.push_back(std::move(j));
+    }
+    const std::string batch_json = ToJson(batch);
+    QB_ASSIGN_OR_RETURN(SqlRows marked, outbox_.RunLocked(mark, {batch_json}));
+    for (const SqlRow& r : marked) {
+      if (r.size() < 2 || !r[0]) return Internal("The inbox forward returned no id.");
+      (r[1].value_or("") == "processed" ? out.forwarded : out.dead).push_back(*r[0]);
+    }
+    if (out.forwarded.empty()) return Status::Ok();
+    return outbox_.RunLocked(insert, {batch_json}).status();
   });
-  std::vector<ClaimedInboxRow> out;
-  out.reserve(claimed.size());
-  for (auto& [rowid, row] : claimed) out.push_back(std::move(row));
+  if (!s.ok()) return s;
   return out;
 }
 

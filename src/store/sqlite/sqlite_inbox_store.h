@@ -30,6 +30,8 @@ class SqliteInboxStore final : public InboxStore {
   Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override;
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override;
   Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override;
+  bool HasForwardDue() const override { return true; }
+  Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
