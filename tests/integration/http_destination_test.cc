@@ -379,12 +379,12 @@ TEST_F(HttpDestinationTest, KeepsTheConnectionAliveBetweenBatches) {
   EXPECT_EQ(r[0].remote_port, r[1].remote_port);
 }
 
-TEST_F(HttpDestinationTest, StoppedReceiverIsRetry) {
+TEST_F(HttpDestinationTest, StoppedReceiverIsAnOutage) {
   auto d = MakeDestination(receiver_.BaseUrl());
   ASSERT_EQ(PublishOne(*d, Row("before")).kind, Outcome::Kind::kDelivered);
   receiver_.Stop();  // the kept-alive connection dies with it
   Outcome down = PublishOne(*d, Row("during"));
-  EXPECT_EQ(down.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(down.kind, Outcome::Kind::kUnavailable);
   EXPECT_THAT(down.error, StartsWith("Publish failed: "));
 }
 

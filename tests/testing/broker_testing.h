@@ -92,6 +92,8 @@ inline const char* KindName(Outcome::Kind k) {
       return "retry";
     case Outcome::Kind::kReject:
       return "reject";
+    case Outcome::Kind::kUnavailable:
+      return "unavailable";
   }
   return "?";
 }
