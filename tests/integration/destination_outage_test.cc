@@ -280,7 +280,7 @@ TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestina
   up.reset();
   Insert("out.events", "k", 40, 8, 1);
   ASSERT_TRUE(testing::WaitUntil([&] { return relay_->CircuitState("flaky") == "open"; }, 30s));
-  DuringTheOutage(6);
+  DuringTheOutage(12);
 
   // Phase 2: the receiver answers 503 with Retry-After (1 s), an outage too.
   receiver.SetDefaultResponse(
@@ -290,7 +290,7 @@ TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestina
   ASSERT_TRUE(up->Start().ok());
   ASSERT_TRUE(testing::WaitUntil([&] { return receiver.RequestCount() > received; }, 30s))
       << "a half-open probe reaches the receiver";
-  DuringTheOutage(4);
+  DuringTheOutage(6);
   EXPECT_THAT(db_->Scalar("SELECT max(last_error) FROM outbox WHERE topic = 'out.events' AND "
                           "state = 'pending'"),
               ::testing::AnyOf(::testing::HasSubstr("HTTP 503"),
@@ -298,7 +298,7 @@ TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestina
 
   // Back: every row is delivered, with no attempt spent.
   receiver.SetDefaultResponse({.status = 204});
-  ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 10);
+  ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 18);
 }
 
 TEST_P(DestinationOutageTest, Http_WithTheBreakerDisabledEveryFailureSpendsAnAttempt) {
