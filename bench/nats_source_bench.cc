@@ -4,7 +4,7 @@
 //   nats_source_bench --nats nats://127.0.0.1:54229 --url
 //   postgresql://postgres@127.0.0.1:54329/postgres
 //                     [--messages 50000] [--batch 100,500] [--replicas 1] [--duplicates 0]
-//                     [--ack-all]
+//                     [--ack-all] [--batches-per-store 4]
 //
 // For each batch size: a fresh database migrated with the bundled migrations, a fresh stream
 // (file storage) holding --messages JSON messages ({"id": "m-<i>"}; with --duplicates D, every
@@ -63,7 +63,7 @@ int64_t Counter(const std::string& text, const std::string& name) {
 int main(int argc, char** argv) {
   CLI::App app("nats_source_bench");
   std::string nats_url, url;
-  int messages = 50000, replicas = 1, duplicates = 0;
+  int messages = 50000, replicas = 1, duplicates = 0, per_store = 4;
   bool ack_all = false;
   std::vector<int> batches = {100, 500};
   app.add_option("--nats", nats_url, "nats:// URL of a JetStream server")->required();
@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batches)->delimiter(',');
   app.add_option("--replicas", replicas);
   app.add_option("--duplicates", duplicates);
+  app.add_option("--batches-per-store", per_store,
+                 "Most fetched batches one store takes while the previous one runs (1: none)");
   app.add_flag("--ack-all", ack_all,
                "Make the durable ack-all first (the source then acks a batch's last message)");
   CLI11_PARSE(app, argc, argv);
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
       s.stream = stream;
       s.durable = "bench";
       s.batch_size = batch;
+      s.max_batches_per_store = per_store;
       queuebox::sources::BrokerSourceContext ctx;
       ctx.intake = (*store)->inbox();
       ctx.metrics = &metrics;
@@ -180,11 +183,13 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     for (auto& s : sources) s->Stop();
     std::printf(
-        "{\"batch\":%d,\"ack\":\"%s\",\"replicas\":%d,\"messages\":%d,\"stored\":%lld,"
+        "{\"batch\":%d,\"batches_per_store\":%d,\"ack\":\"%s\",\"replicas\":%d,\"messages\":%d,"
+        "\"stored\":%lld,"
         "\"duplicates\":%lld,"
         "\"seconds\":%.3f,\"messages_per_s\":%.0f}\n",
-        batch, ack_all ? "all" : "explicit", replicas, messages, static_cast<long long>(stored),
-        static_cast<long long>(dup), secs, static_cast<double>(stored + dup) / secs);
+        batch, per_store, ack_all ? "all" : "explicit", replicas, messages,
+        static_cast<long long>(stored), static_cast<long long>(dup), secs,
+        static_cast<double>(stored + dup) / secs);
     std::fflush(stdout);
     sources.clear();
     store->reset();

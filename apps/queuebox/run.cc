@@ -28,6 +28,31 @@
 #include "transforms.h"
 
 namespace queuebox::app {
+namespace {
+
+// The sources' path into the inbox: after a store that kept a new row it wakes the inbox relay,
+// so a received message is forwarded now rather than at the relay's next poll
+// (inbox.relay.pollIntervalMs). Wake is cheap and conflated.
+class WakingIntake final : public InboxIntake {
+ public:
+  WakingIntake(InboxIntake* inner, InboxRelay* relay) : inner_(inner), relay_(relay) {}
+  Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override {
+    Result<std::vector<InboxStoreOutcome>> out = inner_->Store(messages);
+    if (out.ok() && relay_ != nullptr &&
+        std::any_of(out->begin(), out->end(), [](const InboxStoreOutcome& o) {
+          return o.kind == InboxStoreOutcome::Kind::kStored;
+        })) {
+      relay_->Wake();
+    }
+    return out;
+  }
+
+ private:
+  InboxIntake* inner_;
+  InboxRelay* relay_;
+};
+
+}  // namespace
 
 int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& stop_signals) {
   auto config = LoadOrExplain(global);
@@ -214,6 +239,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
         "circuit." + name, [relay_ptr, name] { return relay_ptr->CircuitState(name) == "closed"; });
   }
   deps.transform_test = MakeTransformTestHandler(*config);
+  WakingIntake intake(inbox, inbox_relay.get());
   // HTTP sources: POST <inbox.basePath><path> on the data port, stored through the inbox.
   std::unique_ptr<sources::WebhookSources> webhooks;
   if (!config->sources.empty()) {
@@ -226,7 +252,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     // SQLite has one writer; PostgreSQL commits groups on a few connections of the pool.
     webhook_options.writers =
         config->database.type == "sqlite" ? 1 : std::clamp(config->database.pool_size / 3, 1, 4);
-    auto created = sources::WebhookSources::Create(*config, inbox, &metrics, webhook_options);
+    auto created = sources::WebhookSources::Create(*config, &intake, &metrics, webhook_options);
     if (!created.ok()) return StartFailed(created.status());
     webhooks = std::move(created).value();
     sources::WebhookSources* w = webhooks.get();
@@ -239,7 +265,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   std::vector<std::unique_ptr<sources::BrokerSource>> broker_sources;
   if (inbox != nullptr && !config->sources.empty()) {
     sources::BrokerSourceContext source_context;
-    source_context.intake = inbox;
+    source_context.intake = &intake;
     source_context.metrics = &metrics;
     source_context.transforms = source_transforms.get();
     source_context.max_error_body_bytes = config->http.max_error_body_bytes;

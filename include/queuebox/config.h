@@ -269,6 +269,9 @@ struct NatsSourceSettings {
   std::optional<std::string> filter_subject;  // filterSubject
   int64_t ack_wait_ms = 30000;                // ackWaitMs: redelivery after a crash
   int batch_size = 100;                       // batchSize: messages per fetch
+  // Not a configuration key: the most fetched batches one inbox store takes while the previous
+  // store runs (1 = a store per fetch; bench/nats_source_bench.cc compares).
+  int max_batches_per_store = 4;
   std::optional<std::string> username;
   std::optional<std::string> password;  // secret
   std::optional<std::string> token;     // secret

@@ -14,6 +14,11 @@
 //             and the inbox row `processed`; a lost claim inserts nothing and is counted
 //             (queuebox_claims_lost_total{component="inbox"}).
 //
+// On a store that can (InboxRelayClaims::HasForwardDue: PostgreSQL and SQLite), claim, render and
+// forward are ONE transaction (ForwardDue): no lease and no `processing` step, so each row is
+// written once. A batch the outbox refuses (not an outage) then goes the two-step way above,
+// whose row-by-row retry lets the other rows through.
+//
 // The outbox key is the aggregate_id, so an aggregate's order continues through the outbox's key
 // order to the destination. A database outage during a forward is retried with capped backoff
 // while the claims can still hold (one lease); nothing is ever half-written, and rows whose lease

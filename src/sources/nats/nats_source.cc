@@ -127,15 +127,19 @@ class NatsSource final : public BrokerSource {
   Status Bind();
   // A fetched batch whose Store runs on its own thread while the next batch is fetched.
   struct InFlight {
-    natsMsgList list{};
+    std::vector<natsMsgList> lists;     // in stream order
     std::vector<NewInboxMessage> rows;  // read by the Store thread until `stored` is ready
     int64_t filtered = 0;
     std::future<Result<std::vector<InboxStoreOutcome>>> stored;  // invalid: no rows
+    bool Storing() const {
+      return stored.valid() &&
+             stored.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    }
   };
   // One fetch into `list` (empty when nothing came within `wait_ms`): kConsumed or kBrokerDown.
   Round Fetch(natsMsgList* list, int64_t wait_ms, Status* why);
-  // Converts a fetched batch and starts its one Store.
-  std::unique_ptr<InFlight> Begin(natsMsgList list);
+  // Converts the fetched batches and starts their one Store.
+  std::unique_ptr<InFlight> Begin(std::vector<natsMsgList> lists);
   // Waits for the batch's Store, then acks every message (kConsumed) or NAKs them all
   // (kStoreFailed, `why` the store's error).
   Round Settle(InFlight& batch, Status* why);
@@ -180,9 +184,23 @@ class NatsSource final : public BrokerSource {
 
 void NatsSource::Run() {
   int broker_failures = 0, store_failures = 0;
-  // At most one batch stores while the next one is fetched; stores (and acks) stay in stream
-  // order, one after the other.
+  // One Store at a time, so stores (and acks) stay in stream order, one after the other. While it
+  // runs, the loop fetches on, and what it fetched meanwhile (at most max_batches_per_store
+  // batches) becomes the next Store: one commit for several batches when commits are the
+  // bottleneck (fsync on), one batch per commit when they are not.
   std::unique_ptr<InFlight> in_flight;
+  std::vector<natsMsgList> waiting;  // fetched behind in_flight, in stream order
+  int waiting_count = 0;
+  auto drop_waiting = [&](bool nak) {
+    for (natsMsgList& l : waiting) {
+      if (nak) {
+        for (int i = 0; i < l.Count; ++i) natsMsg_Nak(l.Msgs[i], nullptr);
+      }
+      natsMsgList_Destroy(&l);
+    }
+    waiting.clear();
+    waiting_count = 0;
+  };
   auto store_failed = [&](const Status& why) {
     if (!store_outage_logged_) {
       store_outage_logged_ = true;
@@ -193,18 +211,22 @@ void NatsSource::Run() {
     }
     return Pause(NextDelayMs(store_failures));
   };
+  const int max_waiting = settings_.batch_size * std::max(1, settings_.max_batches_per_store);
   while (!stopping()) {
     if (in_flight && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED) {
-      // Settled before EnsureBound replaces the connection its messages belong to.
+      // Settled before EnsureBound replaces the connection its messages belong to; what waited
+      // behind it is redelivered after ackWait (its acks would go nowhere).
       Status ignored;
       Settle(*in_flight, &ignored);
       in_flight.reset();
+      drop_waiting(false);
     }
     Status bound = EnsureBound();
     if (!bound.ok()) {
       Status ignored;
       if (in_flight) Settle(*in_flight, &ignored);  // stored or NAKed; a lost ack is redelivered
       in_flight.reset();
+      drop_waiting(true);
       BrokerDown(bound);
       if (!Pause(NextDelayMs(broker_failures))) break;
       continue;
@@ -212,6 +234,12 @@ void NatsSource::Run() {
     natsMsgList list{};
     Status fetch_why;
     Round fetched = Fetch(&list, in_flight ? kFetchWaitBehindStoreMs : kFetchWaitMs, &fetch_why);
+    if (in_flight && fetched == Round::kConsumed && list.Count > 0 && in_flight->Storing() &&
+        waiting_count + list.Count < max_waiting) {
+      waiting_count += list.Count;
+      waiting.push_back(list);
+      continue;  // the store still runs: fetch on
+    }
     if (in_flight) {
       Status store_why;
       Round settled = Settle(*in_flight, &store_why);
@@ -220,6 +248,7 @@ void NatsSource::Run() {
         // The database is away: what was fetched behind it goes back too.
         for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
         natsMsgList_Destroy(&list);
+        drop_waiting(true);
         if (!store_failed(store_why)) break;
         continue;
       }
@@ -237,6 +266,9 @@ void NatsSource::Run() {
     }
     if (fetched == Round::kBrokerDown) {
       natsMsgList_Destroy(&list);
+      if (!waiting.empty()) in_flight = Begin(std::move(waiting));  // fetched on a live link
+      waiting.clear();
+      waiting_count = 0;
       BrokerDown(fetch_why);
       if (!Pause(NextDelayMs(broker_failures))) break;
       continue;
@@ -244,13 +276,24 @@ void NatsSource::Run() {
     broker_failures = 0;
     BrokerUp();
     if (list.Count > 0) {
-      in_flight = Begin(list);
+      waiting.push_back(list);
     } else {
       natsMsgList_Destroy(&list);
     }
+    if (!waiting.empty()) in_flight = Begin(std::move(waiting));
+    waiting.clear();
+    waiting_count = 0;
   }
   if (in_flight) {
     // Stopping: what was fetched is stored and acked (or NAKed) before the connection closes.
+    Status ignored;
+    Settle(*in_flight, &ignored);
+    in_flight.reset();
+  }
+  if (!waiting.empty()) {
+    // Behind the last Store: stored too, so nothing fetched waits for ackWait.
+    in_flight = Begin(std::move(waiting));
+    waiting.clear();
     Status ignored;
     Settle(*in_flight, &ignored);
     in_flight.reset();
@@ -433,16 +476,20 @@ NatsSource::Round NatsSource::Fetch(natsMsgList* list, int64_t wait_ms, Status* 
   return Round::kConsumed;
 }
 
-std::unique_ptr<NatsSource::InFlight> NatsSource::Begin(natsMsgList list) {
+std::unique_ptr<NatsSource::InFlight> NatsSource::Begin(std::vector<natsMsgList> lists) {
   auto batch = std::make_unique<InFlight>();
-  batch->list = list;
-  batch->rows.reserve(static_cast<size_t>(list.Count));
-  for (int i = 0; i < list.Count; ++i) {
-    std::optional<NewInboxMessage> row = intake_.Receive(ToBrokerMessage(list.Msgs[i]));
-    if (row) {
-      batch->rows.push_back(std::move(*row));
-    } else {
-      ++batch->filtered;
+  batch->lists = std::move(lists);
+  size_t count = 0;
+  for (const natsMsgList& list : batch->lists) count += static_cast<size_t>(list.Count);
+  batch->rows.reserve(count);
+  for (const natsMsgList& list : batch->lists) {
+    for (int i = 0; i < list.Count; ++i) {
+      std::optional<NewInboxMessage> row = intake_.Receive(ToBrokerMessage(list.Msgs[i]));
+      if (row) {
+        batch->rows.push_back(std::move(*row));
+      } else {
+        ++batch->filtered;
+      }
     }
   }
   if (!batch->rows.empty()) {
@@ -454,7 +501,15 @@ std::unique_ptr<NatsSource::InFlight> NatsSource::Begin(natsMsgList list) {
 }
 
 NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
-  natsMsgList& list = batch.list;
+  auto each_message = [&batch](auto&& f) {
+    for (natsMsgList& list : batch.lists) {
+      for (int i = 0; i < list.Count; ++i) f(list.Msgs[i]);
+    }
+  };
+  auto destroy = [&batch] {
+    for (natsMsgList& list : batch.lists) natsMsgList_Destroy(&list);
+    batch.lists.clear();
+  };
   if (batch.stored.valid()) {
     Result<std::vector<InboxStoreOutcome>> stored = batch.stored.get();
     if (!stored.ok()) {
@@ -464,8 +519,8 @@ NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
           context_.metrics->OnInboxRejection("storage_failed");
         }
       }
-      for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
-      natsMsgList_Destroy(&list);
+      each_message([](natsMsg* m) { natsMsg_Nak(m, nullptr); });
+      destroy();
       *why = stored.status();
       return Round::kStoreFailed;
     }
@@ -487,11 +542,13 @@ NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
   // Acknowledge only now: every row (or its duplicate/filtered/rejected outcome) committed. A
   // lost ack means a redelivery after ackWait, which the inbox key drops.
   if (ack_policy_ == js_AckAll) {
-    if (list.Count > 0) natsMsg_Ack(list.Msgs[list.Count - 1], nullptr);
+    natsMsg* last = nullptr;
+    each_message([&last](natsMsg* m) { last = m; });
+    if (last != nullptr) natsMsg_Ack(last, nullptr);
   } else if (ack_policy_ == js_AckExplicit) {
-    for (int i = 0; i < list.Count; ++i) natsMsg_Ack(list.Msgs[i], nullptr);
+    each_message([](natsMsg* m) { natsMsg_Ack(m, nullptr); });
   }
-  natsMsgList_Destroy(&list);
+  destroy();
   return Round::kConsumed;
 }
 
