@@ -154,6 +154,9 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   relay_options.max_error_body_bytes = config->http.max_error_body_bytes;
   relay_options.routes = config->routes;
   relay_options.transforms = std::move(transforms).value();
+  for (const auto& [name, d] : config->destinations) {
+    relay_options.circuit_breakers[name] = d.circuit_breaker.value_or(CircuitBreakerConfig{});
+  }
   auto relay =
       Relay::Create(relay_options, store->get(), std::move(*destinations), &metrics, replicas);
   if (!relay.ok()) return StartFailed(relay.status());
@@ -227,6 +230,14 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     };
   }
   deps.destinations = destination_list;
+  // A destination's open circuit breaker shows in readiness without failing it: the other
+  // destinations and the sources still work, and its rows wait without spending attempts.
+  for (Destination* d : destination_list) {
+    const std::string name = d->name();
+    if (relay_ptr->CircuitState(name).empty()) continue;
+    deps.advisory_components.emplace_back(
+        "circuit." + name, [relay_ptr, name] { return relay_ptr->CircuitState(name) == "closed"; });
+  }
   deps.transform_test = MakeTransformTestHandler(*config);
   WakingIntake intake(inbox, inbox_relay.get());
   // HTTP sources: POST <inbox.basePath><path> on the data port, stored through the inbox.

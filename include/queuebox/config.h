@@ -108,6 +108,22 @@ struct RouteConfig {
   std::optional<TransformConfig> transform = std::nullopt;  // rewrites the delivered body
 };
 
+// destinations.<name>.circuitBreaker: what the relay does when the destination is out (an
+// outcome of kind kUnavailable, destination.h). Enabled (the default): the row is released with
+// its attempt unchanged; `failure_threshold` consecutive outages open the breaker, and while it
+// is open the destination's rows are released at once without a publish, due again after
+// `open_ms`; after `open_ms` it lets `half_open_probes` rows through: a probe that is not an
+// outage closes it, an outage opens it again. Disabled: every failure spends an attempt
+// (QueueBox's behaviour).
+struct CircuitBreakerConfig {
+  bool enabled = true;
+  int failure_threshold = 3;  // consecutive outage outcomes that open the breaker; >= 1
+  int64_t open_ms = 5000;     // open time (a longer Retry-After wins, up to 10 min); released
+                              // rows are due again after it
+  int half_open_probes = 1;   // rows published to test recovery; >= 1
+  bool operator==(const CircuitBreakerConfig&) const = default;
+};
+
 struct DestinationConfig {
   std::string name;                            // destinations.<name>
   std::string type;                            // http | file | kafka | rabbitmq | nats
@@ -117,6 +133,8 @@ struct DestinationConfig {
   nlohmann::json options = nlohmann::json::object();
   // Rewrites the delivered body after the route's transform (QueueBox reference §8).
   std::optional<TransformConfig> transform = std::nullopt;
+  // Outage handling; unset: the defaults of CircuitBreakerConfig (enabled).
+  std::optional<CircuitBreakerConfig> circuit_breaker = std::nullopt;
 };
 
 // admin.auth: `type` and the block's other keys, validated and with defaults filled.

@@ -61,16 +61,26 @@ struct Outcome {
     kReject,     // a failure that can never succeed: row -> dead at once
     kCancelled,  // the message's cancel flag was set and nothing was sent: the row is not
                  // written (its claim is lost; the new owner writes it)
+    // The destination's fault, not the message's (connection refused, DNS failure, connect
+    // timeout, TLS failure, broker not connected, HTTP 429/502/503/504): with the destination's
+    // circuit breaker enabled (the default) the row is released, pending again with its attempt
+    // unchanged, and the breaker counts an outage; with it disabled, as kRetry.
+    kUnavailable,
   };
   Kind kind = Kind::kRetry;
   // For failures: the reason, already redacted (core/redaction.h) and cut to
   // http.maxErrorBodyBytes; it becomes last_error. Empty for kDelivered.
   std::string error;
+  // kUnavailable: how long the destination asked us to wait (HTTP Retry-After), ms; 0 = not said.
+  int64_t retry_after_ms = 0;
 
   static Outcome Delivered() { return {Kind::kDelivered, {}}; }
   static Outcome Retry(std::string e) { return {Kind::kRetry, std::move(e)}; }
   static Outcome Reject(std::string e) { return {Kind::kReject, std::move(e)}; }
   static Outcome Cancelled() { return {Kind::kCancelled, "Publish cancelled: the claim was lost"}; }
+  static Outcome Unavailable(std::string e, int64_t retry_after_ms = 0) {
+    return {Kind::kUnavailable, std::move(e), retry_after_ms};
+  }
 };
 
 // Receives outcomes. Report must be called exactly once per message index of the batch.

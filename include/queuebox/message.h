@@ -52,6 +52,14 @@ struct RetryOrder {
   std::string error;     // already redacted and cut; stored in last_error
 };
 
+// Release (a destination outage): back to `pending`, attempt unchanged, scheduled_at = database
+// now + delay_ms, last_error = error (the outage's reason).
+struct ReleaseOrder {
+  Fence fence;
+  int64_t delay_ms = 0;  // milliseconds after the database clock's now
+  std::string error;     // already redacted and cut; stored in last_error
+};
+
 // Dead: state `dead`, attempt unchanged, last_error = error.
 struct DeadOrder {
   Fence fence;

@@ -27,7 +27,8 @@ namespace queuebox {
 class RelayObserver {
  public:
   virtual ~RelayObserver() = default;
-  // status: "sent" | "failed" (retry scheduled) | "dead"  (queuebox_outbox_messages_total)
+  // status: "sent" | "failed" (retry scheduled) | "dead" | "released" (a destination outage:
+  // pending again, no attempt spent)  (queuebox_outbox_messages_total)
   virtual void OnMessages(std::string_view /*status*/, int64_t /*n*/) {}
   virtual void OnReclaimed(int64_t /*n*/) {}
   virtual void OnClaimsLost(int64_t /*n*/) {}               // component="outbox"
@@ -39,6 +40,9 @@ class RelayObserver {
   // A route or destination transform failed; strategy: "fail" | "skip" | "dead"
   // (queuebox_transform_failures_total{strategy}).
   virtual void OnTransformFailure(std::string_view /*strategy*/) {}
+  // A destination's circuit breaker changed state: 0 closed, 1 open, 2 half-open
+  // (queuebox_destination_circuit_state{destination}); also called once per breaker at Create.
+  virtual void OnCircuitState(const std::string& /*destination*/, int /*state*/) {}
 };
 
 // The route and destination transform stages (QueueBox reference §8): what body each message is
@@ -79,6 +83,9 @@ struct RelayOptions {
   std::vector<RouteConfig> routes;
   // The transform stages of `routes` and their destinations; null when none is configured.
   std::shared_ptr<const DeliveryTransforms> transforms;
+  // destinations.<name>.circuitBreaker by destination name; a destination missing here gets the
+  // defaults (enabled).
+  std::map<std::string, CircuitBreakerConfig> circuit_breakers;
 };
 
 class Relay {
@@ -114,6 +121,9 @@ class Relay {
   virtual double SecondsSinceLastCycle() const = 0;
   // Rows held: claimed, outcome not yet written (in a publish, queued, or being written).
   virtual int64_t InFlight() const = 0;
+  // The state of a destination's circuit breaker: "closed", "open" or "half-open"; empty when
+  // the destination has none (circuitBreaker.enabled false, or no such destination).
+  virtual std::string CircuitState(const std::string& /*destination*/) const { return ""; }
 };
 
 }  // namespace queuebox

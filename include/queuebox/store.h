@@ -137,6 +137,9 @@ class OutboxClaims {
   virtual Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) = 0;
   virtual Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) = 0;
   virtual Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) = 0;
+  // Gives rows back without spending an attempt (their destination is out, ReleaseOrder):
+  // pending, attempt unchanged, due at database now + delay_ms, claim cleared.
+  virtual Result<std::vector<std::string>> Release(std::span<const ReleaseOrder> orders) = 0;
   // Sets lease_expires_at = database now + lease_ms for the rows still owned.
   virtual Result<std::vector<std::string>> Renew(std::span<const Fence> fences,
                                                  int64_t lease_ms) = 0;

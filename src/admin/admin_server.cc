@@ -362,6 +362,9 @@ struct AdminServer::Impl {
     for (const auto& [name, healthy] : deps.source_components) {
       checks_list.push_back({name, healthy});
     }
+    for (const auto& [name, healthy] : deps.advisory_components) {
+      checks_list.push_back({name, healthy, /*advisory=*/true});
+    }
     if (deps.capture_healthy) {
       checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
     }

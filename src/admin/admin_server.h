@@ -73,6 +73,9 @@ struct AdminServerDeps {
   // Broker sources (rabbitmq, kafka, nats): one component each, named "<type>.<source>", up
   // while the function returns true.
   std::vector<std::pair<std::string, std::function<bool()>>> source_components;
+  // Advisory components (shown, never failing readiness): "circuit.<destination>" per destination
+  // with a circuit breaker, up while it is closed.
+  std::vector<std::pair<std::string, std::function<bool()>>> advisory_components;
   // Unix ms for HMAC timestamps; the system clock when unset (tests inject).
   std::function<int64_t()> now_ms;
   // Bound of each health check.

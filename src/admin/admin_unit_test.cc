@@ -273,6 +273,20 @@ TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
 
 // Counters whose label values are known are scraped at 0 before their first event, so an
 // increase() alert sees the first one (QueueBox shows them only after it).
+TEST(MetricsTest, CircuitStateIsAGaugePerDestination) {
+  Metrics m("1.0.0");
+  m.OnCircuitState("orders-api", 0);
+  m.OnCircuitState("events", 0);
+  m.OnCircuitState("events", 1);
+  std::string text = m.Render();
+  EXPECT_NE(text.find("queuebox_destination_circuit_state{destination=\"orders-api\"} 0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("queuebox_destination_circuit_state{destination=\"events\"} 1"),
+            std::string::npos)
+      << text;
+}
+
 TEST(MetricsTest, KnownLabelSetsStartAtZero) {
   Metrics m("1.0.0");
   m.ExportDestinations({"orders-api", "events"});
@@ -282,6 +296,7 @@ TEST(MetricsTest, KnownLabelSetsStartAtZero) {
            "queuebox_outbox_messages_total{status=\"sent\"} 0",
            "queuebox_outbox_messages_total{status=\"failed\"} 0",
            "queuebox_outbox_messages_total{status=\"dead\"} 0",
+           "queuebox_outbox_messages_total{status=\"released\"} 0",
            "queuebox_claims_lost_total{component=\"outbox\"} 0",
            "queuebox_claims_lost_total{component=\"inbox\"} 0",
            "queuebox_http_publish_responses_total{status_class=\"1xx\"} 0",

@@ -181,6 +181,11 @@ struct Metrics::Impl {
           .Name("queuebox_outbox_queue_depth")
           .Help("Publishes in flight per destination")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& circuit_state =
+      prometheus::BuildGauge()
+          .Name("queuebox_destination_circuit_state")
+          .Help("Circuit breaker state per destination: 0 closed, 1 open, 2 half-open")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& http_responses =
       prometheus::BuildCounter()
           .Name("queuebox_http_publish_responses_total")
@@ -303,7 +308,7 @@ Metrics::Metrics(std::string version) : impl_(std::make_unique<Impl>()) {
   impl_->info.Add({{"version", std::move(version)}}).Set(1);
   // Counters whose label values are known at start are exported at 0 from the first scrape,
   // so increase() and rate() see their first event (a series that appears with 1 does not).
-  for (const char* status : {"sent", "failed", "dead"}) {
+  for (const char* status : {"sent", "failed", "dead", "released"}) {
     impl_->messages.Add({{"status", status}});
   }
   for (const char* component : {"outbox", "inbox"}) {
@@ -427,6 +432,10 @@ void Metrics::OnTransformFailure(std::string_view strategy) {
 
 void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {
   impl_->queue_depth.Add({{"destination", destination}}).Increment(static_cast<double>(delta));
+}
+
+void Metrics::OnCircuitState(const std::string& destination, int state) {
+  impl_->circuit_state.Add({{"destination", destination}}).Set(static_cast<double>(state));
 }
 
 void Metrics::OnPollCycle(bool /*ok*/) {

@@ -58,6 +58,7 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnPollCycle(bool ok) override;
   // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.
   void OnTransformFailure(std::string_view strategy) override;
+  void OnCircuitState(const std::string& destination, int state) override;
 
   // --- InboxRelayObserver ---
   void OnInboxForwarded(int64_t n) override;   // queuebox_inbox_messages_total{status="forwarded"}

@@ -52,6 +52,7 @@ TEST(OptionDefaults, RootSectionsMatchConfig) {
 TEST(OptionDefaults, RouteAndDestinationCommonKeysMatchTheirStructs) {
   ExpectDefaultsAgree(cfg::RouteOptions(), "routes[]");
   ExpectDefaultsAgree(cfg::DestinationCommonOptions(), "destinations.<name>");
+  ExpectDefaultsAgree(cfg::CircuitBreakerOptions(), "destinations.<name>.circuitBreaker");
 }
 
 TEST(OptionDefaults, AuthTypesMatchTheirSettings) {

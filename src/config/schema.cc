@@ -391,6 +391,27 @@ const OptionTable<TransformConfig>& TransformOptions() {
   return *table;
 }
 
+const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions() {
+  using S = CircuitBreakerConfig;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Flag("enabled", &S::enabled, true,
+                "Outages (connection refused, DNS, connect timeout, TLS, broker down, HTTP "
+                "429/502/503/504) release the row without spending an attempt and count toward "
+                "opening the breaker. false: every failure spends an attempt (QueueBox)"),
+      opt::Int("failureThreshold", &S::failure_threshold, 3,
+               "Consecutive outage outcomes that open the breaker")
+          .Min(1),
+      opt::Millis("openMs", &S::open_ms, 5000,
+                  "How long the breaker stays open (a longer Retry-After wins, up to 10 min); "
+                  "released rows are due again after it")
+          .Min(1),
+      opt::Int("halfOpenProbes", &S::half_open_probes, 1,
+               "Rows published after the open time to test recovery")
+          .Min(1),
+  };
+  return *table;
+}
+
 const OptionTable<DestinationConfig>& DestinationCommonOptions() {
   static const OptionTable<DestinationConfig>* const table = new OptionTable<DestinationConfig>{
       opt::TextMap("headers", &DestinationConfig::headers,
@@ -398,6 +419,9 @@ const OptionTable<DestinationConfig>& DestinationCommonOptions() {
       opt::Block("transform", &DestinationConfig::transform, TransformOptions(),
                  "JSONata rewrite of the delivered body, after the route's transform "
                  "(described below); the row keeps its payload"),
+      opt::Block("circuitBreaker", &DestinationConfig::circuit_breaker, CircuitBreakerOptions(),
+                 "What an outage of this destination does (described below); absent: the "
+                 "defaults, enabled"),
   };
   return *table;
 }

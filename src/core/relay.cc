@@ -14,6 +14,10 @@
 //                 every lease/3. A row the renewal did not renew is lost (another replica owns
 //                 it): its publish is cancelled (OutboundMessage::cancel), it is counted in
 //                 queuebox_claims_lost_total once, and the relay writes nothing to it.
+// Outages (an Outcome of kind kUnavailable): with the destination's circuit breaker
+// (core/circuit_breaker.h) the row is released, attempt unchanged; while the breaker is open a
+// slice's rows are released without a publish, due again after the open time, so an outage
+// costs one claim and one release per row per open time, never a hot loop.
 // Per-key order needs no logic here: a claim never returns two rows of one key, and a key's
 // next row becomes claimable only after this row's outcome is written, so rows queued ahead are
 // all of different keys than every row in flight.
@@ -30,6 +34,7 @@
 #include <unordered_set>
 
 #include "core/backoff.h"
+#include "core/circuit_breaker.h"
 #include "core/log.h"
 #include "core/outcome.h"
 #include "core/redaction.h"
@@ -86,6 +91,8 @@ struct BatchTask {
   std::vector<Outcome> outcomes;
   // cancel[i]: row i's claim is lost (set by the lease keeper). Shared with the claims map.
   std::shared_ptr<std::atomic<bool>[]> cancel;
+  // Per row, for an Unavailable outcome under a circuit breaker: due again after this (ms).
+  std::vector<int64_t> release_delay;
 };
 
 // A claim this replica holds, from Dispatch until its outcome write is accounted for.
@@ -107,6 +114,9 @@ int64_t ClaimAheadLimit(const OutboxConfig& o) {
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
+// The start of last_error for a row the open circuit breaker released without a publish.
+constexpr std::string_view kNotPublished = "Not published, its circuit breaker is open: ";
+
 class RelayImpl final : public Relay {
  public:
   RelayImpl(RelayOptions options, OutboxClaims* claims, ReplicaMembership* replicas, Router router,
@@ -124,6 +134,18 @@ class RelayImpl final : public Relay {
                                 ? std::optional<Template>(Template::CompileRoutingKey(
                                       *r.routing_key_template, r.routing_key_missing_field_default))
                                 : std::nullopt);
+    }
+    for (const auto& [name, d] : destinations_) {
+      auto found = options_.circuit_breakers.find(name);
+      CircuitBreakerConfig c =
+          found != options_.circuit_breakers.end() ? found->second : CircuitBreakerConfig{};
+      if (!c.enabled) continue;
+      const std::string dest = name;
+      breakers_[name] = std::make_unique<CircuitBreaker>(
+          c,
+          [this, dest](CircuitBreaker::State from, CircuitBreaker::State to,
+                       std::string_view reason) { OnBreakerTransition(dest, from, to, reason); });
+      observer_->OnCircuitState(name, static_cast<int>(CircuitBreaker::State::kClosed));
     }
     // Two at least: one can write a task's outcomes while another publishes.
     int workers = std::clamp(options_.outbox.concurrency, 2, 16);
@@ -217,6 +239,12 @@ class RelayImpl final : public Relay {
   int64_t InFlight() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return in_flight_;
+  }
+
+  std::string CircuitState(const std::string& destination) const override {
+    auto it = breakers_.find(destination);
+    if (it == breakers_.end()) return "";
+    return std::string(CircuitBreaker::Name(it->second->state()));
   }
 
  private:
@@ -374,6 +402,7 @@ class RelayImpl final : public Relay {
       for (auto& [d, task] : groups) {
         observer_->OnQueueDepth(d->name(), static_cast<int64_t>(task.rows.size()));
         task.outcomes.resize(task.rows.size());
+        task.release_delay.assign(task.rows.size(), 0);
         tasks_.push_back(std::make_shared<BatchTask>(std::move(task)));
       }
     }
@@ -425,14 +454,15 @@ class RelayImpl final : public Relay {
   // publish go to `messages` with their bodies (and their row index to `index`); a row that a
   // failed stage keeps from the destination gets its outcome in task.outcomes (Fail: retry,
   // Dead: reject).
-  void Transform(BatchTask& task, size_t begin, size_t end, std::vector<OutboundMessage>& messages,
-                 std::vector<size_t>& index) {
-    std::vector<DeliveryTransforms::Message> in(end - begin);
-    for (size_t i = begin; i < end; ++i) in[i - begin] = {&task.rows[i], task.routes[i]};
-    std::vector<DeliveryTransforms::Result> out(end - begin);
+  void Transform(BatchTask& task, const std::vector<size_t>& rows,
+                 std::vector<OutboundMessage>& messages, std::vector<size_t>& index) {
+    std::vector<DeliveryTransforms::Message> in(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) in[k] = {&task.rows[rows[k]], task.routes[rows[k]]};
+    std::vector<DeliveryTransforms::Result> out(rows.size());
     options_.transforms->Apply(in, out);
-    for (size_t i = begin; i < end; ++i) {
-      DeliveryTransforms::Result& r = out[i - begin];
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const size_t i = rows[k];
+      DeliveryTransforms::Result& r = out[k];
       if (!r.failed_strategy.empty()) observer_->OnTransformFailure(r.failed_strategy);
       switch (r.kind) {
         case DeliveryTransforms::Result::Kind::kDeliver:
@@ -455,15 +485,36 @@ class RelayImpl final : public Relay {
   // Publishes rows [begin, end) of a task and keeps their outcomes in the task. Only this
   // worker touches those rows' entries until the slice is accounted for under the mutex.
   void PublishSlice(BatchTask& task, size_t begin, size_t end) {
+    // The circuit breaker admits the rows to publish; the others are released without a publish.
+    CircuitBreaker* breaker = BreakerOf(*task.destination);
+    std::vector<size_t> admitted;
+    std::vector<char> probe(end - begin, 0);
+    admitted.reserve(end - begin);
+    const auto admit_time = Clock::now();
+    for (size_t i = begin; i < end; ++i) {
+      if (breaker == nullptr) {
+        admitted.push_back(i);
+        continue;
+      }
+      CircuitBreaker::Admission a = breaker->Admit(admit_time);
+      if (a.publish) {
+        admitted.push_back(i);
+        probe[i - begin] = a.probe ? 1 : 0;
+      } else {
+        task.outcomes[i] = Outcome::Unavailable(std::string(kNotPublished) + "destination '" +
+                                                task.destination->name() + "' is out");
+        task.release_delay[i] = a.release_delay_ms;
+      }
+    }
     // messages[j] is task.rows[index[j]]; a row without a message has its outcome already.
     std::vector<OutboundMessage> messages;
     std::vector<size_t> index;
-    messages.reserve(end - begin);
-    index.reserve(end - begin);
+    messages.reserve(admitted.size());
+    index.reserve(admitted.size());
     if (task.transformed) {
-      Transform(task, begin, end, messages, index);
+      Transform(task, admitted, messages, index);
     } else {
-      for (size_t i = begin; i < end; ++i) {
+      for (size_t i : admitted) {
         messages.push_back(
             {.row = &task.rows[i], .routing_key = task.routing_keys[i], .cancel = &task.cancel[i]});
         index.push_back(i);
@@ -487,8 +538,10 @@ class RelayImpl final : public Relay {
     BatchSink sink(messages.size());
     auto start = Clock::now();
     if (!messages.empty()) task.destination->PublishBatch(messages, sink);
-    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto done = Clock::now();
+    double seconds = std::chrono::duration<double>(done - start).count();
     std::vector<Outcome> published = sink.Take();
+    std::vector<char> recorded(end - begin, 0);
     for (size_t j = 0; j < index.size(); ++j) {
       if (published[j].kind == Outcome::Kind::kCancelled) {
         // Only a lost claim cancels; a destination that cancels a held claim failed it.
@@ -499,9 +552,23 @@ class RelayImpl final : public Relay {
           continue;  // nothing was published
         }
       }
-      const bool success = published[j].kind == Outcome::Kind::kDelivered;
+      Outcome& o = published[j];
+      const bool success = o.kind == Outcome::Kind::kDelivered;
       observer_->OnPublish(*task.destination, success, seconds);
-      task.outcomes[index[j]] = std::move(published[j]);
+      if (breaker != nullptr) {
+        const size_t i = index[j];
+        const bool outage = o.kind == Outcome::Kind::kUnavailable;
+        task.release_delay[i] =
+            breaker->Record(outage, probe[i - begin] != 0, o.retry_after_ms, done, o.error);
+        recorded[i - begin] = 1;
+      }
+      task.outcomes[index[j]] = std::move(o);
+    }
+    // A probe a transform kept from the destination has no verdict.
+    if (breaker != nullptr) {
+      for (size_t k = 0; k < probe.size(); ++k) {
+        if (probe[k] != 0 && recorded[k] == 0) breaker->Abandon(true);
+      }
     }
     observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(end - begin));
   }
@@ -511,9 +578,11 @@ class RelayImpl final : public Relay {
   void WriteOutcomes(BatchTask& task, size_t n) {
     std::vector<Fence> sent;
     // The rows stay in `task`; the outcome lists point at them (no copy of the payloads).
-    std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows, cancelled_rows;
+    std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows, cancelled_rows, release_rows;
     std::vector<RetryOrder> retries;
     std::vector<DeadOrder> deads;
+    std::vector<ReleaseOrder> releases;
+    const bool has_breaker = BreakerOf(*task.destination) != nullptr;
     for (size_t i = 0; i < n; ++i) {
       const OutboxRow& row = task.rows[i];
       const Outcome& outcome = task.outcomes[i];
@@ -521,9 +590,18 @@ class RelayImpl final : public Relay {
         cancelled_rows.push_back(&row);  // the new owner writes the row
         continue;
       }
-      RowDecision d = Decide(row, outcome, options_.outbox.retry_base_delay_ms);
+      RowDecision d =
+          Decide(row, outcome, options_.outbox.retry_base_delay_ms,
+                 has_breaker ? std::optional<int64_t>(task.release_delay[i]) : std::nullopt);
       Fence fence{row.id, row.claim_token};
       switch (d.kind) {
+        case RowDecision::Kind::kRelease:
+          // Rows the open breaker kept from the destination are not logged one by one: its
+          // transition said why.
+          if (!outcome.error.starts_with(kNotPublished)) LogRelease(row, *task.destination, d);
+          releases.push_back({fence, d.delay_ms, d.error});
+          release_rows.push_back(&row);
+          break;
         case RowDecision::Kind::kSent:
           sent.push_back(fence);
           sent_rows.push_back(&row);
@@ -552,6 +630,55 @@ class RelayImpl final : public Relay {
     if (!cancelled_rows.empty()) {
       Finish(cancelled_rows, std::vector<std::string>{}, "cancelled", task.claimed_at);
     }
+    if (!releases.empty()) {
+      auto changed = WriteWithRetry([&] { return outbox_->Release(releases); });
+      Finish(release_rows, changed, "released", task.claimed_at);
+    }
+  }
+
+  CircuitBreaker* BreakerOf(const Destination& d) const {
+    auto it = breakers_.find(d.name());
+    return it == breakers_.end() ? nullptr : it->second.get();
+  }
+
+  // One log line per transition (the breaker's lock is held: no call back into it).
+  void OnBreakerTransition(const std::string& destination, CircuitBreaker::State from,
+                           CircuitBreaker::State to, std::string_view reason) {
+    observer_->OnCircuitState(destination, static_cast<int>(to));
+    std::string from_name(CircuitBreaker::Name(from)), to_name(CircuitBreaker::Name(to));
+    switch (to) {
+      case CircuitBreaker::State::kOpen:
+        log::Warn(
+            "The destination is unavailable; its circuit breaker is open. Its messages are "
+            "released without spending an attempt until a probe succeeds.",
+            {{"destination", destination},
+             {"from", from_name},
+             {"to", to_name},
+             {"reason", SanitizeError(std::string(reason), kMaxLastErrorChars)}});
+        break;
+      case CircuitBreaker::State::kHalfOpen:
+        log::Info("The circuit breaker of the destination is half-open; probing",
+                  {{"destination", destination}, {"from", from_name}, {"to", to_name}});
+        break;
+      case CircuitBreaker::State::kClosed:
+        log::Info("The destination is available again; its circuit breaker is closed",
+                  {{"destination", destination}, {"from", from_name}, {"to", to_name}});
+        break;
+    }
+  }
+
+  void LogRelease(const OutboxRow& row, const Destination& d, const RowDecision& decision) {
+    int64_t suppressed = 0;
+    if (!failure_limiter_.Allow(&suppressed)) return;
+    log::Warn(
+        "The destination is unavailable; the message was released without spending an attempt",
+        {{"message_id", row.id},
+         {"topic", row.topic},
+         {"attempt", AttemptText(row.attempt)},
+         {"destination", d.name()},
+         {"reason", decision.error},
+         {"retry_in_ms", std::to_string(decision.delay_ms)},
+         {"suppressed", std::to_string(suppressed)}});
   }
 
   void LogFailure(const OutboxRow& row, const Destination& d, const RowDecision& decision,
@@ -704,6 +831,8 @@ class RelayImpl final : public Relay {
   std::map<std::string, std::unique_ptr<Destination>> destinations_;
   NoopObserver noop_;
   RelayObserver* observer_;
+  // By destination name, for destinations whose breaker is enabled; fixed after construction.
+  std::map<std::string, std::unique_ptr<CircuitBreaker>> breakers_;
   int worker_count_ = 1;
 
   mutable std::mutex mu_;

@@ -41,6 +41,9 @@ class RecordingClaims : public OutboxClaims {
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override {
     return real_->MarkDead(orders);
   }
+  Result<std::vector<std::string>> Release(std::span<const ReleaseOrder> orders) override {
+    return real_->Release(orders);
+  }
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override {
     auto renewed = real_->Renew(fences, lease_ms);
     {

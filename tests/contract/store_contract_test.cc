@@ -83,6 +83,13 @@ class StoreContractFixture : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(ids.ok()) << ids.status().ToString();
     return ids.ok() ? *ids : std::vector<std::string>{};
   }
+  std::vector<std::string> Release(const OutboxRow& row, int64_t delay_ms,
+                                   std::string error = "Connection refused") {
+    ReleaseOrder o{{row.id, row.claim_token}, delay_ms, std::move(error)};
+    auto ids = claims().Release(std::span<const ReleaseOrder>(&o, 1));
+    EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+    return ids.ok() ? *ids : std::vector<std::string>{};
+  }
   std::vector<std::string> Dead(const OutboxRow& row, std::string error = "HTTP 400") {
     DeadOrder o{{row.id, row.claim_token}, std::move(error)};
     auto ids = claims().MarkDead(std::span<const DeadOrder>(&o, 1));
@@ -386,6 +393,7 @@ TEST_P(OutboxClaimsContractTest, AnEmptyBatchChangesNothing) {
   EXPECT_THAT(*claims().MarkSent({}), IsEmpty());
   EXPECT_THAT(*claims().ScheduleRetry({}), IsEmpty());
   EXPECT_THAT(*claims().MarkDead({}), IsEmpty());
+  EXPECT_THAT(*claims().Release({}), IsEmpty());
   EXPECT_THAT(*claims().Renew({}, kLease), IsEmpty());
 }
 
@@ -451,6 +459,53 @@ TEST_P(OutboxClaimsContractTest, RetryIncrementsAttemptAndSchedulesInTheFutureOn
   EXPECT_EQ(outbox_->Field(id, "claimed_at"), "<null>");
   EXPECT_TRUE(outbox_->IsLaterThanNowPlus(id, "scheduled_at", 3500));
   EXPECT_TRUE(outbox_->IsEarlierThanNowPlus(id, "scheduled_at", 3700));
+}
+
+// --- release (a destination outage spends no attempt) ---
+
+TEST_P(OutboxClaimsContractTest, ReleaseKeepsAttemptAndSchedulesInTheFutureOnTheDatabaseClock) {
+  std::string id = Add("k1");
+  auto rows = Claim();
+  ASSERT_THAT(Retry(rows[0], 0), ElementsAre(id));
+  rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_THAT(Release(rows[0], 3600000, "Publish failed: Connection refused"), ElementsAre(id));
+  EXPECT_EQ(outbox_->Field(id, "state"), "pending");
+  EXPECT_EQ(outbox_->Field(id, "attempt"), "1");
+  EXPECT_EQ(outbox_->Field(id, "last_error"), "Publish failed: Connection refused");
+  EXPECT_EQ(outbox_->Field(id, "claimed_at"), "<null>");
+  EXPECT_EQ(outbox_->Field(id, "claim_token"), "<null>");
+  EXPECT_EQ(outbox_->Field(id, "lease_expires_at"), "<null>");
+  EXPECT_TRUE(outbox_->IsLaterThanNowPlus(id, "scheduled_at", 3500));
+  EXPECT_TRUE(outbox_->IsEarlierThanNowPlus(id, "scheduled_at", 3700));
+  EXPECT_THAT(Claim(), IsEmpty()) << "not due before its delay";
+}
+
+TEST_P(OutboxClaimsContractTest, AReleasedRowHoldsBackItsKeyAndIsClaimedAgainWhenDue) {
+  std::string head = Add("k1");
+  Add("k1");
+  auto rows = Claim();
+  ASSERT_THAT(Ids(rows), ElementsAre(head));
+  ASSERT_THAT(Release(rows[0], 0), ElementsAre(head));
+  rows = Claim();
+  ASSERT_THAT(Ids(rows), ElementsAre(head));
+  EXPECT_EQ(rows[0].attempt, 0);
+}
+
+TEST_P(OutboxClaimsContractTest, ReleaseIsFencedByTokenAndLease) {
+  std::string a = Add(std::nullopt), b = Add(std::nullopt), c = Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 3u);
+  outbox_->ExpireLease(c);
+  std::vector<ReleaseOrder> orders{{{a, rows[0].claim_token}, 0, "down"},
+                                   {{b, "00000000-0000-4000-8000-000000000000"}, 0, "down"},
+                                   {{c, rows[2].claim_token}, 0, "down"}};
+  auto released = claims().Release(orders);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_THAT(*released, ElementsAre(a));
+  EXPECT_EQ(outbox_->Field(a, "state"), "pending");
+  EXPECT_EQ(outbox_->Field(b, "state"), "processing");
+  EXPECT_EQ(outbox_->Field(c, "state"), "processing");
 }
 
 TEST_P(OutboxClaimsContractTest, DeadKeepsAttemptAndStoresTheError) {

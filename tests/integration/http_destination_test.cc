@@ -139,7 +139,7 @@ TEST_F(HttpDestinationTest, LongBodyIsCutRedactedAndCutAgain) {
   receiver_.EnqueueResponse({.status = 503, .body = body});
   auto d = MakeDestination(receiver_.BaseUrl(), {.max_error_body_bytes = 100});
   Outcome o = PublishOne(*d, Row("id-1"));
-  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable);  // 503: the receiver is out
   // "HTTP 503: Service Unavailable - " is 32 characters; 100 - 14 (marker) = 86 kept.
   std::string prefix = "HTTP 503: Service Unavailable - password=[REDACTED] ";
   std::string expected = prefix + std::string(86 - prefix.size(), 'x') + "...[truncated]";
@@ -157,6 +157,28 @@ TEST_F(HttpDestinationTest, ErrorBodyLongerThanOneReadIsKeptWhole) {
   EXPECT_EQ(o.error, "HTTP 422: Unprocessable Entity - " + body);
 }
 
+// The destination's fault (docs/guarantees.md §8): 408, 429, 502, 503, 504 are outages, with
+// Retry-After (seconds) read; every other status spends an attempt.
+TEST_F(HttpDestinationTest, OutageStatusesAreUnavailableWithRetryAfter) {
+  auto d = MakeDestination(receiver_.BaseUrl());
+  receiver_.EnqueueResponse({.status = 429, .headers = {{"Retry-After", "7"}}});
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable);
+  EXPECT_EQ(o.retry_after_ms, 7000);
+  EXPECT_EQ(o.error, "HTTP 429: Too Many Requests");
+  for (int status : {408, 502, 503, 504}) {
+    receiver_.EnqueueResponse({.status = status});
+    o = PublishOne(*d, Row("id-1"));
+    EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable) << status;
+    EXPECT_EQ(o.retry_after_ms, 0) << status;
+  }
+  for (int status : {400, 404, 409, 413, 500}) {
+    receiver_.EnqueueResponse({.status = status});
+    o = PublishOne(*d, Row("id-1"));
+    EXPECT_EQ(o.kind, Outcome::Kind::kRetry) << status;
+  }
+}
+
 TEST_F(HttpDestinationTest, TimeoutIsRetry) {
   receiver_.EnqueueResponse({.status = 204, .delay = std::chrono::seconds(60)});
   auto d = MakeDestination(receiver_.BaseUrl(), {.timeout_ms = 300});
@@ -165,7 +187,7 @@ TEST_F(HttpDestinationTest, TimeoutIsRetry) {
   EXPECT_EQ(o.error, "Request timeout after 300ms");
 }
 
-TEST(HttpDestinationNoServerTest, ConnectionRefusedIsRetry) {
+TEST(HttpDestinationNoServerTest, ConnectionRefusedIsAnOutage) {
   int port = ::queuebox::testing::UnusedLoopbackPort();
   ASSERT_GT(port, 0);
   // Start() does not need the receiver.
@@ -176,7 +198,8 @@ TEST(HttpDestinationNoServerTest, ConnectionRefusedIsRetry) {
   d->PublishBatch(batch, sink);
   ASSERT_EQ(sink.outcomes().size(), 2u);
   for (const auto& [i, o] : sink.outcomes()) {
-    EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+    EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable);
+    EXPECT_EQ(o.retry_after_ms, 0);
     EXPECT_THAT(o.error, StartsWith("Publish failed: "));
     EXPECT_THAT(o.error, HasSubstr(std::to_string(port)));
   }
@@ -356,12 +379,12 @@ TEST_F(HttpDestinationTest, KeepsTheConnectionAliveBetweenBatches) {
   EXPECT_EQ(r[0].remote_port, r[1].remote_port);
 }
 
-TEST_F(HttpDestinationTest, StoppedReceiverIsRetry) {
+TEST_F(HttpDestinationTest, StoppedReceiverIsAnOutage) {
   auto d = MakeDestination(receiver_.BaseUrl());
   ASSERT_EQ(PublishOne(*d, Row("before")).kind, Outcome::Kind::kDelivered);
   receiver_.Stop();  // the kept-alive connection dies with it
   Outcome down = PublishOne(*d, Row("during"));
-  EXPECT_EQ(down.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(down.kind, Outcome::Kind::kUnavailable);
   EXPECT_THAT(down.error, StartsWith("Publish failed: "));
 }
 

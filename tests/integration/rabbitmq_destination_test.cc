@@ -318,9 +318,10 @@ TEST_F(RabbitMqDestinationTest, StartsNotReadyWhenTheBrokerIsUnreachable) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_THAT(st.message(), HasSubstr("127.0.0.1:1"));
   EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("hunter2")));
-  // A batch while the broker is unreachable: every message is a retry.
+  // A batch while the broker is unreachable: every message meets an outage (no attempt spent
+  // under the relay's circuit breaker).
   std::vector<Outcome> out = PublishAll(**d, {BrokerRow("a", "t", "k", "{}")});
-  EXPECT_EQ(out[0].kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable);
   EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("hunter2")));
 }
 

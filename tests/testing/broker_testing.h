@@ -94,6 +94,8 @@ inline const char* KindName(Outcome::Kind k) {
       return "reject";
     case Outcome::Kind::kCancelled:
       return "cancelled";
+    case Outcome::Kind::kUnavailable:
+      return "unavailable";
   }
   return "?";
 }

@@ -141,6 +141,20 @@ Result<std::vector<std::string>> FakeStore::ScheduleRetry(std::span<const RetryO
       });
 }
 
+Result<std::vector<std::string>> FakeStore::Release(std::span<const ReleaseOrder> orders) {
+  return ApplyFenced(
+      orders, [](const ReleaseOrder& o) -> const Fence& { return o.fence; },
+      [this](Row& r, const ReleaseOrder& o) {
+        r.state = "pending";
+        r.scheduled_at_ms = NowMs() + std::max<int64_t>(0, o.delay_ms);
+        r.claimed_at_ms.reset();
+        r.row.claim_token.clear();
+        r.lease_expires_at_ms.reset();
+        r.last_error = o.error;
+        r.updated_at_ms = NowMs();
+      });
+}
+
 Result<std::vector<std::string>> FakeStore::MarkDead(std::span<const DeadOrder> orders) {
   return ApplyFenced(
       orders, [](const DeadOrder& o) -> const Fence& { return o.fence; },

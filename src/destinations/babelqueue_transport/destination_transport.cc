@@ -80,6 +80,7 @@ Status DestinationTransport::Publish(std::string_view queue, std::string_view bo
       return Status::Ok();
     case queuebox::Outcome::Kind::kRetry:
     case queuebox::Outcome::Kind::kCancelled:  // no cancel flag is set here; never expected
+    case queuebox::Outcome::Kind::kUnavailable:
       return queuebox::Unavailable(sink.outcome()->error);
     case queuebox::Outcome::Kind::kReject:
       return queuebox::FailedPrecondition(sink.outcome()->error);

@@ -444,6 +444,28 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
 
 std::once_flag curl_init_once;
 
+// Transfer errors that mean the receiver is out, not that the message is bad: it cannot be
+// resolved or reached, TLS cannot be set up, or the connection broke without an answer.
+bool IsOutage(CURLcode result) {
+  switch (result) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 // ---- HttpDestination::Worker -----------------------------------------------------------------
@@ -549,15 +571,36 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     std::string text = "HTTP " + std::to_string(code) + ": " +
                        (r.reason.empty() ? std::string(StandardReason(code)) : r.reason);
     if (!IsBlankText(r.body)) text += " - " + SanitizeError(Scrub(r.body), max);
-    return Outcome::Retry(SanitizeError(Scrub(text), max));
+    std::string error = SanitizeError(Scrub(text), max);
+    // The receiver is out or asks us to slow down (honouring Retry-After): an outage. Any other
+    // answer is about the message and spends an attempt.
+    if (code == 408 || code == 429 || code == 502 || code == 503 || code == 504) {
+      curl_off_t retry_after_s = 0;
+      if (curl_easy_getinfo(r.easy, CURLINFO_RETRY_AFTER, &retry_after_s) != CURLE_OK) {
+        retry_after_s = 0;
+      }
+      return Outcome::Unavailable(std::move(error),
+                                  std::clamp<int64_t>(retry_after_s, 0, 24 * 3600) * 1000);
+    }
+    return Outcome::Retry(std::move(error));
   }
   if (settings_.on_response) settings_.on_response(0);
   if (result == CURLE_OPERATION_TIMEDOUT) {
+    // No connection within the time: the receiver is out. A request that connected and then
+    // ran out of time spends an attempt (the message may be what makes it slow).
+    curl_off_t connect_us = 0;
+    if (curl_easy_getinfo(r.easy, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
+        connect_us == 0) {
+      return Outcome::Unavailable(SanitizeError(
+          "Connect timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
+    }
     return Outcome::Retry(
         SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
   }
   std::string detail = r.error[0] != '\0' ? std::string(r.error) : curl_easy_strerror(result);
-  return Outcome::Retry(SanitizeError(Scrub("Publish failed: " + detail), max));
+  std::string error = SanitizeError(Scrub("Publish failed: " + detail), max);
+  if (IsOutage(result)) return Outcome::Unavailable(std::move(error));
+  return Outcome::Retry(std::move(error));
 }
 
 void HttpDestination::Worker::Run(const std::string& url, std::span<const OutboundMessage> batch,

@@ -335,6 +335,23 @@ struct RabbitMqDestination::Batch {
   void FailAll(const std::string& reason) {
     for (size_t i = 0; i < messages.size(); ++i) Fail(i, reason);
   }
+  // The broker is out (not connected, the connection lost or closed, no confirm in time): the
+  // destination's fault, not the message's (Outcome::kUnavailable).
+  void FailOutage(size_t i, const std::string& reason) {
+    if (!outcomes[i]) outcomes[i] = Outcome::Unavailable(FailureReason(reason, max_chars));
+  }
+  void FailAllOutage(const std::string& reason) {
+    for (size_t i = 0; i < messages.size(); ++i) FailOutage(i, reason);
+  }
+  // EnsureConnected failed: a broker that cannot be reached is out; a bad URL is the
+  // configuration's fault.
+  void FailNotConnected(const Status& s) {
+    if (s.code() == StatusCode::kUnavailable) {
+      FailAllOutage(s.message());
+    } else {
+      FailAll(s.message());
+    }
+  }
   bool AnyUndecided() const {
     return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o; });
   }
@@ -421,6 +438,7 @@ struct RabbitMqDestination::Batch {
   std::map<std::string, std::deque<uint64_t>> by_id;  // message_id -> tags, in order
   std::map<uint64_t, std::string> returned;           // tag -> reason of its basic.return
   std::string broken;  // why the connection became unusable during the batch; empty while usable
+  bool broken_by_outage = true;  // false: a channel the broker closed over a message
 };
 
 void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
@@ -504,7 +522,7 @@ bool RabbitMqDestination::DeclareExchanges(Batch& b) {
     if (bad_exchanges.count(ex)) continue;
     Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
     if (!s.ok()) {
-      b.FailAll(s.message());
+      b.FailNotConnected(s);
       return false;
     }
     s = conn_->Declare(ex, settings_.exchange_type);
@@ -520,7 +538,7 @@ bool RabbitMqDestination::DeclareExchanges(Batch& b) {
   if (!b.AnyUndecided()) return false;
   Status s = EnsureConnected(/*ignore_backoff=*/!bad_exchanges.empty());
   if (!s.ok()) {
-    b.FailAll(s.message());
+    b.FailNotConnected(s);
     return false;
   }
   return true;
@@ -624,6 +642,7 @@ void RabbitMqDestination::AwaitConfirms(Batch& b) {
       case AMQP_CONNECTION_CLOSE_METHOD:
       case AMQP_CHANNEL_CLOSE_METHOD:
         b.broken = "RabbitMQ " + Connection::CloseReason(frame);
+        b.broken_by_outage = frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD;
         break;
       default:
         break;
@@ -636,8 +655,13 @@ void RabbitMqDestination::Finish(Batch& b) {
     amqp_maybe_release_buffers(conn_->state());
     return;
   }
-  for (const auto& [tag, i] : b.pending) b.Fail(i, b.broken);
-  b.FailAll(b.broken);
+  if (b.broken_by_outage) {
+    for (const auto& [tag, i] : b.pending) b.FailOutage(i, b.broken);
+    b.FailAllOutage(b.broken);
+  } else {
+    for (const auto& [tag, i] : b.pending) b.Fail(i, b.broken);
+    b.FailAll(b.broken);
+  }
   log::Warn("RabbitMQ connection dropped",
             {{"destination", settings_.name},
              {"error", FailureReason(b.broken, settings_.max_error_body_bytes)}});

@@ -37,6 +37,7 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override;
   Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
+  Result<std::vector<std::string>> Release(std::span<const ReleaseOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;

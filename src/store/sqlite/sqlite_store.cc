@@ -472,6 +472,23 @@ Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
   return FencedWrite(tmpl, ToJson(batch));
 }
 
+Result<std::vector<std::string>> SqliteOutboxStore::Release(std::span<const ReleaseOrder> orders) {
+  if (orders.empty()) return std::vector<std::string>{};
+  // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
+  static const std::string tmpl = FencedUpdate(
+      std::string("{state} = 'pending', {scheduled_at} = ") + NowPlus("qb_f.qb_delay") +
+      ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, " +
+      "{last_error} = qb_f.qb_error, {updated_at} = " + kNow);
+  nlohmann::json batch = nlohmann::json::array();
+  for (const ReleaseOrder& o : orders) {
+    nlohmann::json j = FenceJson(o.fence);
+    j["delay"] = o.delay_ms < 0 ? 0 : o.delay_ms;
+    j["error"] = o.error;
+    batch.push_back(std::move(j));
+  }
+  return FencedWrite(tmpl, ToJson(batch));
+}
+
 Result<std::vector<std::string>> SqliteOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
   if (orders.empty()) return std::vector<std::string>{};
   static const std::string tmpl = FencedUpdate(
