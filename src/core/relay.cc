@@ -372,16 +372,14 @@ class RelayImpl final : public Relay {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_ += claimed;
       for (const auto& r : unroutable_rows) {
-        HeldClaim& c = claims_[r.id];
-        c.token = r.claim_token;
+        HeldClaim& c = Hold(r.id, r.claim_token);
         c.writing = true;  // written dead below
       }
       for (auto& [d, task] : groups) {
         task.cancel =
             std::shared_ptr<std::atomic<bool>[]>(new std::atomic<bool>[task.rows.size()]());
         for (size_t i = 0; i < task.rows.size(); ++i) {
-          HeldClaim& c = claims_[task.rows[i].id];
-          c.token = task.rows[i].claim_token;
+          HeldClaim& c = Hold(task.rows[i].id, task.rows[i].claim_token);
           c.cancel = task.cancel;
           c.index = i;
         }
@@ -440,8 +438,9 @@ class RelayImpl final : public Relay {
         if (task->publishing == 0 && (task->next == task->rows.size() || task->abandoned)) {
           written = task->next;
           for (size_t i = 0; i < written; ++i) {
-            auto it = claims_.find(task->rows[i].id);
-            if (it != claims_.end()) it->second.writing = true;
+            if (HeldClaim* c = Held(task->rows[i].id, task->rows[i].claim_token)) {
+              c->writing = true;
+            }
           }
         }
       }
@@ -741,8 +740,8 @@ class RelayImpl final : public Relay {
       if (ok.size() < rows.size()) {
         std::lock_guard<std::mutex> lock(mu_);
         for (size_t i = 0; i < rows.size(); ++i) {
-          auto it = claims_.find(rows[i]->id);
-          counted[i] = it != claims_.end() && it->second.lost;
+          const HeldClaim* c = Held(rows[i]->id, rows[i]->claim_token);
+          counted[i] = c != nullptr && c->lost;
         }
       }
       int64_t lost = 0;
@@ -765,12 +764,35 @@ class RelayImpl final : public Relay {
     for (size_t i = 0; i < rows.size(); ++i) observer_->OnProcessingDuration(seconds);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const OutboxRow* row : rows) claims_.erase(row->id);
+      for (const OutboxRow* row : rows) {
+        // Only this claim's entry: the row may be held again under a newer claim.
+        if (Held(row->id, row->claim_token) != nullptr) claims_.erase(row->id);
+      }
       in_flight_ -= static_cast<int64_t>(rows.size());
       wake_ = true;
     }
     poll_cv_.notify_all();
     done_cv_.notify_all();
+  }
+
+  // The entry of the claim (id, token), created or taken over; mu_ held. A row this replica
+  // claims again while an older claim of it is still held (that lease passed mid-publish and
+  // the row came back) replaces the entry: the older claim is lost, its publish cancelled where
+  // not yet sent, and its own fenced write later finds it lost and counts it.
+  HeldClaim& Hold(const std::string& id, const std::string& token) {
+    auto [it, inserted] = claims_.try_emplace(id);
+    if (!inserted && it->second.token != token) {
+      if (it->second.cancel) it->second.cancel[it->second.index].store(true);
+      it->second = HeldClaim{};
+    }
+    it->second.token = token;
+    return it->second;
+  }
+
+  // The entry of exactly this claim, or nullptr; mu_ held.
+  HeldClaim* Held(const std::string& id, const std::string& token) {
+    auto it = claims_.find(id);
+    return it != claims_.end() && it->second.token == token ? &it->second : nullptr;
   }
 
   // ---- lease keeper ----
@@ -805,10 +827,10 @@ class RelayImpl final : public Relay {
         int64_t lost = 0;
         for (const Fence& f : fences) {
           if (kept.count(f.id) > 0) continue;
-          auto it = claims_.find(f.id);
-          if (it == claims_.end() || it->second.writing || it->second.lost) continue;
-          it->second.lost = true;
-          if (it->second.cancel) it->second.cancel[it->second.index].store(true);
+          HeldClaim* c = Held(f.id, f.claim_token);  // a newer claim of the row is not this one
+          if (c == nullptr || c->writing || c->lost) continue;
+          c->lost = true;
+          if (c->cancel) c->cancel[c->index].store(true);
           ++lost;
         }
         if (lost > 0) {

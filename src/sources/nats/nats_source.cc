@@ -121,8 +121,9 @@ class NatsSource final : public BrokerSource {
   enum class Round { kConsumed, kBrokerDown, kStoreFailed };
 
   void Run();
-  // Connects (when not connected) and binds the durable (when not bound).
-  Status EnsureBound();
+  // Connects (when not connected) and binds the durable (when not bound); `closed`: the caller
+  // saw the connection closed and settled everything fetched on it, so it is replaced.
+  Status EnsureBound(bool closed);
   Status Connect();
   Status Bind();
   // A fetched batch whose Store runs on its own thread while the next batch is fetched.
@@ -212,16 +213,21 @@ void NatsSource::Run() {
     return Pause(NextDelayMs(store_failures));
   };
   const int max_waiting = settings_.batch_size * std::max(1, settings_.max_batches_per_store);
+  // Every message fetched (in_flight, waiting) belongs to sub_ and nc_ and is settled through
+  // them: nats.c's messages do not keep their subscription alive, so nothing may Unbind or
+  // Disconnect while one is outstanding.
   while (!stopping()) {
-    if (in_flight && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED) {
-      // Settled before EnsureBound replaces the connection its messages belong to; what waited
-      // behind it is redelivered after ackWait (its acks would go nowhere).
+    // Read once per round: EnsureBound tears down only a connection seen closed here, after
+    // what was fetched on it is settled.
+    const bool closed = nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED;
+    if (closed) {
+      // What waited behind the store is redelivered after ackWait (its acks would go nowhere).
       Status ignored;
-      Settle(*in_flight, &ignored);
+      if (in_flight) Settle(*in_flight, &ignored);
       in_flight.reset();
       drop_waiting(false);
     }
-    Status bound = EnsureBound();
+    Status bound = EnsureBound(closed);
     if (!bound.ok()) {
       Status ignored;
       if (in_flight) Settle(*in_flight, &ignored);  // stored or NAKed; a lost ack is redelivered
@@ -260,15 +266,21 @@ void NatsSource::Run() {
         }
       }
     }
-    if (rebind_) {
-      rebind_ = false;
-      Unbind();
-    }
     if (fetched == Round::kBrokerDown) {
       natsMsgList_Destroy(&list);
-      if (!waiting.empty()) in_flight = Begin(std::move(waiting));  // fetched on a live link
-      waiting.clear();
-      waiting_count = 0;
+      if (!waiting.empty()) {
+        // Fetched on the subscription a rebind replaces: stored and acked through it first.
+        in_flight = Begin(std::move(waiting));
+        waiting.clear();
+        waiting_count = 0;
+        Status ignored;
+        Settle(*in_flight, &ignored);
+        in_flight.reset();
+      }
+      if (rebind_) {
+        rebind_ = false;
+        Unbind();
+      }
       BrokerDown(fetch_why);
       if (!Pause(NextDelayMs(broker_failures))) break;
       continue;
@@ -323,8 +335,8 @@ void NatsSource::BrokerUp() {
   ever_consumed_ = true;
 }
 
-Status NatsSource::EnsureBound() {
-  if (nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED) {
+Status NatsSource::EnsureBound(bool closed) {
+  if (closed) {
     Unbind();
     Disconnect();
   }

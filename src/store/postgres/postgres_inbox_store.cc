@@ -1,6 +1,7 @@
 #include "store/postgres/postgres_inbox_store.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <utility>
 
@@ -317,7 +318,12 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDue(int limit, const InboxFor
   // `processed`, so it takes the next row of an aggregate only after this one's outbox row.
   QB_RETURN_IF_ERROR(
       conn->Exec("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(claim_lock_key_) + ")"));
-  Result<InboxForwardDue> done = ForwardDueLocked(*conn, limit, plan);
+  Result<InboxForwardDue> done = Internal("the forward did not run");
+  try {
+    done = ForwardDueLocked(*conn, limit, plan);
+  } catch (const std::exception& e) {  // roll back rather than return a connection mid-transaction
+    done = Internal(std::string("the forward failed: ") + e.what());
+  }
   if (!done.ok()) {
     (void)conn->Exec("ROLLBACK");
     return done.status();

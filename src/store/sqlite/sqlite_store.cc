@@ -1,5 +1,6 @@
 #include "store/sqlite/sqlite_store.h"
 
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -272,7 +273,12 @@ Status SqliteOutboxStore::Transaction(const std::function<Status()>& body) {
   std::lock_guard<std::mutex> lock(mu_);
   std::lock_guard<std::mutex> gate(*write_gate_);
   QB_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
-  Status s = body();
+  Status s;
+  try {
+    s = body();
+  } catch (const std::exception& e) {  // never leave the one connection inside a transaction
+    s = Internal(std::string("a write transaction failed: ") + e.what());
+  }
   if (s.ok()) s = ExecLocked("COMMIT");
   if (!s.ok()) (void)ExecLocked("ROLLBACK");
   return s;
@@ -282,8 +288,7 @@ Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
   std::lock_guard<std::mutex> lock(mu_);
   Migrator migrator(*this);
   claim_sql_.clear();  // the migration may add the claim's indexes: choose the hints again
-  return RunMigrations(migrator, SqliteMigrations(), config_, baseline,
-                       SqliteEarlierChecksums());
+  return RunMigrations(migrator, SqliteMigrations(), config_, baseline, SqliteEarlierChecksums());
 }
 
 Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }
