@@ -268,6 +268,22 @@ InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest) {
   return stats;
 }
 
+ClaimedInboxRow ToClaimedInboxRow(const SqlRow& r) {
+  ClaimedInboxRow row;
+  row.id = r[0].value_or("");
+  row.source = r[1].value_or("");
+  row.idempotency_key = r[2].value_or("");
+  row.aggregate_id = r[3];
+  row.event_type = r[4];
+  row.correlation_id = r[5];
+  row.headers = r[6].value_or("{}");
+  row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
+  row.claim_token = r[8].value_or("");
+  row.created_at = r[9].value_or("");
+  row.scheduled_at = r[10].value_or("");
+  return row;
+}
+
 DeadInboxRow ToDeadInboxRow(const SqlRow& r) {
   QB_CHECK(r.size() >= 8, "dead inbox row has fewer than 8 columns");
   DeadInboxRow row;

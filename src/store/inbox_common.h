@@ -69,6 +69,10 @@ InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest);
 // A dead row from id, source, idempotency_key, aggregate_id, event_type, attempt, last_error,
 // created_at.
 DeadInboxRow ToDeadInboxRow(const SqlRow& row);
+// A claimed row from the columns every dialect's claim returns, in this order: id, source,
+// idempotency_key, aggregate_id, event_type, correlation_id, headers, attempt, claim_token,
+// created_at, scheduled_at (more columns after those are ignored).
+ClaimedInboxRow ToClaimedInboxRow(const SqlRow& row);
 
 // The inbox replay UPDATE (QueueBox reference §5.4, its inbox requeue: processed and dead rows
 // back to pending) as an inbox template, with its parameters; nullopt when an empty `ids` or

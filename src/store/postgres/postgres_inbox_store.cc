@@ -159,23 +159,6 @@ std::string ForwardDueTail() {
          kPickedStillPending + " FOR UPDATE OF l SKIP LOCKED";
 }
 
-// ClaimedInboxRow from the columns both claims return, in their order.
-ClaimedInboxRow ClaimedRow(const SqlRow& r) {
-  ClaimedInboxRow row;
-  row.id = r[0].value_or("");
-  row.source = r[1].value_or("");
-  row.idempotency_key = r[2].value_or("");
-  row.aggregate_id = r[3];
-  row.event_type = r[4];
-  row.correlation_id = r[5];
-  row.headers = r[6].value_or("{}");
-  row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
-  row.claim_token = r[8].value_or("");
-  row.created_at = r[9].value_or("");
-  row.scheduled_at = r[10].value_or("");
-  return row;
-}
-
 void SortInClaimOrder(std::vector<ClaimedInboxRow>& rows) {
   // RETURNING order is undefined: claim order.
   std::sort(rows.begin(), rows.end(), [](const ClaimedInboxRow& a, const ClaimedInboxRow& b) {
@@ -306,7 +289,7 @@ Result<std::vector<ClaimedInboxRow>> PostgresInboxStore::ClaimPush(int limit, in
   QB_RETURN_IF_ERROR(conn->Exec("COMMIT"));
   std::vector<ClaimedInboxRow> out;
   out.reserve(rows->size());
-  for (const SqlRow& r : *rows) out.push_back(ClaimedRow(r));
+  for (const SqlRow& r : *rows) out.push_back(ToClaimedInboxRow(r));
   SortInClaimOrder(out);
   return out;
 }
@@ -344,7 +327,7 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn,
   std::vector<ClaimedInboxRow> claimed;
   claimed.reserve(rows.size());
   for (const SqlRow& r : rows) {
-    claimed.push_back(ClaimedRow(r));
+    claimed.push_back(ToClaimedInboxRow(r));
     claimed.back().claim_token.clear();
   }
   SortInClaimOrder(claimed);

@@ -120,18 +120,7 @@ std::vector<ClaimedInboxRow> ClaimedRows(const SqlRows& rows) {
   std::vector<std::pair<int64_t, ClaimedInboxRow>> claimed;
   claimed.reserve(rows.size());
   for (const SqlRow& r : rows) {
-    ClaimedInboxRow row;
-    row.id = r[0].value_or("");
-    row.source = r[1].value_or("");
-    row.idempotency_key = r[2].value_or("");
-    row.aggregate_id = r[3];
-    row.event_type = r[4];
-    row.correlation_id = r[5];
-    row.headers = r[6].value_or("{}");
-    row.attempt = static_cast<int>(ParseInt(r[7].value_or("0")).value_or(0));
-    row.claim_token = r[8].value_or("");
-    row.created_at = r[9].value_or("");
-    row.scheduled_at = r[10].value_or("");
+    ClaimedInboxRow row = ToClaimedInboxRow(r);
     claimed.emplace_back(ParseInt(r[11].value_or("0")).value_or(0), std::move(row));
   }
   std::sort(claimed.begin(), claimed.end(), [](const auto& a, const auto& b) {
