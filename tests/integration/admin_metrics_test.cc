@@ -90,6 +90,7 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   metrics.OnReclaimed(1);
   metrics.OnClaimsLost(1);
   metrics.OnProcessError();
+  metrics.OnCircuitState("web", 1);  // its circuit breaker opened
   // What the inbox relay and the sources report.
   metrics.OnInboxMessages("new", 1);
   metrics.OnInboxForwarded(1);
