@@ -447,5 +447,18 @@ TEST(LogTest, RateLimiterBoundsAnOutageToAFewLines) {
   EXPECT_EQ(limiter.TakeSuppressed(), 0);
 }
 
+// Found by fuzz/replay_request_fuzz.cc: a year below 1000 normalised to "227-01-02T...", which
+// did not parse back.
+TEST(ReplayInstantTest, YearsBelowOneThousandKeepFourDigitsAndParseBack) {
+  auto once = NormaliseInstant("0227-01-02 03:04:05Z");
+  ASSERT_TRUE(once.ok()) << once.status().ToString();
+  EXPECT_EQ(*once, "0227-01-02T03:04:05Z");
+  auto twice = NormaliseInstant(*once);
+  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  EXPECT_EQ(*twice, *once);
+  EXPECT_FALSE(NormaliseInstant("0000-01-01T00:00:00Z").ok());
+  EXPECT_FALSE(NormaliseInstant("9999-12-31T23:30:00-01:00").ok());  // year 10000 in UTC
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -122,8 +122,13 @@ Result<std::string> NormaliseInstant(std::string_view text) {
   secs -= offset_s;
   std::tm utc{};
   gmtime_r(&secs, &utc);
+  // Four-digit years only (the offset can move 0001 or 9999 out): %Y would print year 227 as
+  // "227", which does not parse back (found by fuzz/replay_request_fuzz.cc).
+  const int year = utc.tm_year + 1900;
+  if (year < 1 || year > 9999) return bad();
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", year, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec);
   return std::string(buf) + fraction + "Z";
 }
 
