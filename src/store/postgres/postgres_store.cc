@@ -204,62 +204,52 @@ Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const F
   return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens)});
 }
 
-Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
-    std::span<const RetryOrder> orders) {
+// ScheduleRetry and Release: back to `pending`, due after each order's delay (database clock),
+// fenced; `tmpl` says whether the attempt is spent. One statement for the batch.
+template <typename Order>
+Result<std::vector<std::string>> PostgresOutboxStore::Reschedule(const std::string& tmpl,
+                                                                 std::span<const Order> orders) {
   std::vector<std::string> ids, tokens, delays, errors;
-  for (const RetryOrder* o :
-       InIdOrder(orders, [](const RetryOrder& x) -> const Fence& { return x.fence; })) {
+  for (const Order* o : InIdOrder(orders, [](const Order& x) -> const Fence& { return x.fence; })) {
     ids.push_back(o->fence.id);
     tokens.push_back(o->fence.claim_token);
     delays.push_back(std::to_string(o->delay_ms < 0 ? 0 : o->delay_ms));
     errors.push_back(o->error);
   }
   if (ids.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
-      "{state} = 'pending', {attempt} = o.{attempt} + 1, "
-      "{scheduled_at} = clock_timestamp() + f.qb_delay" +
-          std::string(kMs) +
-          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
-          "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
-      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
-  Result<std::vector<std::string>> retried =
+  Result<std::vector<std::string>> changed =
       OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
-  // A retried head is due after its key's later rows: a window holding rows of every key no
-  // longer means it judged every head.
-  if (retried.ok() && !retried->empty()) {
+  // A head due later than its key's later rows: a window holding rows of every key no longer
+  // means it judged every head.
+  if (changed.ok() && !changed->empty()) {
     int64_t first_due = std::numeric_limits<int64_t>::max();
-    for (const RetryOrder& o : orders) first_due = std::min(first_due, o.delay_ms);
+    for (const Order& o : orders) first_due = std::min(first_due, o.delay_ms);
     window_.RetryScheduled(first_due);
   }
-  return retried;
+  return changed;
 }
 
+static std::string RescheduleTemplate(bool spend_attempt) {
+  return FencedUpdate(std::string("{state} = 'pending', ") +
+                          (spend_attempt ? "{attempt} = o.{attempt} + 1, " : "") +
+                          "{scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
+                          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = "
+                          "NULL, {last_error} = f.qb_error, {updated_at} = clock_timestamp()",
+                      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]",
+                      "qb_id, qb_token, qb_delay, qb_error");
+}
+
+Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
+    std::span<const RetryOrder> orders) {
+  static const std::string tmpl = RescheduleTemplate(/*spend_attempt=*/true);
+  return Reschedule(tmpl, orders);
+}
+
+// As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
 Result<std::vector<std::string>> PostgresOutboxStore::Release(
     std::span<const ReleaseOrder> orders) {
-  std::vector<std::string> ids, tokens, delays, errors;
-  for (const ReleaseOrder* o :
-       InIdOrder(orders, [](const ReleaseOrder& x) -> const Fence& { return x.fence; })) {
-    ids.push_back(o->fence.id);
-    tokens.push_back(o->fence.claim_token);
-    delays.push_back(std::to_string(o->delay_ms < 0 ? 0 : o->delay_ms));
-    errors.push_back(o->error);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
-  static const std::string tmpl = FencedUpdate(
-      "{state} = 'pending', {scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
-          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
-          "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
-      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
-  Result<std::vector<std::string>> released =
-      OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
-  // A released head is due after its key's later rows, as a retried one.
-  if (released.ok() && !released->empty()) {
-    int64_t first_due = std::numeric_limits<int64_t>::max();
-    for (const ReleaseOrder& o : orders) first_due = std::min(first_due, o.delay_ms);
-    window_.RetryScheduled(first_due);
-  }
-  return released;
+  static const std::string tmpl = RescheduleTemplate(/*spend_attempt=*/false);
+  return Reschedule(tmpl, orders);
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {

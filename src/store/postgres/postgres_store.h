@@ -73,6 +73,11 @@ class PostgresOutboxStore final : public OutboxStore {
                                        const std::vector<SqlParam>& params);
   // Ids for an outcome (sent, retry, dead): a changed row frees its key's next row, so the claim's
   // key walk is allowed again (ClaimWindowState::OutcomeWritten).
+  // ScheduleRetry and Release (RetryOrder / ReleaseOrder): one fenced statement, `tmpl` with
+  // $1 ids, $2 tokens, $3 delays (ms), $4 errors.
+  template <typename Order>
+  Result<std::vector<std::string>> Reschedule(const std::string& tmpl,
+                                              std::span<const Order> orders);
   Result<std::vector<std::string>> OutcomeIds(const std::string& tmpl,
                                               const std::vector<SqlParam>& params);
 
