@@ -24,11 +24,13 @@ configure() {  # dir sanitizers
 }
 
 # The executables ctest would run for a label regex and a name regex, so nothing else builds.
-# Before the build ctest names each missing executable; its file name is its target's name (a
-# test's name need not be: example_sdk_status runs sdk_status_example).
+# ctest names each one, as "Could not find executable <path>" before it is built and as
+# "Test command: <path>" after (both, so a rebuilt tree relinks what changed); the file name is
+# its target's name (a test's name need not be: example_sdk_status runs sdk_status_example).
 targets() {  # dir label-regex name-regex
   ctest --test-dir "$1" -N -V -L "$2" -R "$3" -E "$NOT_CXX" |
-    sed -n 's|^Could not find executable .*/||p' | sort -u
+    sed -n -e 's|^Could not find executable .*/||p' \
+      -e 's|^[0-9]*: Test command: [^ ]*/\([^ /]*\).*$|\1|p' | sort -u
 }
 
 run_asan() {
