@@ -98,7 +98,9 @@ TEST(LsnTest, FormatsAndParsesLikePgLsn) {
 }
 
 TEST(CopyFrameTest, ReadsXLogDataAndKeepalive) {
-  auto w = ParseCopyFrame(XLog(0x100, "B..."));
+  // XLogData::data points into the frame, so the frame must outlive it.
+  const std::string frame = XLog(0x100, "B...");
+  auto w = ParseCopyFrame(frame);
   ASSERT_TRUE(w.ok());
   const auto& x = std::get<XLogData>(*w);
   EXPECT_EQ(x.start, 0x100u);
