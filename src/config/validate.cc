@@ -52,18 +52,28 @@ std::string NormalizeKey(std::string_view key) {
   return out;
 }
 
-size_t Levenshtein(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+size_t Levenshtein(std::string_view a, std::string_view b, size_t limit) {
+  // Ukkonen's band: only cells within `limit` of the diagonal can stay within `limit`, so a long
+  // unknown name costs O(length * limit), not O(length * length) per candidate.
+  const size_t over = limit + 1;
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return over;
+  std::vector<size_t> prev(b.size() + 1, over), cur(b.size() + 1, over);
+  for (size_t j = 0; j <= std::min(b.size(), limit); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
+    const size_t lo = i > limit ? i - limit : 1;
+    const size_t hi = std::min(b.size(), i + limit);
+    std::fill(cur.begin(), cur.end(), over);
+    if (i <= limit) cur[0] = i;
+    size_t row_min = cur[0];
+    for (size_t j = lo; j <= hi; ++j) {
       size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub, over});
+      row_min = std::min(row_min, cur[j]);
     }
+    if (row_min > limit) return over;
     std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return std::min(prev[b.size()], over);
 }
 
 std::optional<std::string> DidYouMean(const std::string& key,
@@ -74,10 +84,11 @@ std::optional<std::string> DidYouMean(const std::string& key,
     return out;
   };
   const std::string k = lower(key);
+  const std::string normal = NormalizeKey(key);
   std::optional<std::string> best;
   size_t best_distance = std::max<size_t>(1, key.size() / 3) + 1;
   for (const std::string& c : candidates) {
-    size_t d = NormalizeKey(c) == NormalizeKey(key) ? 0 : Levenshtein(k, lower(c));
+    size_t d = NormalizeKey(c) == normal ? 0 : Levenshtein(k, lower(c), best_distance - 1);
     if (d < best_distance) {
       best_distance = d;
       best = c;
