@@ -355,6 +355,7 @@ void WebhookSources::Register(httplib::Server& server) {
           return dropped <= drop_limit;
         });
         if (too_large) {
+          s->Reject("body_too_large");
           a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
           a.headers.emplace_back("Connection", "close");
         } else {
@@ -370,6 +371,13 @@ void WebhookSources::Register(httplib::Server& server) {
       if (!a.body.empty()) res.set_content(a.body, "application/json");
     });
   }
+}
+
+bool WebhookSources::Serves(std::string_view path) const {
+  for (const auto& s : sources_) {
+    if (s->route == path) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> WebhookSources::Routes() const {

@@ -37,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "queuebox/config.h"
@@ -85,6 +86,9 @@ class WebhookSources {
   void Register(httplib::Server& server);
   // "POST /inbox/stripe (stripe)", one per source, for the start log.
   std::vector<std::string> Routes() const;
+  // True when `path` is the route of one of these sources (the data port counts a declared
+  // length over the cap there as queuebox_inbox_rejections_total{reason="body_too_large"}).
+  bool Serves(std::string_view path) const;
   // Stores what is queued and joins the writers (after the server stopped). Idempotent.
   void Stop();
 

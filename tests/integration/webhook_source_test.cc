@@ -134,6 +134,7 @@ class WebhookSourceTest : public testing::AdminStoreTest {
     deps.metrics = &metrics_;
     sources::WebhookSources* w = sources_.get();
     deps.extra_data_routes = [w](httplib::Server& s) { w->Register(s); };
+    deps.is_inbox_route = [w](std::string_view path) { return w->Serves(path); };
     StartServer(std::move(deps));
   }
 
@@ -311,6 +312,12 @@ TEST_P(WebhookSourceTest, OversizedDeclaredAndChunkedAre413) {
   EXPECT_EQ(chunked->status, 413);
   EXPECT_EQ(chunked->body, R"({"error":"Request body exceeds 4096 bytes"})");
   EXPECT_EQ(Rows(), 0);
+  // Both are counted; an oversized declared length on a route that is no source is not.
+  auto elsewhere = Post("/not-a-source", big);
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(elsewhere->status, 413);
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="body_too_large"} 2)"));
 
   // Other sources and routes are unaffected.
   auto after = Post("/inbox/stripe", R"({"id":"small"})");
@@ -330,6 +337,8 @@ TEST_P(WebhookSourceTest, RateLimitIs429WithRetryAfterAndOtherSourcesGoOn) {
   EXPECT_EQ(limited->status, 429);
   EXPECT_EQ(limited->get_header_value("Retry-After"), "40");
   EXPECT_EQ(limited->body, "");
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="rate_limited"} 1)"));
   auto other = Post("/inbox/stripe", R"({"id":"s1"})");
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 202);
