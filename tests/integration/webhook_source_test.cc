@@ -11,12 +11,14 @@
 
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "admin/auth.h"
 #include "admin_test_support.h"
 #include "config/load.h"
+#include "core/log.h"
 #include "sources/http_source.h"
 #include "testing/http_receiver.h"
 #include "testing/tcp_forwarder.h"
@@ -84,6 +86,43 @@ sources:
         - header: X-Env
           equals: prod
 )";
+
+// Every log line written while it lives (log::SetSinkForTesting), parsed (the JSON format).
+class LogCapture {
+ public:
+  LogCapture() {
+    log::SetSinkForTesting([this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.emplace_back(line);
+    });
+  }
+  ~LogCapture() { log::SetSinkForTesting(nullptr); }
+  std::vector<std::string> Lines() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+  // The lines with this message.
+  std::vector<json> WithMessage(const std::string& message) const {
+    std::vector<json> out;
+    for (const std::string& line : Lines()) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("message", "") == message) out.push_back(j);
+    }
+    return out;
+  }
+  // Fails the test for each line holding one of `secrets`.
+  void ExpectNoneContains(const std::vector<std::string>& secrets) const {
+    for (const std::string& line : Lines()) {
+      for (const std::string& secret : secrets) {
+        EXPECT_EQ(line.find(secret), std::string::npos) << "'" << secret << "' logged: " << line;
+      }
+    }
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
 
 // Loads kSourcesYaml (plus `database`) through the real loader.
 Config LoadSources(const std::string& database_url) {
@@ -233,6 +272,7 @@ TEST_P(WebhookSourceTest, UnicodeAndDeepNestingAreStoredAsSent) {
 }
 
 TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
+  LogCapture logs;
   const std::string body = R"({"n":1})";
   const std::string ts = std::to_string(kNowMs);
   auto good = Post("/inbox/signed", body,
@@ -244,20 +284,34 @@ TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 202) << good->body;
 
-  auto wrong = Post(
-      "/inbox/signed", body,
-      {{"X-Delivery-Id", "d-2"}, {"X-Timestamp", ts}, {"X-Signature", Sign(ts, R"({"n":2})")}});
+  const std::string marked_body = R"({"n":"body-marker-7f3a"})";
+  const std::string wrong_signature = Sign(ts, R"({"n":2})");
+  auto wrong =
+      Post("/inbox/signed", marked_body,
+           {{"X-Delivery-Id", "d-2"}, {"X-Timestamp", ts}, {"X-Signature", wrong_signature}});
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 401);
   EXPECT_EQ(wrong->body, R"({"error":"Invalid signature"})");
 
+  steady_ += std::chrono::seconds(2);  // past the refusal log's one line per second
   const std::string old = std::to_string(kNowMs - 300001);
+  const std::string old_signature = Sign(old, marked_body);
   auto expired =
-      Post("/inbox/signed", body,
-           {{"X-Delivery-Id", "d-3"}, {"X-Timestamp", old}, {"X-Signature", Sign(old, body)}});
+      Post("/inbox/signed", marked_body,
+           {{"X-Delivery-Id", "d-3"}, {"X-Timestamp", old}, {"X-Signature", old_signature}});
   ASSERT_TRUE(expired);
   EXPECT_EQ(expired->status, 401);
   EXPECT_EQ(expired->body, R"({"error":"Request timestamp expired"})");
+
+  // Each refusal is logged with its source and reason; never the secret, a signature (the one
+  // sent or the one expected) or the body.
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].value("source", ""), "signed");
+  EXPECT_EQ(refused[0].value("reason", ""), "Invalid signature");
+  EXPECT_EQ(refused[1].value("reason", ""), "Request timestamp expired");
+  logs.ExpectNoneContains({"whsec_test", wrong_signature.substr(7), Sign(ts, marked_body).substr(7),
+                           old_signature.substr(7), "body-marker-7f3a"});
 
   EXPECT_EQ(Rows(), 1);
   json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
@@ -271,9 +325,16 @@ TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
 }
 
 TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
+  LogCapture logs;
   auto none = Post("/inbox/bearer", R"({"id":"b1"})");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 401);
+  steady_ += std::chrono::seconds(2);
+  auto wrong = Post("/inbox/bearer", R"({"id":"body-marker-7f3a"})",
+                    {{"Authorization", "Bearer wr0ng-t0ken"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  steady_ += std::chrono::seconds(2);
   auto ok = Post("/inbox/bearer", R"({"id":"b1"})",
                  {{"Authorization", "Bearer t0ken"}, {"Proxy-Authorization", "Basic x"}});
   ASSERT_TRUE(ok);
@@ -283,6 +344,43 @@ TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
     EXPECT_NE(name, "Authorization");
     EXPECT_NE(name, "Proxy-Authorization");
   }
+  // Both refusals are logged, without the configured token, the one sent, or the body.
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[1].value("source", ""), "bearer");
+  logs.ExpectNoneContains({"t0ken", "wr0ng", "body-marker-7f3a", "Basic x"});
+}
+
+// A flood of refused requests logs at most one line per source per second (the injected clock
+// stands still here); the next line says how many were suppressed. Every refusal is counted.
+TEST_P(WebhookSourceTest, AFloodOfRefusalsLogsOneLinePerSourcePerSecond) {
+  LogCapture logs;
+  for (int i = 0; i < 20; ++i) {
+    auto r = Post("/inbox/bearer", json{{"id", "f" + std::to_string(i)}}.dump(),
+                  {{"Authorization", "Bearer nope"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+  }
+  auto other = Post("/inbox/signed", R"({"n":1})");  // another source logs on its own
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].value("source", ""), "bearer");
+  EXPECT_FALSE(refused[0].contains("suppressed"));
+  EXPECT_EQ(refused[1].value("source", ""), "signed");
+
+  steady_ += std::chrono::seconds(1);
+  auto next = Post("/inbox/bearer", R"({"id":"f20"})", {{"Authorization", "Bearer nope"}});
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 401);
+  refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 3u);
+  EXPECT_EQ(refused[2].value("source", ""), "bearer");
+  EXPECT_EQ(refused[2].value("suppressed", ""), "19");
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="auth_failed"} 22)"));
+  EXPECT_EQ(Rows(), 0);
 }
 
 TEST_P(WebhookSourceTest, OversizedDeclaredAndChunkedAre413) {
