@@ -45,7 +45,7 @@ std::string NormalizeKey(std::string_view key);
 // Edit distance between a and b when it is at most `limit`, else limit + 1 (the cost is
 // O(|a| * limit)).
 size_t Levenshtein(std::string_view a, std::string_view b, size_t limit);
-// The closest candidate (case-insensitive edit distance, at most max(1, len/3)), if any.
+// The closest candidate (case-insensitive edit distance, at most min(max(1, len/3), 8)), if any.
 std::optional<std::string> DidYouMean(const std::string& key,
                                       const std::vector<std::string>& candidates);
 // "a, b, c".
