@@ -59,6 +59,27 @@ sources:
     auth:
       type: bearer
       token: t0ken
+  apikeyed:
+    path: /apikeyed
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    auth:
+      type: api-key
+      key: k3y-s3cret
+      headerName: X-Api-Key
+  github:
+    path: /github
+    topic: "{{ source }}"
+    idempotencyKeyHeader: X-GitHub-Delivery
+    eventTypeHeader: X-GitHub-Event
+    aggregateIdHeader: X-Repo
+    aggregateIdPath: $.repository.full_name
+    auth:
+      type: hmac
+      secret: gh_s3cret
+      headerName: X-Hub-Signature-256
+      signaturePrefix: "sha256="
+      signaturePayloadFormat: BODY
   limited:
     path: /limited
     topic: "{{ source }}"
@@ -86,6 +107,11 @@ sources:
         - header: X-Env
           equals: prod
 )";
+
+std::string ToLowerAscii(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return s;
+}
 
 // Every log line written while it lives (log::SetSinkForTesting), parsed (the JSON format).
 class LogCapture {
@@ -349,6 +375,79 @@ TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_EQ(refused[1].value("source", ""), "bearer");
   logs.ExpectNoneContains({"t0ken", "wr0ng", "body-marker-7f3a", "Basic x"});
+}
+
+TEST_P(WebhookSourceTest, ApiKeyIsCheckedAndNeverStored) {
+  LogCapture logs;
+  auto none = Post("/inbox/apikeyed", R"({"id":"k1"})");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  auto wrong = Post("/inbox/apikeyed", R"({"id":"k1"})", {{"X-Api-Key", "k3y-wr0ng"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(Rows(), 0);
+  auto ok = Post("/inbox/apikeyed", R"({"id":"k1"})",
+                 {{"X-Api-Key", "k3y-s3cret"}, {"X-Custom", "kept"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 202) << ok->body;
+  json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
+  EXPECT_EQ(headers.value("X-Custom", ""), "kept");
+  for (const auto& [name, value] : headers.items()) {
+    EXPECT_NE(ToLowerAscii(name), "x-api-key");
+  }
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="auth_failed"} 2)"));
+  logs.ExpectNoneContains({"k3y-s3cret", "k3y-wr0ng"});
+}
+
+// GitHub's webhook style: `sha256=` + the HMAC-SHA256 of the body alone in X-Hub-Signature-256,
+// no timestamp; the delivery id, event and aggregate come from headers (the aggregate header
+// before its path).
+TEST_P(WebhookSourceTest, GitHubStyleHmacOverTheBodyWithKeysFromHeaders) {
+  const std::string body = R"({"action":"opened","repository":{"full_name":"octo/path"}})";
+  auto sign = [](const std::string& b) {
+    return "sha256=" + HmacHex("HmacSHA256", "gh_s3cret", b).value();
+  };
+  auto first = Post("/inbox/github", body,
+                    {{"X-GitHub-Delivery", "gh-1"},
+                     {"X-GitHub-Event", "pull_request"},
+                     {"X-Repo", "octo/header"},
+                     {"X-Hub-Signature-256", sign(body)}});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 202) << first->body;
+  auto second = Post("/inbox/github", body,
+                     {{"X-GitHub-Delivery", "gh-2"},
+                      {"X-GitHub-Event", "push"},
+                      {"X-Hub-Signature-256", sign(body)}});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 202) << second->body;
+
+  // Refused: the bare hex without the prefix, a signature of another body, one over
+  // "<timestamp>.<body>".
+  const std::string bare = sign(body).substr(7);
+  const std::string ts = std::to_string(kNowMs);
+  for (const std::string& bad : {bare, sign(R"({"action":"closed"})"), sign(ts + "." + body)}) {
+    auto r =
+        Post("/inbox/github", body,
+             {{"X-GitHub-Delivery", "gh-bad"}, {"X-Timestamp", ts}, {"X-Hub-Signature-256", bad}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << bad;
+  }
+
+  auto rows = db_->Query(
+      "SELECT idempotency_key, event_type, aggregate_id, headers FROM inbox ORDER BY "
+      "idempotency_key");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "gh-1");
+  EXPECT_EQ(rows[0][1], "pull_request");
+  EXPECT_EQ(rows[0][2], "octo/header");
+  EXPECT_EQ(rows[1][0], "gh-2");
+  EXPECT_EQ(rows[1][1], "push");
+  EXPECT_EQ(rows[1][2], "octo/path");
+  const json stored = json::parse(rows[0][3]);
+  for (const auto& [name, value] : stored.items()) {
+    EXPECT_NE(ToLowerAscii(name), "x-hub-signature-256");
+  }
 }
 
 // A flood of refused requests logs at most one line per source per second (the injected clock
