@@ -17,8 +17,10 @@
 using queuebox::fuzz::Require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // tmpfs when there is one: a file on disk spent 12% of each run in the file system.
   static const std::string path =
-      "/tmp/queuebox_config_yaml_fuzz." + std::to_string(::getpid()) + ".yml";
+      std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
+      "/queuebox_config_yaml_fuzz." + std::to_string(::getpid()) + ".yml";
   std::FILE* f = std::fopen(path.c_str(), "wb");
   Require(f != nullptr, "the fuzz file opens");
   Require(std::fwrite(data, 1, size, f) == size, "the fuzz file is written");

@@ -257,6 +257,7 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
     webhooks = std::move(created).value();
     sources::WebhookSources* w = webhooks.get();
     deps.extra_data_routes = [w](httplib::Server& server) { w->Register(server); };
+    deps.is_inbox_route = [w](std::string_view path) { return w->Serves(path); };
     for (const std::string& route : webhooks->Routes()) {
       log::Info("An HTTP source is listening.", {{"route", route}});
     }

@@ -205,6 +205,9 @@ struct AdminServer::Impl {
         // reference §13.1. A chunked body is counted by the route that reads it.
         auto declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
         if (declared > config.inbox.max_body_bytes) {
+          if (deps.metrics != nullptr && deps.is_inbox_route && deps.is_inbox_route(req.path)) {
+            deps.metrics->OnInboxRejection("body_too_large");
+          }
           JsonError(
               res, 413,
               "Request body exceeds " + std::to_string(config.inbox.max_body_bytes) + " bytes");

@@ -83,6 +83,10 @@ struct AdminServerDeps {
   // Registers more data-port routes (e.g. inbox sources) before Start; the drain rule applies
   // to them too. Optional.
   std::function<void(httplib::Server&)> extra_data_routes;
+  // True for a path of extra_data_routes that is an inbox source: a declared length over
+  // inbox.maxBodyBytes there counts queuebox_inbox_rejections_total{reason="body_too_large"}.
+  // Optional.
+  std::function<bool(std::string_view path)> is_inbox_route;
   // POST /admin/transform/test: the answer {HTTP status, JSON body} to a body already read under
   // admin.maxPayloadBytes and authenticated. Unset (a build without transforms): no route.
   // Called on the server's worker threads, several at once.

@@ -12,6 +12,7 @@
 
 #include "config/config_test_util.h"
 #include "config/schema.h"
+#include "config/validate.h"
 #include "destinations/registry.h"
 
 namespace queuebox {
@@ -618,6 +619,40 @@ TEST_F(ConfigTest, ProcessEnvironmentReadsThisProcess) {
   std::map<std::string, std::string> env = ProcessEnvironment();
   unsetenv("QB_CONFIG_TEST_VAR");
   EXPECT_EQ(env["QB_CONFIG_TEST_VAR"], "a=b");
+}
+
+// The banded distance agrees with the full table whenever the answer is within the limit, and
+// says "over" (limit + 1) otherwise. A long unknown name once cost O(n * m) per candidate (the
+// config_env fuzz target ran at 30 inputs/s).
+TEST(LevenshteinTest, BandedDistanceMatchesTheFullTable) {
+  auto full = [](std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> t(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) t[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) t[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        t[i][j] = std::min(
+            {t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      }
+    }
+    return t[a.size()][b.size()];
+  };
+  uint32_t seed = 12345;
+  auto next = [&seed] { return seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff; };
+  for (int round = 0; round < 2000; ++round) {
+    std::string a, b;
+    for (size_t n = next() % 12; n > 0; --n) a += static_cast<char>('a' + next() % 3);
+    for (size_t n = next() % 12; n > 0; --n) b += static_cast<char>('a' + next() % 3);
+    const size_t limit = next() % 6;
+    const size_t want = full(a, b);
+    EXPECT_EQ(cfg::Levenshtein(a, b, limit), want <= limit ? want : limit + 1)
+        << "a=" << a << " b=" << b << " limit=" << limit;
+  }
+}
+
+TEST(LevenshteinTest, LongUnknownNameStillGetsItsSuggestionOrNone) {
+  EXPECT_EQ(cfg::DidYouMean("batchSzie", {"batchSize", "concurrency"}), "batchSize");
+  EXPECT_EQ(cfg::DidYouMean(std::string(4000, 'x'), {"batchSize", "concurrency"}), std::nullopt);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "config/validate.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -52,32 +53,63 @@ std::string NormalizeKey(std::string_view key) {
   return out;
 }
 
-size_t Levenshtein(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+size_t Levenshtein(std::string_view a, std::string_view b, size_t limit) {
+  const size_t over = limit + 1;
+  // A shared prefix or suffix costs no edit.
+  while (!a.empty() && !b.empty() && a.front() == b.front()) a.remove_prefix(1), b.remove_prefix(1);
+  while (!a.empty() && !b.empty() && a.back() == b.back()) a.remove_suffix(1), b.remove_suffix(1);
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return over;
+  // Each edit changes at most two letter counts, so half the counts' difference is a lower bound.
+  std::array<int, 256> counts{};
+  for (unsigned char c : a) ++counts[c];
+  for (unsigned char c : b) --counts[c];
+  size_t differ = 0;
+  for (int n : counts) differ += static_cast<size_t>(n < 0 ? -n : n);
+  if ((differ + 1) / 2 > limit) return over;
+  // Ukkonen's band: only cells within `limit` of the diagonal can stay within `limit`, so the
+  // cost is O(length * limit), not O(length * length).
+  std::vector<size_t> prev(b.size() + 1, over), cur(b.size() + 1, over);
+  for (size_t j = 0; j <= std::min(b.size(), limit); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    const size_t lo = i > limit ? i - limit : 1;
+    const size_t hi = std::min(b.size(), i + limit);
+    std::fill(cur.begin(), cur.end(), over);
+    if (i <= limit) cur[0] = i;
+    size_t row_min = cur[0];
+    for (size_t j = lo; j <= hi; ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      const size_t cell = std::min(std::min(prev[j], cur[j - 1]) + 1, std::min(sub, over));
+      cur[j] = cell;
+      row_min = std::min(row_min, cell);
     }
+    if (row_min > limit) return over;
     std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return std::min(prev[b.size()], over);
 }
 
 std::optional<std::string> DidYouMean(const std::string& key,
                                       const std::vector<std::string>& candidates) {
-  auto lower = [](std::string_view s) {
-    std::string out(s);
+  auto lower = [](std::string_view s, std::string& out) {
+    out.assign(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
   };
-  const std::string k = lower(key);
+  std::string k, c_lower;
+  lower(key, k);
+  const std::string normal = NormalizeKey(key);
   std::optional<std::string> best;
-  size_t best_distance = std::max<size_t>(1, key.size() / 3) + 1;
+  // A suggestion more than kMaxEdits away helps nobody, and the bound keeps a long unknown name
+  // cheap.
+  constexpr size_t kMaxEdits = 8;
+  size_t best_distance = std::min(std::max<size_t>(1, key.size() / 3), kMaxEdits) + 1;
   for (const std::string& c : candidates) {
-    size_t d = NormalizeKey(c) == NormalizeKey(key) ? 0 : Levenshtein(k, lower(c));
+    size_t d;
+    if (NormalizeKey(c) == normal) {
+      d = 0;
+    } else {
+      lower(c, c_lower);
+      d = Levenshtein(k, c_lower, best_distance - 1);
+    }
     if (d < best_distance) {
       best_distance = d;
       best = c;

@@ -42,8 +42,10 @@ std::string IndexPath(const std::string& base, size_t index);
 
 // Lower case with '-' and '_' removed: the key comparison of QueueBox's env loader.
 std::string NormalizeKey(std::string_view key);
-size_t Levenshtein(std::string_view a, std::string_view b);
-// The closest candidate (case-insensitive edit distance, at most max(1, len/3)), if any.
+// Edit distance between a and b when it is at most `limit`, else limit + 1 (the cost is
+// O(|a| * limit)).
+size_t Levenshtein(std::string_view a, std::string_view b, size_t limit);
+// The closest candidate (case-insensitive edit distance, at most min(max(1, len/3), 8)), if any.
 std::optional<std::string> DidYouMean(const std::string& key,
                                       const std::vector<std::string>& candidates);
 // "a, b, c".

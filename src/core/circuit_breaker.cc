@@ -31,26 +31,28 @@ CircuitBreaker::Admission CircuitBreaker::Admit(TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kOpen && now >= open_until_) {
     probes_out_ = 0;
+    ++round_;
     MoveTo(State::kHalfOpen, "");
   }
   switch (state_) {
     case State::kClosed:
       return {};
     case State::kOpen:
-      return {.publish = false, .probe = false, .release_delay_ms = open_for_ms_};
+      return {.publish = false, .probe = 0, .release_delay_ms = open_for_ms_};
     case State::kHalfOpen:
       if (probes_out_ < std::max(1, config_.half_open_probes)) {
         ++probes_out_;
-        return {.publish = true, .probe = true, .release_delay_ms = 0};
+        return {.publish = true, .probe = round_, .release_delay_ms = 0};
       }
-      return {.publish = false, .probe = false, .release_delay_ms = open_for_ms_};
+      return {.publish = false, .probe = 0, .release_delay_ms = open_for_ms_};
   }
   return {};
 }
 
-int64_t CircuitBreaker::Record(bool outage, bool probe, int64_t retry_after_ms, TimePoint now,
-                               std::string_view reason) {
+int64_t CircuitBreaker::Record(bool outage, uint64_t probe_round, int64_t retry_after_ms,
+                               TimePoint now, std::string_view reason) {
   std::lock_guard<std::mutex> lock(mu_);
+  const bool probe = probe_round != 0 && probe_round == round_;
   const int64_t asked =
       std::clamp<int64_t>(std::max<int64_t>(config_.open_ms, retry_after_ms), 1, kMaxOpenMs);
   if (!outage) {
@@ -79,10 +81,10 @@ int64_t CircuitBreaker::Record(bool outage, bool probe, int64_t retry_after_ms, 
   return asked;
 }
 
-void CircuitBreaker::Abandon(bool probe) {
-  if (!probe) return;
+void CircuitBreaker::Abandon(uint64_t probe_round) {
+  if (probe_round == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (probes_out_ > 0) --probes_out_;
+  if (probe_round == round_ && probes_out_ > 0) --probes_out_;
 }
 
 CircuitBreaker::State CircuitBreaker::state() const {

@@ -37,19 +37,22 @@ class CircuitBreaker {
   CircuitBreaker(CircuitBreakerConfig config, OnTransition on_transition);
 
   struct Admission {
-    bool publish = true;           // false: release the row without publishing it
-    bool probe = false;            // publish: a half-open probe (Record or Abandon it)
+    bool publish = true;  // false: release the row without publishing it
+    // publish: a half-open probe's round (Record or Abandon it with this value); 0: not a probe.
+    uint64_t probe = 0;
     int64_t release_delay_ms = 0;  // !publish: due again after this
   };
   Admission Admit(TimePoint now);
 
-  // The outcome of a published row. outage: an Outcome of kind kUnavailable; retry_after_ms: what
-  // the destination asked for (0: nothing). Returns the release delay for an outage's row.
-  int64_t Record(bool outage, bool probe, int64_t retry_after_ms, TimePoint now,
+  // The outcome of a published row. outage: an Outcome of kind kUnavailable; probe: its
+  // Admission's `probe`; retry_after_ms: what the destination asked for (0: nothing). Returns the
+  // release delay for an outage's row. A probe of an earlier half-open round (it outlived the
+  // open time) counts as an ordinary outcome: its verdict is stale.
+  int64_t Record(bool outage, uint64_t probe, int64_t retry_after_ms, TimePoint now,
                  std::string_view reason);
   // A probe that was admitted but got no verdict from the destination (e.g. a transform failed
-  // before the publish): its slot is given back.
-  void Abandon(bool probe);
+  // before the publish): its slot in its round is given back.
+  void Abandon(uint64_t probe);
 
   State state() const;
   static std::string_view Name(State s);
@@ -62,7 +65,8 @@ class CircuitBreaker {
   mutable std::mutex mu_;
   State state_ = State::kClosed;
   int consecutive_outages_ = 0;
-  int probes_out_ = 0;       // half-open: probes admitted and not yet recorded
+  int probes_out_ = 0;       // half-open: this round's probes admitted and not yet recorded
+  uint64_t round_ = 0;       // half-open rounds so far (a probe carries its round)
   int64_t open_for_ms_ = 0;  // the current (or last) open time
   TimePoint open_until_{};
 };

@@ -182,7 +182,7 @@ void Write(Level level, std::string_view message, std::initializer_list<Field> f
 
 bool RateLimiter::Allow(int64_t* suppressed) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto now = std::chrono::steady_clock::now();
+  auto now = now_ ? now_() : std::chrono::steady_clock::now();
   if (has_last_ && now - last_ < interval_) {
     ++dropped_;
     return false;

@@ -55,7 +55,10 @@ void SetSinkForTesting(LineSink sink);
 // `interval`; the next line that passes reports how many were suppressed in between.
 class RateLimiter {
  public:
-  explicit RateLimiter(std::chrono::milliseconds interval) : interval_(interval) {}
+  using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
+  // `now`: the clock the interval is measured on; the steady clock when unset (tests inject).
+  explicit RateLimiter(std::chrono::milliseconds interval, SteadyNow now = {})
+      : interval_(interval), now_(std::move(now)) {}
   // True when the caller may log now; `suppressed` gets the count dropped since the last pass.
   bool Allow(int64_t* suppressed);
   // The count dropped since the last pass, reset to 0 (a final summary line at the end of an
@@ -65,6 +68,7 @@ class RateLimiter {
  private:
   std::mutex mu_;
   std::chrono::milliseconds interval_;
+  SteadyNow now_;
   std::chrono::steady_clock::time_point last_{};
   bool has_last_ = false;
   int64_t dropped_ = 0;

@@ -487,7 +487,7 @@ class RelayImpl final : public Relay {
     // The circuit breaker admits the rows to publish; the others are released without a publish.
     CircuitBreaker* breaker = BreakerOf(*task.destination);
     std::vector<size_t> admitted;
-    std::vector<char> probe(end - begin, 0);
+    std::vector<uint64_t> probe(end - begin, 0);  // each row's Admission::probe
     admitted.reserve(end - begin);
     const auto admit_time = Clock::now();
     for (size_t i = begin; i < end; ++i) {
@@ -498,7 +498,7 @@ class RelayImpl final : public Relay {
       CircuitBreaker::Admission a = breaker->Admit(admit_time);
       if (a.publish) {
         admitted.push_back(i);
-        probe[i - begin] = a.probe ? 1 : 0;
+        probe[i - begin] = a.probe;
       } else {
         task.outcomes[i] = Outcome::Unavailable(std::string(kNotPublished) + "destination '" +
                                                 task.destination->name() + "' is out");
@@ -558,7 +558,7 @@ class RelayImpl final : public Relay {
         const size_t i = index[j];
         const bool outage = o.kind == Outcome::Kind::kUnavailable;
         task.release_delay[i] =
-            breaker->Record(outage, probe[i - begin] != 0, o.retry_after_ms, done, o.error);
+            breaker->Record(outage, probe[i - begin], o.retry_after_ms, done, o.error);
         recorded[i - begin] = 1;
       }
       task.outcomes[index[j]] = std::move(o);
@@ -566,7 +566,7 @@ class RelayImpl final : public Relay {
     // A probe a transform kept from the destination has no verdict.
     if (breaker != nullptr) {
       for (size_t k = 0; k < probe.size(); ++k) {
-        if (probe[k] != 0 && recorded[k] == 0) breaker->Abandon(true);
+        if (probe[k] != 0 && recorded[k] == 0) breaker->Abandon(probe[k]);
       }
     }
     observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(end - begin));

@@ -85,6 +85,11 @@ struct WebhookSources::Source {
   std::function<int64_t()> now_ms;
   size_t max_body_bytes = 1048576;  // inbox.maxBodyBytes
 
+  // The per-request lines: at most one per source per second each, so a flood of bad requests
+  // (or an outage under load) cannot flood the log; the next line written says how many were
+  // suppressed. `refusal_log`: 401, 422, an unreadable publish time; `storage_log`: 500.
+  std::unique_ptr<log::RateLimiter> refusal_log, storage_log;
+
   void Reject(const char* reason) const {
     if (metrics != nullptr) metrics->OnInboxRejection(reason);
   }
@@ -124,8 +129,8 @@ struct WebhookSources::Source {
           body_text, now_ms());
       if (!s.ok()) {
         Reject("auth_failed");
-        log::Warn("A webhook was refused.",
-                  {{"source", settings.name}, {"status", "401"}, {"reason", s.message()}});
+        log::WriteLimited(*refusal_log, log::Level::kWarn, "A webhook was refused.",
+                          {{"source", settings.name}, {"status", "401"}, {"reason", s.message()}});
         return Error(401, s.message());
       }
     }
@@ -207,9 +212,10 @@ struct WebhookSources::Source {
       if (raw) {
         m.publish_time_ms = ParsePublishTime(*raw);
         if (!m.publish_time_ms) {
-          log::Warn("The publish time of a message of source '" + settings.name +
-                        "' is not a time, so it is ignored.",
-                    {{"source", settings.name}});
+          log::WriteLimited(*refusal_log, log::Level::kWarn,
+                            "The publish time of a message of source '" + settings.name +
+                                "' is not a time, so it is ignored.",
+                            {{"source", settings.name}});
         }
       }
     }
@@ -232,8 +238,8 @@ struct WebhookSources::Source {
       TransformOutput out = transforms->Apply(settings.name, m.payload, input);
       if (out.rejected) {
         Reject("transform_failed");
-        log::Warn("A webhook failed its source transform.",
-                  {{"source", settings.name}, {"reason", out.reason}});
+        log::WriteLimited(*refusal_log, log::Level::kWarn, "A webhook failed its source transform.",
+                          {{"source", settings.name}, {"reason", out.reason}});
         return answer(Error(422, "Transform failed: " + out.reason));
       }
       m.id = std::move(input.message_id);
@@ -249,8 +255,8 @@ struct WebhookSources::Source {
     Result<InboxStoreOutcome> outcome = future.get();
     if (!outcome.ok()) {
       Reject("storage_failed");
-      log::Error(
-          "A webhook could not be stored.",
+      log::WriteLimited(
+          *storage_log, log::Level::kError, "A webhook could not be stored.",
           {{"source", settings.name}, {"reason", SanitizeError(outcome.status().ToString())}});
       return answer(Error(500, "Storage failed"));
     }
@@ -318,6 +324,10 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
       src->limiter = std::make_unique<RateLimiter>(*s.requests_per_minute, std::chrono::seconds(60),
                                                    options.steady_now);
     }
+    src->refusal_log =
+        std::make_unique<log::RateLimiter>(std::chrono::seconds(1), options.steady_now);
+    src->storage_log =
+        std::make_unique<log::RateLimiter>(std::chrono::seconds(1), options.steady_now);
     src->consumption =
         s.keys.consumption == "pull" ? InboxConsumption::kPull : InboxConsumption::kPush;
     src->metrics = metrics;
@@ -355,6 +365,7 @@ void WebhookSources::Register(httplib::Server& server) {
           return dropped <= drop_limit;
         });
         if (too_large) {
+          s->Reject("body_too_large");
           a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
           a.headers.emplace_back("Connection", "close");
         } else {
@@ -370,6 +381,13 @@ void WebhookSources::Register(httplib::Server& server) {
       if (!a.body.empty()) res.set_content(a.body, "application/json");
     });
   }
+}
+
+bool WebhookSources::Serves(std::string_view path) const {
+  for (const auto& s : sources_) {
+    if (s->route == path) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> WebhookSources::Routes() const {

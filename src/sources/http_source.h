@@ -23,7 +23,8 @@
 // Transfer-Encoding, Connection, Keep-Alive, TE, Trailer, Upgrade, Expect).
 // Counted: queuebox_inbox_messages_total{status=new|duplicate},
 // queuebox_inbox_rejections_total{reason}, queuebox_inbox_filtered_total{source}. Logs name the
-// source and the reason; never a credential, a header value or the body.
+// source and the reason; never a credential, a header value or the body. The per-request lines
+// (401, 422, 500) are limited to one per source per second, with the count suppressed.
 //
 // The server is the data port's cpp-httplib server (admin/admin_server.h, extra_data_routes): each
 // request runs on a pool thread, which waits for its group commit.
@@ -37,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "queuebox/config.h"
@@ -85,6 +87,9 @@ class WebhookSources {
   void Register(httplib::Server& server);
   // "POST /inbox/stripe (stripe)", one per source, for the start log.
   std::vector<std::string> Routes() const;
+  // True when `path` is the route of one of these sources (the data port counts a declared
+  // length over the cap there as queuebox_inbox_rejections_total{reason="body_too_large"}).
+  bool Serves(std::string_view path) const;
   // Stores what is queued and joins the writers (after the server stopped). Idempotent.
   void Stop();
 

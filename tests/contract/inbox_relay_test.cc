@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -32,12 +33,36 @@ class CountingObserver : public InboxRelayObserver {
   std::atomic<int64_t> forwarded{0}, errors{0}, claims_lost{0};
 };
 
-// The real store's claims with a hook that runs just before each forward: the place where a
-// relay crashes or loses its claim in the scenarios.
+bool WaitFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// The real store's claims with hooks where a relay crashes or loses its claim in the scenarios:
+// `before_forward` runs just before each two-step forward; `in_forward_due` runs inside each
+// one-transaction forward (ForwardDue), before the first row's plan, with the rows claimed and
+// locked and nothing written. The relay takes the one-transaction path only with
+// `one_transaction` (and a store that has it); otherwise the two-step path.
 class HookedClaims : public InboxRelayClaims {
  public:
   explicit HookedClaims(InboxRelayClaims* real) : real_(real) {}
   std::function<void(std::span<const InboxForward>)> before_forward;
+  std::function<void()> in_forward_due;
+  bool one_transaction = false;
+
+  bool HasForwardDue() const override { return one_transaction && real_->HasForwardDue(); }
+  Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override {
+    bool first = true;
+    return real_->ForwardDue(limit, [&](const ClaimedInboxRow& row) {
+      if (first && in_forward_due) in_forward_due();
+      first = false;
+      return plan(row);
+    });
+  }
 
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override {
     return real_->ClaimPush(limit, lease_ms);
@@ -217,8 +242,8 @@ TEST_P(InboxRelayTest, ACrashBetweenClaimAndForwardIsReclaimedAndForwardedOnce) 
   EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
 }
 
-// InboxRelayClaimLostTest: another owner takes the rows between the claim and the forward; the
-// forward inserts nothing for them and counts claims_lost{component="inbox"}.
+// InboxRelayClaimLostTest, on the two-step path: another owner takes the rows between the claim
+// and the forward; the forward inserts nothing for them and counts claims_lost{component="inbox"}.
 TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
   Add("evt_1", "cus_1");
   Add("evt_2", "cus_2");
@@ -254,6 +279,65 @@ TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->size(), 1u);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+}
+
+// The lost claim on the default (one-transaction) path: another claimer (a second relay or a
+// QueueBox replica) runs while a ForwardDue holds its rows. It cannot take them, so there is no
+// claim to lose: on PostgreSQL it waits for the claim's advisory lock, on SQLite for the write
+// transaction, then sees them `processed` and takes only the next head of an aggregate.
+TEST_P(InboxRelayTest, AClaimerRacingTheOneTransactionForwardTakesNoneOfItsRows) {
+  const std::string a = Add("evt_1", "cus_1");
+  const std::string b = Add("evt_2", "cus_2");
+  const std::string c = Add("evt_3", "cus_1");
+  auto other = db_->Open();
+  ASSERT_NE(other, nullptr);
+  HookedClaims hooked(inbox_);
+  hooked.one_transaction = true;
+  std::thread racer;
+  Result<std::vector<ClaimedInboxRow>> raced = Internal("the racing claim did not run");
+  std::string a_when_raced;
+  hooked.in_forward_due = [&] {
+    if (racer.joinable()) return;
+    racer = std::thread([&] {
+      raced = other->inbox()->ClaimPush(50, 60000);
+      a_when_raced = Count("SELECT state FROM inbox WHERE id = '" + a + "'");
+    });
+    if (db_->pg()) {
+      // The transaction goes on only once the racer waits for its lock: the race happens.
+      EXPECT_TRUE(WaitFor([&] {
+        return Count(
+                   "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                   "AND database = (SELECT oid FROM pg_database WHERE datname = "
+                   "current_database())") != "0";
+      }));
+    }
+  };
+  CountingObserver observer;
+  auto relay = MakeRelay(&hooked, &observer);
+  ASSERT_NE(relay, nullptr);
+  auto n = relay->RunCycle();
+  ASSERT_TRUE(racer.joinable());
+  racer.join();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(observer.claims_lost.load(), 0);
+  EXPECT_EQ(observer.errors.load(), 0);
+  ASSERT_TRUE(raced.ok()) << raced.status().ToString();
+  ASSERT_EQ(raced->size(), 1u) << "the racer takes only cus_1's next head";
+  EXPECT_EQ((*raced)[0].id, c);
+  EXPECT_EQ(a_when_raced, "processed") << "the racing claim ended only after the commit";
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + a + "'"), "processed");
+  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + b + "'"), "processed");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+  // The racer forwards its row: one outbox row per inbox row, cus_1 in arrival order.
+  std::vector<InboxForward> f = {{{c, (*raced)[0].claim_token}, "stripe.x", "{}", 5}};
+  auto done = other->inbox()->Forward(f);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_THAT(*done, ::testing::ElementsAre(c));
+  auto rows = db_->Query("SELECT headers FROM outbox WHERE key = 'cus_1' ORDER BY sequence");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(rows[0][0]).value("x-inbox-id", ""), a);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
 }
 
 // The store's one-transaction forward: each row goes from `pending` straight to `processed` (or

@@ -137,6 +137,35 @@ TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
   EXPECT_EQ(Json(down)["components"]["outbox-capture"]["status"], "down");
 }
 
+// inbox-relay (shown when the relay runs) decides readiness like the outbox poller: a relay whose
+// cycles fail or stall makes /health/ready answer 503.
+TEST_P(AdminServerTest, TheInboxRelayComponentDecidesReadiness) {
+  std::atomic<bool> relay{true};
+  AdminServerDeps deps;
+  deps.poller_healthy = [] { return true; };
+  deps.inbox_relay_healthy = [&] { return relay.load(); };
+  deps.health_timeout = std::chrono::milliseconds(500);
+  StartServer(std::move(deps));
+  auto cli = Data();
+  auto ready = cli.Get("/health/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(Json(ready), json::parse(R"({"status":"healthy","components":{
+      "database":{"status":"up"},"outbox-poller":{"status":"up"},
+      "inbox-relay":{"status":"up"}}})"));
+  relay = false;
+  auto down = cli.Get("/health/ready");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 503);
+  EXPECT_EQ(Json(down)["status"], "unhealthy");
+  EXPECT_EQ(Json(down)["components"]["inbox-relay"]["status"], "down");
+  EXPECT_EQ(Json(down)["components"]["database"]["status"], "up");
+  relay = true;
+  auto back = cli.Get("/health/ready");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, 200);
+}
+
 TEST_P(AdminServerTest, ManagementPortTakesHealthMetricsAndAdmin) {
   config_.server.management_port = 0;
   config_.admin.enabled = true;

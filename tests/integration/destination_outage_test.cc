@@ -5,6 +5,12 @@
 //             and then answers 503 with Retry-After, then comes back.
 //   RabbitMq: the shared RabbitMQ server is stopped and started (scripts/services.sh; the test
 //             binary holds the shared_brokers lock, tests/CMakeLists.txt).
+//   Nats:     a private nats-server (JetStream, file store) of the test is stopped and started
+//             again on the same port with the same store (the shared server is never stopped).
+//   Kafka:    every broker of librdkafka's mock cluster is taken down and brought up again.
+// And the other side of the split: a message the broker refuses (NATS: larger than max_payload,
+// a subject no stream covers; Kafka: larger than message.max.bytes, a topic the client may not
+// write) still spends an attempt and goes dead at its ceiling, with the breaker closed.
 // Outages are scaled down from the issue's 60 s to a few seconds, as the S6/S7 tests are: what is
 // checked (attempts, dead rows, the other destination's flow, statements per open time) does not
 // depend on the length.
@@ -27,11 +33,20 @@
 #include "contract/store_test_support.h"
 #include "destinations/http/http_destination.h"
 #include "queuebox/relay.h"
+#include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
 #include "testing/tcp_forwarder.h"
 
+#if defined(QB_WITH_KAFKA)
+#include <librdkafka/rdkafka_mock.h>
+
+#include "destinations/kafka/kafka_destination.h"
+#endif
+#if defined(QB_WITH_NATS)
+#include "destinations/nats/nats_destination.h"
+#endif
 #if defined(QB_WITH_RABBITMQ)
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -392,6 +407,127 @@ TEST_P(DestinationOutageTest, RabbitMq_ServerStoppedSpendsNoAttemptAndTheOtherDe
   ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 8);
 }
 #endif  // QB_WITH_RABBITMQ
+
+#if defined(QB_WITH_NATS)
+std::unique_ptr<Destination> Nats(const std::string& url, const std::string& prefix,
+                                  const std::string& suffix = "") {
+  NatsDestinationSettings s;
+  s.name = "nats";
+  s.servers = url;
+  s.subject = prefix + ".{{ topic }}" + suffix;
+  s.timeout_ms = 1000;
+  auto d = NatsDestination::Create(s);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(d).value() : nullptr;
+}
+
+TEST_P(DestinationOutageTest, Nats_ServerStoppedSpendsNoAttemptAndTheOtherDestinationFlows) {
+  testing::PrivateNatsServer server(testing::UnusedLoopbackPort());
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string prefix = "qboutage_" + GetParam();
+  testing::JetStreamTestStream stream(server.url(), "QBOUTAGE", prefix);
+  StartRelay(Nats(server.url(), prefix));
+  Insert("out.warm", "warm-", 1, 1, 1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("state = 'sent'") == 1; }, 30s));
+
+  server.Stop();
+  Insert("out.events", "k", 40, 8, 1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return relay_->CircuitState("nats") == "open"; }, 30s));
+  DuringTheOutage(8);
+  EXPECT_THAT(db_->Scalar("SELECT max(last_error) FROM outbox WHERE topic = 'out.events' AND "
+                          "state = 'pending'"),
+              ::testing::AnyOf(::testing::HasSubstr("not connected"),
+                               ::testing::HasSubstr("circuit breaker is open")));
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 8);
+  EXPECT_TRUE(testing::WaitUntil([&] { return stream.Count() == 41u; }, 30s)) << stream.Count();
+}
+
+TEST_P(DestinationOutageTest, Nats_RefusedMessagesSpendAnAttempt) {
+  testing::PrivateNatsServer server(testing::UnusedLoopbackPort());
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string prefix = "qbrefuse_" + GetParam();
+  // The stream covers <prefix>.out.events.> only: <prefix>.out.nostream.m has no responders
+  // while JetStream answers.
+  testing::JetStreamTestStream stream(server.url(), "QBREFUSE", prefix + ".out.events");
+  StartRelay(Nats(server.url(), prefix, ".m"));
+  Insert("out.nostream", "a-", 1, 1, 1);
+  NewOutboxRow big;  // over the server's max_payload (1 MiB)
+  big.topic = "out.events";
+  big.key = "b";
+  big.payload = R"({"pad":")" + std::string(1100 * 1024, 'x') + R"("})";
+  big.max_attempts = 1;
+  ASSERT_TRUE(store_->Insert(big).ok());
+  Insert("out.events", "c-", 3, 3, 1);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return Count("state IN ('pending', 'processing')") == 0; }, 30s));
+  EXPECT_EQ(Count("state = 'sent'"), 3);
+  EXPECT_EQ(Count("state = 'dead' AND attempt = 1"), 2);
+  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE topic = 'out.nostream'"),
+              ::testing::HasSubstr("no responders"));
+  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE key = 'b'"),
+              ::testing::HasSubstr("Payload"));
+  EXPECT_EQ(counting_->released(), 0);
+  EXPECT_EQ(relay_->CircuitState("nats"), "closed");
+}
+#endif  // QB_WITH_NATS
+
+#if defined(QB_WITH_KAFKA)
+std::unique_ptr<Destination> Kafka(testing::MockKafkaCluster& c,
+                                   std::map<std::string, std::string> props = {}) {
+  KafkaDestinationSettings s;
+  s.name = "kafka";
+  s.bootstrap_servers = c.bootstraps();
+  s.topic = "{{ topic }}";
+  s.timeout_ms = 2000;
+  s.librdkafka = std::move(props);
+  auto d = KafkaDestination::Create(s);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(d).value() : nullptr;
+}
+
+TEST_P(DestinationOutageTest, Kafka_BrokersDownSpendNoAttemptAndTheOtherDestinationFlows) {
+  testing::MockKafkaCluster c;
+  rd_kafka_mock_topic_create(c.get(), "out.warm", 1, 3);
+  rd_kafka_mock_topic_create(c.get(), "out.events", 3, 3);
+  StartRelay(Kafka(c));
+  Insert("out.warm", "warm-", 1, 1, 1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("state = 'sent'") == 1; }, 30s));
+
+  rd_kafka_mock_broker_set_down(c.get(), -1);
+  Insert("out.events", "k", 40, 8, 1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return relay_->CircuitState("kafka") == "open"; }, 30s));
+  DuringTheOutage(8);
+  rd_kafka_mock_broker_set_up(c.get(), -1);
+  ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 8);
+}
+
+TEST_P(DestinationOutageTest, Kafka_RefusedMessagesSpendAnAttempt) {
+  testing::MockKafkaCluster c;
+  rd_kafka_mock_topic_create(c.get(), "out.events", 3, 3);
+  rd_kafka_mock_topic_set_error(c.get(), "out.denied",
+                                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  StartRelay(Kafka(c, {{"message.max.bytes", "4096"}}));
+  Insert("out.denied", "a-", 1, 1, 1);
+  NewOutboxRow big;  // over message.max.bytes
+  big.topic = "out.events";
+  big.key = "b";
+  big.payload = R"({"pad":")" + std::string(8192, 'x') + R"("})";
+  big.max_attempts = 1;
+  ASSERT_TRUE(store_->Insert(big).ok());
+  Insert("out.events", "c-", 3, 3, 1);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return Count("state IN ('pending', 'processing')") == 0; }, 30s));
+  EXPECT_EQ(Count("state = 'sent'"), 3);
+  EXPECT_EQ(Count("state = 'dead' AND attempt = 1"), 2);
+  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE topic = 'out.denied'"),
+              ::testing::HasSubstr("out.denied"));
+  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE key = 'b'"),
+              ::testing::HasSubstr("too large"));
+  EXPECT_EQ(counting_->released(), 0);
+  EXPECT_EQ(relay_->CircuitState("kafka"), "closed");
+}
+#endif  // QB_WITH_KAFKA
 
 INSTANTIATE_TEST_SUITE_P(Dialects, DestinationOutageTest, ::testing::Values("sqlite", "postgresql"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });

@@ -1,5 +1,7 @@
-// The inbox relay through a PostgreSQL outage (scenarios.md S6, for the inbox): the server stops
-// while the relay holds claims and is about to forward; the forward fails, is retried with capped
+// The inbox relay through a PostgreSQL outage (scenarios.md S6, for the inbox), on both of its
+// paths: the default one-transaction forward (ForwardDue: the server stops while the transaction
+// holds the claimed rows, before it writes them) and the two-step one (the server stops while the
+// relay holds leased claims and is about to forward). The forward fails, is retried with capped
 // backoff, and once the server is back every inbox row is forwarded exactly once, nothing half
 // written, each aggregate in its arrival order. A private server (testing/pg_server.h), so the
 // shared one is never stopped; the restart follows the relay's first failed cycle, not a timer.
@@ -38,19 +40,31 @@ class CountingObserver : public InboxRelayObserver {
   std::atomic<int64_t> forwarded{0}, errors{0};
 };
 
-// The real claims; the first forward stops the server first (the outage hits mid-forward).
+// The real claims; the first forward stops the server first (the outage hits mid-forward). With
+// `one_transaction` the relay takes the store's ForwardDue path and the server stops inside its
+// transaction, at the first row's plan (rows claimed and locked, nothing written yet); without it
+// the relay takes the two-step path (ClaimPush, then Forward).
 class OutageClaims : public InboxRelayClaims {
  public:
-  OutageClaims(InboxRelayClaims* real, testing::PrivatePostgres* pg) : real_(real), pg_(pg) {}
+  OutageClaims(InboxRelayClaims* real, testing::PrivatePostgres* pg, bool one_transaction)
+      : real_(real), pg_(pg), one_transaction_(one_transaction) {}
   std::atomic<bool> stopped{false};
+  std::atomic<int> forward_due_calls{0}, forward_calls{0};
 
+  bool HasForwardDue() const override { return one_transaction_ && real_->HasForwardDue(); }
+  Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override {
+    ++forward_due_calls;
+    return real_->ForwardDue(limit, [&](const ClaimedInboxRow& row) {
+      StopOnce();
+      return plan(row);
+    });
+  }
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override {
     return real_->ClaimPush(limit, lease_ms);
   }
   Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override {
-    if (!stopped.exchange(true)) {
-      EXPECT_TRUE(pg_->Stop().ok());
-    }
+    ++forward_calls;
+    StopOnce();
     return real_->Forward(forwards);
   }
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override {
@@ -62,11 +76,22 @@ class OutageClaims : public InboxRelayClaims {
   Result<int64_t> ReclaimExpired() override { return real_->ReclaimExpired(); }
 
  private:
+  void StopOnce() {
+    if (!stopped.exchange(true)) {
+      EXPECT_TRUE(pg_->Stop().ok());
+    }
+  }
+
   InboxRelayClaims* real_;
   testing::PrivatePostgres* pg_;
+  const bool one_transaction_;
 };
 
-TEST(InboxRelayOutageTest, AnOutageMidForwardForwardsEveryRowOnceInAggregateOrder) {
+// The parameter: "forward_due" (the default path) or "two_step".
+class InboxRelayOutageTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InboxRelayOutageTest, AnOutageMidForwardForwardsEveryRowOnceInAggregateOrder) {
+  const bool one_transaction = GetParam() == "forward_due";
   testing::PrivatePostgres pg;
   Status init = pg.Init();
   ASSERT_TRUE(init.ok()) << init.ToString();
@@ -96,7 +121,8 @@ TEST(InboxRelayOutageTest, AnOutageMidForwardForwardsEveryRowOnceInAggregateOrde
   }
   ASSERT_TRUE(inbox->Store(batch).ok());
 
-  OutageClaims claims(inbox, &pg);
+  ASSERT_TRUE(inbox->HasForwardDue());
+  OutageClaims claims(inbox, &pg, one_transaction);
   CountingObserver observer;
   InboxRelayOptions options;
   options.relay.batch_size = 10;
@@ -116,6 +142,14 @@ TEST(InboxRelayOutageTest, AnOutageMidForwardForwardsEveryRowOnceInAggregateOrde
   EXPECT_TRUE(WaitUntil([&] { return observer.forwarded.load() == kRows; }))
       << observer.forwarded.load() << " of " << kRows << " forwarded";
   (*relay)->Stop();
+  if (one_transaction) {
+    // The outage is transient: the relay retried the one-transaction path, never the fallback.
+    EXPECT_GT(claims.forward_due_calls.load(), 1);
+    EXPECT_EQ(claims.forward_calls.load(), 0);
+  } else {
+    EXPECT_EQ(claims.forward_due_calls.load(), 0);
+    EXPECT_GT(claims.forward_calls.load(), 1);
+  }
 
   store::PgSettings settings;
   settings.url = pg.url();
@@ -142,6 +176,9 @@ TEST(InboxRelayOutageTest, AnOutageMidForwardForwardsEveryRowOnceInAggregateOrde
   }
   EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows)) << "no inbox row forwarded twice";
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, InboxRelayOutageTest, ::testing::Values("forward_due", "two_step"),
+                         [](const auto& p) { return p.param; });
 
 }  // namespace
 }  // namespace queuebox

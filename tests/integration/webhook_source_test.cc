@@ -11,12 +11,14 @@
 
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "admin/auth.h"
 #include "admin_test_support.h"
 #include "config/load.h"
+#include "core/log.h"
 #include "sources/http_source.h"
 #include "testing/http_receiver.h"
 #include "testing/tcp_forwarder.h"
@@ -57,6 +59,27 @@ sources:
     auth:
       type: bearer
       token: t0ken
+  apikeyed:
+    path: /apikeyed
+    topic: "{{ source }}"
+    idempotencyKeyPath: $.id
+    auth:
+      type: api-key
+      key: k3y-s3cret
+      headerName: X-Api-Key
+  github:
+    path: /github
+    topic: "{{ source }}"
+    idempotencyKeyHeader: X-GitHub-Delivery
+    eventTypeHeader: X-GitHub-Event
+    aggregateIdHeader: X-Repo
+    aggregateIdPath: $.repository.full_name
+    auth:
+      type: hmac
+      secret: gh_s3cret
+      headerName: X-Hub-Signature-256
+      signaturePrefix: "sha256="
+      signaturePayloadFormat: BODY
   limited:
     path: /limited
     topic: "{{ source }}"
@@ -84,6 +107,48 @@ sources:
         - header: X-Env
           equals: prod
 )";
+
+std::string ToLowerAscii(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return s;
+}
+
+// Every log line written while it lives (log::SetSinkForTesting), parsed (the JSON format).
+class LogCapture {
+ public:
+  LogCapture() {
+    log::SetSinkForTesting([this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.emplace_back(line);
+    });
+  }
+  ~LogCapture() { log::SetSinkForTesting(nullptr); }
+  std::vector<std::string> Lines() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+  // The lines with this message.
+  std::vector<json> WithMessage(const std::string& message) const {
+    std::vector<json> out;
+    for (const std::string& line : Lines()) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("message", "") == message) out.push_back(j);
+    }
+    return out;
+  }
+  // Fails the test for each line holding one of `secrets`.
+  void ExpectNoneContains(const std::vector<std::string>& secrets) const {
+    for (const std::string& line : Lines()) {
+      for (const std::string& secret : secrets) {
+        EXPECT_EQ(line.find(secret), std::string::npos) << "'" << secret << "' logged: " << line;
+      }
+    }
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
 
 // Loads kSourcesYaml (plus `database`) through the real loader.
 Config LoadSources(const std::string& database_url) {
@@ -134,6 +199,7 @@ class WebhookSourceTest : public testing::AdminStoreTest {
     deps.metrics = &metrics_;
     sources::WebhookSources* w = sources_.get();
     deps.extra_data_routes = [w](httplib::Server& s) { w->Register(s); };
+    deps.is_inbox_route = [w](std::string_view path) { return w->Serves(path); };
     StartServer(std::move(deps));
   }
 
@@ -232,6 +298,7 @@ TEST_P(WebhookSourceTest, UnicodeAndDeepNestingAreStoredAsSent) {
 }
 
 TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
+  LogCapture logs;
   const std::string body = R"({"n":1})";
   const std::string ts = std::to_string(kNowMs);
   auto good = Post("/inbox/signed", body,
@@ -243,20 +310,34 @@ TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 202) << good->body;
 
-  auto wrong = Post(
-      "/inbox/signed", body,
-      {{"X-Delivery-Id", "d-2"}, {"X-Timestamp", ts}, {"X-Signature", Sign(ts, R"({"n":2})")}});
+  const std::string marked_body = R"({"n":"body-marker-7f3a"})";
+  const std::string wrong_signature = Sign(ts, R"({"n":2})");
+  auto wrong =
+      Post("/inbox/signed", marked_body,
+           {{"X-Delivery-Id", "d-2"}, {"X-Timestamp", ts}, {"X-Signature", wrong_signature}});
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 401);
   EXPECT_EQ(wrong->body, R"({"error":"Invalid signature"})");
 
+  steady_ += std::chrono::seconds(2);  // past the refusal log's one line per second
   const std::string old = std::to_string(kNowMs - 300001);
+  const std::string old_signature = Sign(old, marked_body);
   auto expired =
-      Post("/inbox/signed", body,
-           {{"X-Delivery-Id", "d-3"}, {"X-Timestamp", old}, {"X-Signature", Sign(old, body)}});
+      Post("/inbox/signed", marked_body,
+           {{"X-Delivery-Id", "d-3"}, {"X-Timestamp", old}, {"X-Signature", old_signature}});
   ASSERT_TRUE(expired);
   EXPECT_EQ(expired->status, 401);
   EXPECT_EQ(expired->body, R"({"error":"Request timestamp expired"})");
+
+  // Each refusal is logged with its source and reason; never the secret, a signature (the one
+  // sent or the one expected) or the body.
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].value("source", ""), "signed");
+  EXPECT_EQ(refused[0].value("reason", ""), "Invalid signature");
+  EXPECT_EQ(refused[1].value("reason", ""), "Request timestamp expired");
+  logs.ExpectNoneContains({"whsec_test", wrong_signature.substr(7), Sign(ts, marked_body).substr(7),
+                           old_signature.substr(7), "body-marker-7f3a"});
 
   EXPECT_EQ(Rows(), 1);
   json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
@@ -270,9 +351,16 @@ TEST_P(WebhookSourceTest, HmacWrongSignatureAndExpiredTimestampAre401) {
 }
 
 TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
+  LogCapture logs;
   auto none = Post("/inbox/bearer", R"({"id":"b1"})");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 401);
+  steady_ += std::chrono::seconds(2);
+  auto wrong = Post("/inbox/bearer", R"({"id":"body-marker-7f3a"})",
+                    {{"Authorization", "Bearer wr0ng-t0ken"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  steady_ += std::chrono::seconds(2);
   auto ok = Post("/inbox/bearer", R"({"id":"b1"})",
                  {{"Authorization", "Bearer t0ken"}, {"Proxy-Authorization", "Basic x"}});
   ASSERT_TRUE(ok);
@@ -282,6 +370,116 @@ TEST_P(WebhookSourceTest, BearerIsCheckedAndNeverStored) {
     EXPECT_NE(name, "Authorization");
     EXPECT_NE(name, "Proxy-Authorization");
   }
+  // Both refusals are logged, without the configured token, the one sent, or the body.
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[1].value("source", ""), "bearer");
+  logs.ExpectNoneContains({"t0ken", "wr0ng", "body-marker-7f3a", "Basic x"});
+}
+
+TEST_P(WebhookSourceTest, ApiKeyIsCheckedAndNeverStored) {
+  LogCapture logs;
+  auto none = Post("/inbox/apikeyed", R"({"id":"k1"})");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  auto wrong = Post("/inbox/apikeyed", R"({"id":"k1"})", {{"X-Api-Key", "k3y-wr0ng"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(Rows(), 0);
+  auto ok = Post("/inbox/apikeyed", R"({"id":"k1"})",
+                 {{"X-Api-Key", "k3y-s3cret"}, {"X-Custom", "kept"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 202) << ok->body;
+  json headers = json::parse(db_->Scalar("SELECT headers FROM inbox"));
+  EXPECT_EQ(headers.value("X-Custom", ""), "kept");
+  for (const auto& [name, value] : headers.items()) {
+    EXPECT_NE(ToLowerAscii(name), "x-api-key");
+  }
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="auth_failed"} 2)"));
+  logs.ExpectNoneContains({"k3y-s3cret", "k3y-wr0ng"});
+}
+
+// GitHub's webhook style: `sha256=` + the HMAC-SHA256 of the body alone in X-Hub-Signature-256,
+// no timestamp; the delivery id, event and aggregate come from headers (the aggregate header
+// before its path).
+TEST_P(WebhookSourceTest, GitHubStyleHmacOverTheBodyWithKeysFromHeaders) {
+  const std::string body = R"({"action":"opened","repository":{"full_name":"octo/path"}})";
+  auto sign = [](const std::string& b) {
+    return "sha256=" + HmacHex("HmacSHA256", "gh_s3cret", b).value();
+  };
+  auto first = Post("/inbox/github", body,
+                    {{"X-GitHub-Delivery", "gh-1"},
+                     {"X-GitHub-Event", "pull_request"},
+                     {"X-Repo", "octo/header"},
+                     {"X-Hub-Signature-256", sign(body)}});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 202) << first->body;
+  auto second = Post("/inbox/github", body,
+                     {{"X-GitHub-Delivery", "gh-2"},
+                      {"X-GitHub-Event", "push"},
+                      {"X-Hub-Signature-256", sign(body)}});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 202) << second->body;
+
+  // Refused: the bare hex without the prefix, a signature of another body, one over
+  // "<timestamp>.<body>".
+  const std::string bare = sign(body).substr(7);
+  const std::string ts = std::to_string(kNowMs);
+  for (const std::string& bad : {bare, sign(R"({"action":"closed"})"), sign(ts + "." + body)}) {
+    auto r =
+        Post("/inbox/github", body,
+             {{"X-GitHub-Delivery", "gh-bad"}, {"X-Timestamp", ts}, {"X-Hub-Signature-256", bad}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << bad;
+  }
+
+  auto rows = db_->Query(
+      "SELECT idempotency_key, event_type, aggregate_id, headers FROM inbox ORDER BY "
+      "idempotency_key");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "gh-1");
+  EXPECT_EQ(rows[0][1], "pull_request");
+  EXPECT_EQ(rows[0][2], "octo/header");
+  EXPECT_EQ(rows[1][0], "gh-2");
+  EXPECT_EQ(rows[1][1], "push");
+  EXPECT_EQ(rows[1][2], "octo/path");
+  const json stored = json::parse(rows[0][3]);
+  for (const auto& [name, value] : stored.items()) {
+    EXPECT_NE(ToLowerAscii(name), "x-hub-signature-256");
+  }
+}
+
+// A flood of refused requests logs at most one line per source per second (the injected clock
+// stands still here); the next line says how many were suppressed. Every refusal is counted.
+TEST_P(WebhookSourceTest, AFloodOfRefusalsLogsOneLinePerSourcePerSecond) {
+  LogCapture logs;
+  for (int i = 0; i < 20; ++i) {
+    auto r = Post("/inbox/bearer", json{{"id", "f" + std::to_string(i)}}.dump(),
+                  {{"Authorization", "Bearer nope"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+  }
+  auto other = Post("/inbox/signed", R"({"n":1})");  // another source logs on its own
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+  auto refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].value("source", ""), "bearer");
+  EXPECT_FALSE(refused[0].contains("suppressed"));
+  EXPECT_EQ(refused[1].value("source", ""), "signed");
+
+  steady_ += std::chrono::seconds(1);
+  auto next = Post("/inbox/bearer", R"({"id":"f20"})", {{"Authorization", "Bearer nope"}});
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 401);
+  refused = logs.WithMessage("A webhook was refused.");
+  ASSERT_EQ(refused.size(), 3u);
+  EXPECT_EQ(refused[2].value("source", ""), "bearer");
+  EXPECT_EQ(refused[2].value("suppressed", ""), "19");
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="auth_failed"} 22)"));
+  EXPECT_EQ(Rows(), 0);
 }
 
 TEST_P(WebhookSourceTest, OversizedDeclaredAndChunkedAre413) {
@@ -311,6 +509,12 @@ TEST_P(WebhookSourceTest, OversizedDeclaredAndChunkedAre413) {
   EXPECT_EQ(chunked->status, 413);
   EXPECT_EQ(chunked->body, R"({"error":"Request body exceeds 4096 bytes"})");
   EXPECT_EQ(Rows(), 0);
+  // Both are counted; an oversized declared length on a route that is no source is not.
+  auto elsewhere = Post("/not-a-source", big);
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(elsewhere->status, 413);
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="body_too_large"} 2)"));
 
   // Other sources and routes are unaffected.
   auto after = Post("/inbox/stripe", R"({"id":"small"})");
@@ -330,6 +534,8 @@ TEST_P(WebhookSourceTest, RateLimitIs429WithRetryAfterAndOtherSourcesGoOn) {
   EXPECT_EQ(limited->status, 429);
   EXPECT_EQ(limited->get_header_value("Retry-After"), "40");
   EXPECT_EQ(limited->body, "");
+  EXPECT_THAT(Exposition(),
+              HasSubstr(R"(queuebox_inbox_rejections_total{reason="rate_limited"} 1)"));
   auto other = Post("/inbox/stripe", R"({"id":"s1"})");
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 202);

@@ -3,7 +3,8 @@
 //   MockKafkaCluster     librdkafka's in-process mock cluster on 127.0.0.1 (QB_WITH_KAFKA)
 //   JetStreamTestStream  a JetStream stream created for one test and deleted after (QB_WITH_NATS)
 //   PrivateNatsServer    a nats-server of one test (JetStream on) on a given loopback port, for
-//                        a broker that comes up after the relay started; never the shared one
+//                        a broker that comes up after the relay started or restarts (Stop,
+//                        Start); never the shared one
 //
 // Thread-safety: use from the test thread.
 #pragma once
@@ -41,10 +42,14 @@ namespace queuebox::testing {
 class PrivateNatsServer {
  public:
   explicit PrivateNatsServer(int port) : port_(port) {}
-  ~PrivateNatsServer() {
+  ~PrivateNatsServer() { Stop(); }
+  // Stops the server (SIGTERM, reaped); its JetStream store stays, so Start() again brings the
+  // same streams back on the same port (a broker restart).
+  void Stop() {
     if (process_) {
       process_->Kill(SIGTERM);
       if (!process_->Wait(std::chrono::seconds(10))) process_->Kill(SIGKILL);
+      process_.reset();
     }
   }
   bool Start() {

@@ -22,6 +22,50 @@ void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string
                       static_cast<ssize_t>(value.size()));
 }
 
+// Whose fault a failed produce or delivery is (issue 17 item 1; docs/guarantees.md §8).
+// The destination's (Outcome::Unavailable: the row is released, no attempt spent): the cluster
+// or the partition's leader cannot be reached or cannot take writes now. librdkafka retries
+// those itself until delivery.timeout.ms, so a message that still failed reports one of them or
+// _MSG_TIMED_OUT. A timeout is an outage only while no broker is reachable (`brokers_down`:
+// librdkafka reported _ALL_BROKERS_DOWN and nothing was delivered since): a message to a topic
+// that does not exist also waits for it until it times out, and that is the message's fault.
+// The message's (Outcome::Retry: an attempt spent, dead at maxAttempts): MSG_SIZE_TOO_LARGE and
+// _MSG_SIZE_TOO_LARGE, INVALID_MSG, CORRUPT_MESSAGE, INVALID_RECORD, RECORD_LIST_TOO_LARGE,
+// TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PART and _UNKNOWN_TOPIC / _UNKNOWN_PARTITION
+// (allow.auto.create.topics is false: the topic must exist), TOPIC_EXCEPTION, POLICY_VIOLATION,
+// and every code not listed below.
+bool IsOutage(rd_kafka_resp_err_t err, bool brokers_down) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+      return brokers_down;
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__RESOLVE:
+    case RD_KAFKA_RESP_ERR__SSL:
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+    case RD_KAFKA_RESP_ERR__QUEUE_FULL:  // the local queue stayed full for timeoutMs
+    case RD_KAFKA_RESP_ERR__FATAL:       // the producer is replaced (CurrentProducer)
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+    case RD_KAFKA_RESP_ERR__DESTROY:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+    case RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 // Outcomes of one batch, filled by delivery reports (any polling thread).
@@ -60,9 +104,11 @@ struct KafkaDestination::Producer {
     Outcome outcome = Outcome::Delivered();
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       std::string topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
-      outcome = Outcome::Retry(FailureReason(
+      std::string why = FailureReason(
           "Kafka delivery to topic '" + topic + "' failed: " + rd_kafka_err2str(m->err),
-          slot->batch->max_error_chars));
+          slot->batch->max_error_chars);
+      outcome = IsOutage(m->err, self->brokers_down) ? Outcome::Unavailable(std::move(why))
+                                                     : Outcome::Retry(std::move(why));
     }
     std::lock_guard<std::mutex> lock(slot->batch->mu);
     if (!slot->batch->outcomes[slot->index]) {
@@ -260,8 +306,10 @@ void KafkaDestination::PublishBatch(std::span<const OutboundMessage> batch, Outc
   Result<std::shared_ptr<Producer>> current = CurrentProducer();
   if (!current.ok()) {
     for (size_t i = 0; i < batch.size(); ++i) {
-      sink.Report(i, Outcome::Retry(FailureReason(current.status().message(),
-                                                  settings_.max_error_body_bytes)));
+      // No producer could be made (librdkafka refused the configuration): not the message's
+      // fault, and the same for every message.
+      sink.Report(i, Outcome::Unavailable(FailureReason(current.status().message(),
+                                                        settings_.max_error_body_bytes)));
     }
     return;
   }
@@ -360,10 +408,12 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     delete slot;
     std::lock_guard<std::mutex> lock(state->mu);
     --state->pending;
-    state->outcomes[index] =
-        cancelled ? Outcome::Cancelled()
-                  : Outcome::Retry(FailureReason(
-                        "Kafka produce to topic '" + topic + "' failed: " + reason, max_chars));
+    std::string why =
+        FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars);
+    state->outcomes[index] = cancelled ? Outcome::Cancelled()
+                             : IsOutage(code, producer.brokers_down)
+                                 ? Outcome::Unavailable(std::move(why))
+                                 : Outcome::Retry(std::move(why));
   }
 }
 
@@ -387,8 +437,9 @@ std::vector<Outcome> KafkaDestination::TakeOutcomes(Batch& state) {
   for (auto& outcome : state.outcomes) {
     if (!outcome) {
       // Mark it reported so a late report is ignored.
-      outcome = Outcome::Retry("no Kafka delivery report within " +
-                               std::to_string(settings_.timeout_ms) + "ms");
+      // librdkafka did not even time it out: the client is stuck on the cluster.
+      outcome = Outcome::Unavailable("no Kafka delivery report within " +
+                                     std::to_string(settings_.timeout_ms) + "ms");
       --state.pending;
     }
     outcomes.push_back(*outcome);

@@ -9,8 +9,12 @@
 //   one, else `keyTemplate` rendered (default {{ key }}); a blank key => no key; value = the
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
 //   one of the same name), then x-message-id, x-topic, x-attempt (UTF-8 text).
-// Outcomes: Delivered only on a successful delivery report (acks=all). Every other result
-//   (delivery error, timeout, produce refused) => Retry with the librdkafka reason. A message
+// Outcomes: Delivered only on a successful delivery report (acks=all). The destination's fault
+//   => Unavailable (row released, no attempt spent; docs/guarantees.md §8): brokers down,
+//   transport, TLS, SASL or DNS errors, no leader, not enough replicas, the message timed out
+//   while no broker is reachable, the local queue full for timeoutMs, no producer (IsOutage in
+//   the .cc has the codes). Every other result (message too large, invalid, topic unknown or not
+//   authorized, ...) => Retry with the librdkafka reason (an attempt spent). A message
 //   Kafka can never take => Reject (dead at once, the batch goes on; broker_common.h): `headers`
 //   not a JSON object of strings, a payload that is not JSON, a topic longer than 249
 //   characters or with a character outside [a-zA-Z0-9._-].

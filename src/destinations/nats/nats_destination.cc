@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include "core/log.h"
@@ -17,6 +18,59 @@ using Clock = std::chrono::steady_clock;
 
 std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 
+// Whose fault a failed NATS call is (issue 17 item 1; docs/guarantees.md §8). The destination's
+// (Outcome::Unavailable: the row is released, no attempt spent) when the client has no working
+// connection: closed, disconnected or reconnecting, no server reachable, not connected yet, an
+// I/O, TLS or authentication failure, a stale connection, a full reconnect buffer, draining.
+// Everything else is the message's (Outcome::Retry: an attempt spent, dead at maxAttempts):
+// NATS_MAX_PAYLOAD (larger than the server's max_payload), NATS_INVALID_SUBJECT, NATS_INVALID_ARG,
+// NATS_NOT_PERMITTED (the account may not publish to that subject), and any other status.
+// NATS_TIMEOUT and NATS_NO_RESPONDERS depend on more than the status: the PubAck wait and the
+// flush check the connection, JetStreamOut asks JetStream.
+bool IsOutageStatus(natsStatus s) {
+  switch (s) {
+    case NATS_IO_ERROR:
+    case NATS_CONNECTION_CLOSED:
+    case NATS_NO_SERVER:
+    case NATS_STALE_CONNECTION:
+    case NATS_SECURE_CONNECTION_WANTED:
+    case NATS_SECURE_CONNECTION_REQUIRED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_CONNECTION_AUTH_FAILED:
+    case NATS_INSUFFICIENT_BUFFER:
+    case NATS_SSL_ERROR:
+    case NATS_NOT_YET_CONNECTED:
+    case NATS_DRAINING:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// An error PubAck (the stream's leader answered -ERR with a JetStream error code). The
+// destination's fault: JetStream unavailable, not enabled, without a leader or peers, the stream
+// offline, the server out of storage, memory or resources. The message's fault: every rule of
+// the stream (10054 message larger than max_msg_size, 10077 store failed, e.g. "maximum
+// messages exceeded" with discard new, 10053 limits, 10109 sealed, 10060/10063/10070/10071
+// expectations not met) and any code not listed here.
+bool IsOutageJsError(int code) {
+  switch (code) {
+    case JSClusterNoPeersErr:            // 10005
+    case JSClusterNotAvailErr:           // 10008
+    case JSClusterNotLeaderErr:          // 10009
+    case JSInsufficientResourcesErr:     // 10023
+    case JSMemoryResourcesExceededErr:   // 10028
+    case JSNotEnabledForAccountErr:      // 10039
+    case JSRaftGeneralErr:               // 10041
+    case JSStorageResourcesExceededErr:  // 10047
+    case JSNotEnabledErr:                // 10076
+    case JSStreamOfflineErr:             // 10118
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 struct NatsDestination::Connection {
@@ -25,6 +79,9 @@ struct NatsDestination::Connection {
   // False until a server answered once: nats.c then buffers publishes through a reconnect; before
   // that, batches fail at once instead of waiting timeoutMs for acks that cannot come.
   std::atomic<bool> connected_once{false};
+  // Connections lost so far: a PubAck or flush that timed out across a loss is an outage.
+  std::atomic<uint64_t> disconnects{0};
+  bool connected() const { return natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED; }
   ~Connection() {
     if (js != nullptr) jsCtx_Destroy(js);
     if (nc != nullptr) {
@@ -38,7 +95,10 @@ struct NatsDestination::Batch {
   explicit Batch(size_t n) : outcomes(n) {}
   std::condition_variable cv;
   std::vector<std::optional<Outcome>> outcomes;  // guarded by inflight_mu_
-  size_t pending = 0;                            // guarded by inflight_mu_
+  // Messages whose PubAck said "no responders" (guarded by inflight_mu_): decided after the wait
+  // by asking JetStream whether it answers at all (JetStreamOut).
+  std::vector<bool> no_responders = std::vector<bool>(outcomes.size());
+  size_t pending = 0;  // guarded by inflight_mu_
 };
 
 // ---- option table ------------------------------------------------------------------------------
@@ -132,6 +192,12 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
         },
         conn.get());
   }
+  if (s == NATS_OK) {
+    s = natsOptions_SetDisconnectedCB(
+        opts,
+        [](natsConnection*, void* closure) { ++static_cast<Connection*>(closure)->disconnects; },
+        conn.get());
+  }
   if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
   natsOptions_Destroy(opts);
   if (s == NATS_OK) {
@@ -163,17 +229,25 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
       self->Settle(msg_id, Outcome::Delivered());
     } else {
       std::string reason;
+      bool outage = false;
       if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS) {
         reason = "no JetStream stream covers subject '" + subject + "' (no responders)";
+        self->Settle(msg_id,
+                     Outcome::Retry(FailureReason(reason, self->settings_.max_error_body_bytes)),
+                     /*no_responders=*/true);
+        natsMsg_Destroy(msg);
+        return;
       } else if (pae != nullptr) {
+        outage = IsOutageStatus(pae->Err) || IsOutageJsError(pae->ErrCode);
         reason = "JetStream publish to subject '" + subject + "' failed: " + StatusText(pae->Err);
         if (pae->ErrText != nullptr) reason += std::string(" (") + pae->ErrText + ")";
         if (pae->ErrCode != 0) reason += " [jerr " + std::to_string(pae->ErrCode) + "]";
       } else {
         reason = "JetStream publish to subject '" + subject + "' failed";
       }
-      self->Settle(msg_id,
-                   Outcome::Retry(FailureReason(reason, self->settings_.max_error_body_bytes)));
+      reason = FailureReason(reason, self->settings_.max_error_body_bytes);
+      self->Settle(msg_id, outage ? Outcome::Unavailable(std::move(reason))
+                                  : Outcome::Retry(std::move(reason)));
     }
     natsMsg_Destroy(msg);
   };
@@ -217,7 +291,7 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
   return conn_;
 }
 
-void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
+void NatsDestination::Settle(const std::string& msg_id, Outcome outcome, bool no_responders) {
   std::lock_guard<std::mutex> lock(inflight_mu_);
   auto it = inflight_.find(msg_id);
   if (it == inflight_.end() || it->second.empty()) return;  // the batch gave up on it
@@ -226,6 +300,7 @@ void NatsDestination::Settle(const std::string& msg_id, Outcome outcome) {
   if (it->second.empty()) inflight_.erase(it);
   if (!f.batch->outcomes[f.index]) {
     f.batch->outcomes[f.index] = std::move(outcome);
+    f.batch->no_responders[f.index] = no_responders;
     --f.batch->pending;
   }
   f.batch->cv.notify_all();
@@ -278,10 +353,33 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
     std::lock_guard<std::mutex> lock(inflight_mu_);
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
+  const uint64_t disconnects = conn.disconnects.load();
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!outcomes[i]) PublishAsync(conn, batch[i], i, state);
   }
-  if (AwaitPubAcks(state, outcomes)) {
+  // A PubAck that did not come while the connection was lost (or lost meanwhile) is an outage;
+  // one that did not come over a connection that stayed up is not known to be (Retry).
+  auto lost = [&] { return !conn.connected() || conn.disconnects.load() != disconnects; };
+  const bool timed_out = AwaitPubAcks(state, outcomes, lost);
+  bool any_no_responders = false;
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    for (bool b : state->no_responders) any_no_responders = any_no_responders || b;
+  }
+  if (any_no_responders && JetStreamOut(conn)) {
+    // No responders because JetStream itself does not answer (the server restarting, JetStream
+    // or the stream's leader down): the destination's fault, not a subject without a stream.
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      if (state->no_responders[i] && outcomes[i]) {
+        outcomes[i] = Outcome::Unavailable(
+            FailureReason("JetStream does not answer (no responders for subject of message " +
+                              batch[i].row->id + ")",
+                          settings_.max_error_body_bytes));
+      }
+    }
+  }
+  if (timed_out) {
     // Forget what nats.c still waits for, so its pending window does not fill up (a message of
     // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
     natsMsgList pending;
@@ -325,14 +423,16 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
   natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
   natsMsg_Destroy(m);  // no-op when the library took it
   if (s != NATS_OK) {
-    Settle(row.id, Outcome::Retry(FailureReason(
-                       "JetStream publish to subject '" + subject + "' failed: " + StatusText(s),
-                       max_chars)));
+    std::string why = FailureReason(
+        "JetStream publish to subject '" + subject + "' failed: " + StatusText(s), max_chars);
+    Settle(row.id, IsOutageStatus(s) ? Outcome::Unavailable(std::move(why))
+                                     : Outcome::Retry(std::move(why)));
   }
 }
 
 bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
-                                   std::vector<std::optional<Outcome>>& outcomes) {
+                                   std::vector<std::optional<Outcome>>& outcomes,
+                                   const std::function<bool()>& connection_lost) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
   std::unique_lock<std::mutex> lock(inflight_mu_);
   state->cv.wait_until(lock, deadline, [&] { return state->pending == 0; });
@@ -346,11 +446,11 @@ bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
           q.end());
       it = q.empty() ? inflight_.erase(it) : std::next(it);
     }
+    const bool lost = connection_lost();
+    std::string why = "no JetStream PubAck within " + std::to_string(settings_.timeout_ms) + "ms";
+    if (lost) why += " (the NATS connection is lost)";
     for (auto& outcome : state->outcomes) {
-      if (!outcome) {
-        outcome = Outcome::Retry("no JetStream PubAck within " +
-                                 std::to_string(settings_.timeout_ms) + "ms");
-      }
+      if (!outcome) outcome = lost ? Outcome::Unavailable(why) : Outcome::Retry(why);
     }
     state->pending = 0;
   }
@@ -361,6 +461,7 @@ bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
 void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                                   std::vector<std::optional<Outcome>>& outcomes) {
   const int max_chars = settings_.max_error_body_bytes;
+  const uint64_t disconnects = conn.disconnects.load();
   std::vector<size_t> published;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (outcomes[i]) continue;
@@ -387,21 +488,29 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
     natsStatus s = m ? natsConnection_PublishMsg(conn.nc, m) : NATS_ERR;
     natsMsg_Destroy(m);
     if (s != NATS_OK) {
-      outcomes[i] = Outcome::Retry(FailureReason(
+      std::string why = FailureReason(
           reason.empty() ? "NATS publish to subject '" + subject + "' failed: " + StatusText(s)
                          : reason,
-          max_chars));
+          max_chars);
+      outcomes[i] =
+          IsOutageStatus(s) ? Outcome::Unavailable(std::move(why)) : Outcome::Retry(std::move(why));
       continue;
     }
     published.push_back(i);
   }
   if (published.empty()) return;
   natsStatus s = natsConnection_FlushTimeout(conn.nc, settings_.timeout_ms);
+  // A flush that failed because the connection is gone (or timed out while it was) is an outage.
+  const bool outage = s != NATS_OK && (IsOutageStatus(s) || !conn.connected() ||
+                                       conn.disconnects.load() != disconnects);
   for (size_t i : published) {
-    outcomes[i] = s == NATS_OK
-                      ? Outcome::Delivered()
-                      : Outcome::Retry("NATS flush failed: " + StatusText(s) + " (within " +
-                                       std::to_string(settings_.timeout_ms) + "ms)");
+    if (s == NATS_OK) {
+      outcomes[i] = Outcome::Delivered();
+      continue;
+    }
+    std::string why = "NATS flush failed: " + StatusText(s) + " (within " +
+                      std::to_string(settings_.timeout_ms) + "ms)";
+    outcomes[i] = outage ? Outcome::Unavailable(std::move(why)) : Outcome::Retry(std::move(why));
   }
 }
 
@@ -409,7 +518,15 @@ void NatsDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
   std::vector<std::optional<Outcome>> outcomes(batch.size());
   Result<std::shared_ptr<Connection>> conn = CurrentConnection();
   if (!conn.ok()) {
-    for (auto& o : outcomes) o = Outcome::Retry(conn.status().message());
+    // Not connected yet, or no connection could be made: the destination's fault.
+    for (auto& o : outcomes) o = Outcome::Unavailable(conn.status().message());
+  } else if (!(*conn)->connected()) {
+    // Reconnecting: nothing is handed to nats.c (it would buffer the messages and send them
+    // after the reconnect, while their rows are pending again).
+    for (auto& o : outcomes) {
+      o = Outcome::Unavailable("NATS destination '" + settings_.name +
+                               "' is not connected (reconnecting)");
+    }
   } else if (settings_.jet_stream) {
     PublishJetStream(**conn, batch, outcomes);
   } else {
@@ -419,6 +536,21 @@ void NatsDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
     sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
                                : Outcome::Retry("NATS publish was not attempted"));
   }
+}
+
+bool NatsDestination::JetStreamOut(Connection& conn) {
+  if (!conn.connected()) return true;
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Wait = std::min<int64_t>(settings_.timeout_ms, 5000);
+  jsAccountInfo* info = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetAccountInfo(&info, conn.js, &o, &jerr);
+  if (info != nullptr) jsAccountInfo_Destroy(info);
+  // Answered (even with an error such as "not enabled for account" 10039, an outage by
+  // IsOutageJsError): JetStream is reachable only when the call succeeded.
+  if (s == NATS_OK) return false;
+  return s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT || IsOutageStatus(s) || IsOutageJsError(jerr);
 }
 
 Status NatsDestination::Health() {

@@ -13,10 +13,20 @@
 //   replace any header of the same name; JetStream also gets Nats-Msg-Id = outbox id, so the
 //   stream drops a duplicate after a retry or a replica crash (within its duplicate window).
 // Outcomes: JetStream (jetStream: true, default): Delivered only on a PubAck (a duplicate PubAck
-//   counts: the stream holds the message); an error PubAck, no responders (no stream covers the
-//   subject) or no PubAck within timeoutMs => Retry. Core NATS (jetStream: false): publish, then
-//   flush within timeoutMs => Delivered (no delivery proof, as in QueueBox); a failed flush =>
-//   Retry for the batch. A message NATS can never take => Reject (dead at once, the batch goes
+//   counts: the stream holds the message). Core NATS (jetStream: false): publish, then flush
+//   within timeoutMs => Delivered (no delivery proof, as in QueueBox).
+//   The destination's fault => Unavailable (row released, no attempt spent; docs/guarantees.md
+//   §8): not connected yet, reconnecting or closed (nothing is published then), a publish or
+//   flush status of a lost connection (IsOutageStatus in the .cc), a PubAck or flush timeout
+//   while the connection is lost or was lost during the wait, "no responders" while JetStream
+//   itself does not answer an API request (server restarting, JetStream or the stream's leader
+//   down), an error PubAck naming JetStream unavailable, no leader/peers, stream offline or out
+//   of resources (IsOutageJsError).
+//   The message's fault => Retry (an attempt spent, dead at maxAttempts): "no responders" while
+//   JetStream answers (no stream covers the subject), larger than max_payload, an invalid subject,
+//   not permitted, an error PubAck for a rule of the stream (message too large for the stream,
+//   maximum messages with discard new, sealed, ...), a PubAck timeout over a connection that
+//   stayed up. A message NATS can never take => Reject (dead at once, the batch goes
 //   on; broker_common.h): row headers not a JSON object of strings, a header, topic or key with
 //   CR, LF or NUL, a payload that is not JSON, a subject with an empty or wildcard token or
 //   whitespace.
@@ -30,6 +40,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -101,13 +112,19 @@ class NatsDestination final : public Destination {
                     const std::shared_ptr<Batch>& state);
   // Waits up to timeoutMs for the batch's PubAcks and copies its outcomes out. True when it gave
   // up on some: they are Retry and removed from inflight_, so a late PubAck is ignored.
+  // They are Unavailable when connection_lost() says so at that moment, else Retry.
   bool AwaitPubAcks(const std::shared_ptr<Batch>& state,
-                    std::vector<std::optional<Outcome>>& outcomes);
+                    std::vector<std::optional<Outcome>>& outcomes,
+                    const std::function<bool()>& connection_lost);
+  // True when JetStream does not answer an API request (no responders, timeout, connection
+  // lost): a "no responders" PubAck then means JetStream is out, not that no stream covers the
+  // subject. One request of at most min(timeoutMs, 5 s).
+  bool JetStreamOut(Connection& conn);
   // Core NATS: publish every message, then one flush confirms them all.
   void PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                    std::vector<std::optional<Outcome>>& outcomes);
   // PubAck callback target: settles the oldest in-flight message with this Nats-Msg-Id.
-  void Settle(const std::string& msg_id, Outcome outcome);
+  void Settle(const std::string& msg_id, Outcome outcome, bool no_responders = false);
 
   NatsDestinationSettings settings_;
   AddressSpec subject_;
