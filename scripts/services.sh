@@ -68,7 +68,9 @@ start_rabbitmq() {
 start_nats() {
   if nats_up; then echo "nats: already up on 127.0.0.1:$NATS_PORT"; return; fi
   mkdir -p "$QB_SVC_DIR/nats"
-  nats-server -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_MON_PORT" -js -sd "$QB_SVC_DIR/nats/js" \
+  # Its own session: nats-server does not daemonize, and a caller's process group being killed
+  # (a finished CI step, a tool's job) would otherwise take the shared server down with it.
+  setsid nats-server -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_MON_PORT" -js -sd "$QB_SVC_DIR/nats/js" \
     -l "$QB_SVC_DIR/nats/nats.log" -P "$QB_SVC_DIR/nats/nats.pid" </dev/null >/dev/null 2>&1 \
     3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   for _ in $(seq 1 100); do nats_up && break; sleep 0.1; done
