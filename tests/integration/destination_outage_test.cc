@@ -277,6 +277,35 @@ class DestinationOutageTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Relay> relay_;
   testing::HttpReceiver steady_;
   std::string out_name_;
+
+  // A message-level refusal: one row to `refused_topic`, one row of `pad_bytes` to out.events (too
+  // large), three good rows to out.events.
+  void InsertRefusedAndGoodRows(const std::string& refused_topic, size_t pad_bytes) {
+    Insert(refused_topic, "a-", 1, 1, 1);
+    NewOutboxRow big;
+    big.topic = "out.events";
+    big.key = "b";
+    big.payload = R"({"pad":")" + std::string(pad_bytes, 'x') + R"("})";
+    big.max_attempts = 1;
+    ASSERT_TRUE(store_->Insert(big).ok());
+    Insert("out.events", "c-", 3, 3, 1);
+  }
+
+  // The two refused rows spent their one attempt and are dead with the reason; the good rows are
+  // sent; nothing was released and the breaker stayed closed.
+  void ExpectRefusalsSpentAnAttempt(const std::string& refused_topic, const std::string& topic_why,
+                                    const std::string& size_why, const std::string& destination) {
+    ASSERT_TRUE(testing::WaitUntil([&] { return Count("state IN ('pending', 'processing')") == 0; },
+                                   std::chrono::seconds(30)));
+    EXPECT_EQ(Count("state = 'sent'"), 3);
+    EXPECT_EQ(Count("state = 'dead' AND attempt = 1"), 2);
+    EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE topic = '" + refused_topic + "'"),
+                ::testing::HasSubstr(topic_why));
+    EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE key = 'b'"),
+                ::testing::HasSubstr(size_why));
+    EXPECT_EQ(counting_->released(), 0);
+    EXPECT_EQ(relay_->CircuitState(destination), "closed");
+  }
 };
 
 TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestinationFlows) {
@@ -451,24 +480,8 @@ TEST_P(DestinationOutageTest, Nats_RefusedMessagesSpendAnAttempt) {
   // while JetStream answers.
   testing::JetStreamTestStream stream(server.url(), "QBREFUSE", prefix + ".out.events");
   StartRelay(Nats(server.url(), prefix, ".m"));
-  Insert("out.nostream", "a-", 1, 1, 1);
-  NewOutboxRow big;  // over the server's max_payload (1 MiB)
-  big.topic = "out.events";
-  big.key = "b";
-  big.payload = R"({"pad":")" + std::string(1100 * 1024, 'x') + R"("})";
-  big.max_attempts = 1;
-  ASSERT_TRUE(store_->Insert(big).ok());
-  Insert("out.events", "c-", 3, 3, 1);
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return Count("state IN ('pending', 'processing')") == 0; }, 30s));
-  EXPECT_EQ(Count("state = 'sent'"), 3);
-  EXPECT_EQ(Count("state = 'dead' AND attempt = 1"), 2);
-  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE topic = 'out.nostream'"),
-              ::testing::HasSubstr("no responders"));
-  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE key = 'b'"),
-              ::testing::HasSubstr("Payload"));
-  EXPECT_EQ(counting_->released(), 0);
-  EXPECT_EQ(relay_->CircuitState("nats"), "closed");
+  InsertRefusedAndGoodRows("out.nostream", 1100 * 1024);  // over max_payload (1 MiB)
+  ExpectRefusalsSpentAnAttempt("out.nostream", "no responders", "Payload", "nats");
 }
 #endif  // QB_WITH_NATS
 
@@ -508,24 +521,8 @@ TEST_P(DestinationOutageTest, Kafka_RefusedMessagesSpendAnAttempt) {
   rd_kafka_mock_topic_set_error(c.get(), "out.denied",
                                 RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
   StartRelay(Kafka(c, {{"message.max.bytes", "4096"}}));
-  Insert("out.denied", "a-", 1, 1, 1);
-  NewOutboxRow big;  // over message.max.bytes
-  big.topic = "out.events";
-  big.key = "b";
-  big.payload = R"({"pad":")" + std::string(8192, 'x') + R"("})";
-  big.max_attempts = 1;
-  ASSERT_TRUE(store_->Insert(big).ok());
-  Insert("out.events", "c-", 3, 3, 1);
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return Count("state IN ('pending', 'processing')") == 0; }, 30s));
-  EXPECT_EQ(Count("state = 'sent'"), 3);
-  EXPECT_EQ(Count("state = 'dead' AND attempt = 1"), 2);
-  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE topic = 'out.denied'"),
-              ::testing::HasSubstr("out.denied"));
-  EXPECT_THAT(db_->Scalar("SELECT last_error FROM outbox WHERE key = 'b'"),
-              ::testing::HasSubstr("too large"));
-  EXPECT_EQ(counting_->released(), 0);
-  EXPECT_EQ(relay_->CircuitState("kafka"), "closed");
+  InsertRefusedAndGoodRows("out.denied", 8192);  // over message.max.bytes
+  ExpectRefusalsSpentAnAttempt("out.denied", "out.denied", "too large", "kafka");
 }
 #endif  // QB_WITH_KAFKA
 
