@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "config/config_test_util.h"
+#include "config/render.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "destinations/registry.h"
@@ -229,6 +230,28 @@ TEST_F(ConfigTest, TextThatIsNotUtf8IsRefused) {
   EXPECT_THAT(e, HasSubstr("QUEUEBOX_SERVER_ADDRESS: the value is not valid UTF-8"));
   Result<Config> ok = Load(std::string(kMinimal) + "# caf\xc3\xa9 \xe2\x98\x83\n");
   EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
+// Found by config_yaml_fuzz: a NUL in a value loaded as a byte that is not UTF-8 (yaml-cpp), then
+// RenderMasked (check-config, the start log) threw from json::dump and the process terminated.
+// Control characters YAML does not allow are refused with their place; a printout never throws.
+TEST_F(ConfigTest, ControlCharactersAreRefusedAndRenderingNeverThrows) {
+  const std::string text("database:\n  url: jdb# The ?TTP fan-ouA rout\0_matchcpasswokdsql://leiv",
+                         69);
+  EXPECT_THAT(Error(text), HasSubstr("contains the control character U+0000, which YAML does not "
+                                     "allow: line 2, column 34"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "server:\n  address: \"a\x7f\"\n"),
+              HasSubstr("control character U+007F"));
+  Result<Config> tabs = Load(std::string(kMinimal) + "#\tcomment\r\n");
+  EXPECT_TRUE(tabs.ok()) << tabs.status().message();
+  Result<Config> config = Load(kMinimal);
+  ASSERT_TRUE(config.ok());
+  config->database.url = std::string(
+      "jdbc:sqlite:/tmp/a\xa0"
+      "b");  // not UTF-8
+  std::string rendered;
+  EXPECT_NO_THROW(rendered = RenderMasked(*config));
+  EXPECT_THAT(rendered, HasSubstr("url: \"jdbc:sqlite:/tmp/a\xef\xbf\xbd"));
 }
 
 TEST_F(ConfigTest, RouteToMissingDestination) {

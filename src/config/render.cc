@@ -35,12 +35,16 @@ bool ContainsAny(const std::string& s, std::initializer_list<const char*> parts)
 std::string Scalar(const ordered_json& v) {
   if (v.is_object()) return "{}";
   if (v.is_array()) return "[]";
-  return v.dump();  // strings JSON-quoted: valid YAML double-quoted scalars
+  // Strings JSON-quoted: valid YAML double-quoted scalars. Bytes that are not UTF-8 print as
+  // U+FFFD: a printout never throws.
+  return v.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 std::string Key(const std::string& k) {
   static const std::regex kPlain("^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
-  return std::regex_match(k, kPlain) ? k : ordered_json(k).dump();
+  return std::regex_match(k, kPlain)
+             ? k
+             : ordered_json(k).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 bool IsBlock(const ordered_json& v) { return (v.is_object() || v.is_array()) && !v.empty(); }
@@ -108,7 +112,7 @@ ordered_json MaskOptions(const nlohmann::json& value, const std::string& key,
     for (const nlohmann::json& item : value) out.push_back(MaskOptions(item, key, table));
     return out;
   }
-  return ordered_json::parse(value.dump());
+  return ordered_json::parse(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 ordered_json MaskHeaders(const std::map<std::string, std::string>& headers) {
@@ -158,7 +162,7 @@ ordered_json Shown(const OptionSpec& spec, const nlohmann::json& v) {
     case OptionType::kBlock:
       return MaskBlock(*spec.block, v);
     default:
-      return ordered_json::parse(v.dump());
+      return ordered_json::parse(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -95,12 +96,26 @@ std::optional<size_t> FirstInvalidUtf8(std::string_view s) {
 Result<json> ParseYaml(const std::string& text, const std::string& name) {
   // YAML is UTF-8 text here; yaml-cpp would pass other bytes through into values that no JSON
   // dump (check-config, the logs) can print.
+  auto where = [&text](size_t at) {
+    const size_t newline = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+    const size_t column = newline == std::string::npos ? at + 1 : at - newline;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
+    return "line " + std::to_string(line) + ", column " + std::to_string(column);
+  };
   if (std::optional<size_t> bad = FirstInvalidUtf8(text)) {
-    const size_t newline = *bad == 0 ? std::string::npos : text.rfind('\n', *bad - 1);
-    const size_t column = newline == std::string::npos ? *bad + 1 : *bad - newline;
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(*bad), '\n');
-    return InvalidArgument("The configuration file " + name + " is not valid UTF-8: line " +
-                           std::to_string(line) + ", column " + std::to_string(column));
+    return InvalidArgument("The configuration file " + name +
+                           " is not valid UTF-8: " + where(*bad));
+  }
+  // Control characters other than tab and line breaks are not YAML text either, and yaml-cpp
+  // turns some (a NUL) into bytes that are not UTF-8.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "U+%04X", c);
+      return InvalidArgument("The configuration file " + name + " contains the control character " +
+                             code + ", which YAML does not allow: " + where(i));
+    }
   }
   json root;
   try {
