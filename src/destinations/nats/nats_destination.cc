@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "core/log.h"
@@ -73,21 +76,40 @@ bool IsOutageJsError(int code) {
 
 }  // namespace
 
-struct NatsDestination::Connection {
-  natsConnection* nc = nullptr;
-  jsCtx* js = nullptr;
+// What nats.c's callbacks touch. They run on the library's callback thread, after
+// natsConnection_Close has returned (a Close posts "disconnected", then "closed", last), so this
+// outlives the Connection until the closed callback ran (issue 17: a destination torn down while
+// its disconnected callback was still queued wrote into freed memory).
+struct NatsConnectionSignals {
   // False until a server answered once: nats.c then buffers publishes through a reconnect; before
   // that, batches fail at once instead of waiting timeoutMs for acks that cannot come.
   std::atomic<bool> connected_once{false};
   // Connections lost so far: a PubAck or flush that timed out across a loss is an outage.
   std::atomic<uint64_t> disconnects{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;  // guarded by mu: the closed callback ran (no callback comes after it)
+};
+
+struct NatsDestination::Connection {
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  std::shared_ptr<NatsConnectionSignals> signals = std::make_shared<NatsConnectionSignals>();
   bool connected() const { return natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED; }
   ~Connection() {
     if (js != nullptr) jsCtx_Destroy(js);
-    if (nc != nullptr) {
-      natsConnection_Close(nc);
-      natsConnection_Destroy(nc);
+    if (nc == nullptr) return;  // never created: no callback was registered with nats.c
+    natsConnection_Close(nc);
+    bool closed = false;
+    {
+      std::unique_lock<std::mutex> lock(signals->mu);
+      closed =
+          signals->cv.wait_for(lock, std::chrono::seconds(10), [&] { return signals->closed; });
     }
+    // A callback thread stuck for 10 s: keep the signals alive for ever rather than let a late
+    // callback write into freed memory (a few bytes, once per such teardown).
+    if (!closed) new std::shared_ptr<NatsConnectionSignals>(signals);  // NOLINT: deliberate leak
+    natsConnection_Destroy(nc);
   }
 };
 
@@ -188,20 +210,33 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
     s = natsOptions_SetRetryOnFailedConnect(
         opts, true,
         [](natsConnection*, void* closure) {
-          static_cast<Connection*>(closure)->connected_once = true;
+          static_cast<NatsConnectionSignals*>(closure)->connected_once = true;
         },
-        conn.get());
+        conn->signals.get());
   }
   if (s == NATS_OK) {
     s = natsOptions_SetDisconnectedCB(
         opts,
-        [](natsConnection*, void* closure) { ++static_cast<Connection*>(closure)->disconnects; },
-        conn.get());
+        [](natsConnection*, void* closure) {
+          ++static_cast<NatsConnectionSignals*>(closure)->disconnects;
+        },
+        conn->signals.get());
+  }
+  if (s == NATS_OK) {
+    s = natsOptions_SetClosedCB(
+        opts,
+        [](natsConnection*, void* closure) {
+          auto* signals = static_cast<NatsConnectionSignals*>(closure);
+          std::lock_guard<std::mutex> lock(signals->mu);
+          signals->closed = true;
+          signals->cv.notify_all();
+        },
+        conn->signals.get());
   }
   if (s == NATS_OK) s = natsConnection_Connect(&conn->nc, opts);
   natsOptions_Destroy(opts);
   if (s == NATS_OK) {
-    conn->connected_once = true;
+    conn->signals->connected_once = true;
   } else if (s == NATS_NOT_YET_CONNECTED) {
     log::Warn(
         "The NATS destination is not reachable; QueueBox starts without it and keeps "
@@ -275,7 +310,7 @@ Status NatsDestination::Start() {
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
   std::lock_guard<std::mutex> lock(mu_);
   if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
-    if (!conn_->connected_once) {
+    if (!conn_->signals->connected_once) {
       return Unavailable(FailureReason("NATS destination '" + settings_.name +
                                            "' is not connected yet (connecting to " +
                                            settings_.servers + " in the background)",
@@ -353,13 +388,13 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
     std::lock_guard<std::mutex> lock(inflight_mu_);
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
-  const uint64_t disconnects = conn.disconnects.load();
+  const uint64_t disconnects = conn.signals->disconnects.load();
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!outcomes[i]) PublishAsync(conn, batch[i], i, state);
   }
   // A PubAck that did not come while the connection was lost (or lost meanwhile) is an outage;
   // one that did not come over a connection that stayed up is not known to be (Retry).
-  auto lost = [&] { return !conn.connected() || conn.disconnects.load() != disconnects; };
+  auto lost = [&] { return !conn.connected() || conn.signals->disconnects.load() != disconnects; };
   const bool timed_out = AwaitPubAcks(state, outcomes, lost);
   bool any_no_responders = false;
   {
@@ -461,7 +496,7 @@ bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
 void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                                   std::vector<std::optional<Outcome>>& outcomes) {
   const int max_chars = settings_.max_error_body_bytes;
-  const uint64_t disconnects = conn.disconnects.load();
+  const uint64_t disconnects = conn.signals->disconnects.load();
   std::vector<size_t> published;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (outcomes[i]) continue;
@@ -502,7 +537,7 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
   natsStatus s = natsConnection_FlushTimeout(conn.nc, settings_.timeout_ms);
   // A flush that failed because the connection is gone (or timed out while it was) is an outage.
   const bool outage = s != NATS_OK && (IsOutageStatus(s) || !conn.connected() ||
-                                       conn.disconnects.load() != disconnects);
+                                       conn.signals->disconnects.load() != disconnects);
   for (size_t i : published) {
     if (s == NATS_OK) {
       outcomes[i] = Outcome::Delivered();
@@ -562,7 +597,7 @@ Status NatsDestination::Health() {
   if (!c) return Unavailable("NATS destination '" + settings_.name + "' is not connected");
   natsConnStatus st = natsConnection_Status(c->nc);
   if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
-  if (!c->connected_once) {
+  if (!c->signals->connected_once) {
     return Unavailable("NATS destination '" + settings_.name + "' is not connected yet");
   }
   return Unavailable("NATS destination '" + settings_.name + "' is " +
