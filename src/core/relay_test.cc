@@ -292,7 +292,7 @@ TEST(RelayTest, StopAbandonsWhatDoesNotFinishInTime) {
   std::string id = h.Insert("t", std::nullopt);
   h.Start();
   ASSERT_TRUE(h.destination->WaitForCount(0, 1s));
-  for (int i = 0; i < 200 && h.relay->InFlight() == 0; ++i) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 2000 && h.relay->InFlight() == 0; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(h.relay->Stop(), 1);
   EXPECT_EQ(h.store.Get(id).state, "processing") << "left to lease expiry";
 }

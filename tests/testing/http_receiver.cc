@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <mutex>
+#include <random>
 
 namespace queuebox::testing {
 namespace {
@@ -191,21 +194,53 @@ void HttpReceiver::Clear() {
   max_active_ = active_;
 }
 
-int UnusedLoopbackPort() {
+namespace {
+
+// True when 127.0.0.1:<port> can be bound now (port 0: any; *port gets the one bound).
+bool CanBind(int* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
   socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (ok) *port = ntohs(addr.sin_port);
   ::close(fd);
-  return port;
+  return ok;
+}
+
+// The first port of the kernel's ephemeral range (outgoing connections take their local port
+// from there).
+int EphemeralLow() {
+  int low = 32768, high = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    std::fclose(f);
+  }
+  return low;
+}
+
+}  // namespace
+
+int UnusedLoopbackPort() {
+  // Below the ephemeral range: a server stopped and restarted on this port cannot find it taken
+  // by some outgoing connection meanwhile, nor a retrying client connected to itself.
+  const int low = 20000, high = std::min(EphemeralLow(), 32768) - 1;
+  static std::mutex mu;
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::lock_guard<std::mutex> lock(mu);
+  if (high > low) {
+    std::uniform_int_distribution<int> pick(low, high);
+    for (int i = 0; i < 200; ++i) {
+      int port = pick(random);
+      if (CanBind(&port)) return port;
+    }
+  }
+  int port = 0;  // the range is full or absent: any free port
+  return CanBind(&port) ? port : 0;
 }
 
 }  // namespace queuebox::testing

@@ -118,7 +118,8 @@ class HttpReceiver {
   bool stopping_ = false;
 };
 
-// A loopback TCP port on which nothing listens (bound, then closed), for "connection refused".
+// A loopback TCP port on which nothing listens (bound, then closed), for "connection refused"
+// or a server a test starts on it (and may restart): below the kernel's ephemeral range.
 int UnusedLoopbackPort();
 
 }  // namespace queuebox::testing
