@@ -1,0 +1,281 @@
+// End to end for the inbox relay: the queuebox binary receives webhooks (an http source), the
+// inbox relay forwards each into the outbox, and the outbox relay delivers it to a real HTTP
+// receiver on loopback. Failure scenarios of ../shared/spec/scenarios.md carry their number in
+// the test name (S8/S9 here are the outbox's kill scenarios applied to the inbox relay).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "queuebox/inbox/database.h"
+#include "testing/env.h"
+#include "testing/http_receiver.h"
+#include "testing/pg.h"
+#include "testing/process.h"
+
+namespace queuebox {
+namespace {
+
+using testing::ChildProcess;
+using ::testing::HasSubstr;
+using testing::HttpReceiver;
+using testing::TempDir;
+using testing::TempPgDatabase;
+using namespace std::chrono_literals;
+
+constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return cond();
+}
+
+int GetStatus(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  auto r = c.Get(path);
+  return r ? r->status : -1;
+}
+
+// One webhook a poster got a definite answer for: 202 (stored now) or 200 duplicate (stored by
+// an earlier attempt whose answer the kill cut off).
+struct Posted {
+  std::string key;         // idempotency key
+  std::string aggregate;   // aggregate id
+  int seq = 0;             // position in its aggregate's stream
+  int status = 0;          // 202 or 200
+  std::string message_id;  // from the 202's body
+};
+
+class InboxRelayE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string url;
+    QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
+    pg_ = std::make_unique<TempPgDatabase>(url);
+    ASSERT_TRUE(receiver_.Start().ok());
+    port_ = testing::UnusedLoopbackPort();
+  }
+
+  // A replica with the `orders` webhook source, short leases, and every topic routed to the
+  // receiver.
+  std::string WriteConfig() {
+    const std::string yaml =
+        "database:\n  type: postgresql\n  url: " + pg_->url() +
+        "\n  startupTimeoutMs: 20000\n"
+        "server:\n  address: 127.0.0.1\n  httpPort: " +
+        std::to_string(port_) +
+        "\noutbox:\n  pollIntervalMs: 50\n  batchSize: 50\n  concurrency: 8\n"
+        "  claimTimeoutMs: 2000\n  retryBaseDelayMs: 100\n  shutdownTimeoutMs: 5000\n"
+        "inbox:\n  basePath: /inbox\n  relay:\n    pollIntervalMs: 50\n    batchSize: 20\n"
+        "    claimTimeoutMs: 2000\n"
+        "sources:\n  orders:\n    path: /orders\n    idempotencyKeyPath: $.id\n"
+        "    aggregateIdPath: $.aggregate\n    eventTypePath: $.type\n"
+        "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+        "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+        receiver_.BaseUrl() +
+        "\n    path: /events\n    timeoutMs: 10000\n"
+        "logging:\n  format: json\n  level: info\n";
+    dir_.Write("queuebox.yml", yaml);
+    return dir_.File("queuebox.yml");
+  }
+
+  std::unique_ptr<ChildProcess> Start(const std::string& config, const std::string& name) {
+    return std::make_unique<ChildProcess>(
+        kBinary, std::vector<std::string>{"--config", config, "run"},
+        std::map<std::string, std::string>{}, dir_.File(name + ".log"));
+  }
+
+  int64_t Count(const std::string& sql) { return std::stoll(pg_->Scalar(sql)); }
+
+  // Posts `aggregates` streams of events, one after the other per stream, until `stop`. Each
+  // event is posted again (same id) until it gets a definite answer, so every event is stored
+  // exactly once and event n+1 of a stream is stored only after event n.
+  void Post(int poster, int aggregates, const std::atomic<bool>& stop) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(1);
+    c.set_read_timeout(10);
+    for (int n = 0; !stop.load(); ++n) {
+      Posted p;
+      p.aggregate = "agg-" + std::to_string(poster) + "-" + std::to_string(n % aggregates);
+      p.seq = n / aggregates;
+      p.key = "evt-" + std::to_string(poster) + "-" + std::to_string(n);
+      const std::string body = nlohmann::json{
+          {"id", p.key},
+          {"aggregate", p.aggregate},
+          {"type", "order.updated"},
+          {"seq", p.seq}}.dump();
+      for (;;) {
+        auto r = c.Post("/inbox/orders", body, "application/json");
+        if (r && (r->status == 202 || r->status == 200)) {
+          p.status = r->status;
+          if (r->status == 202)
+            p.message_id = nlohmann::json::parse(r->body).value("messageId", "");
+          break;
+        }
+        if (r && r->status != 500 && r->status != 503) {
+          ADD_FAILURE() << "unexpected answer " << r->status << " " << r->body;
+          return;
+        }
+        // No answer: the replica is down (killed) or restarting. Try the same event again.
+        std::this_thread::sleep_for(20ms);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      posted_.push_back(std::move(p));
+    }
+  }
+
+  size_t PostedCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return posted_.size();
+  }
+
+  std::unique_ptr<TempPgDatabase> pg_;
+  HttpReceiver receiver_;
+  TempDir dir_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::vector<Posted> posted_;
+};
+
+// S8/S9 for the inbox relay: a steady stream of webhooks for several aggregates while the replica
+// is killed with SIGKILL three times in the middle of forwarding and started again. Every webhook
+// answered 202 (or 200 duplicate after an answer the kill cut off) is one inbox row, `processed`,
+// and exactly one outbox row; each aggregate's events are in the outbox in posting order (the
+// outbox key order) and reach the receiver in that order.
+TEST_F(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggregateOrder) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 5ms});
+  const std::string config = WriteConfig();
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "migrate"}, {}, &out), 0) << out;
+  auto relay = Start(config, "run-0");
+  ASSERT_TRUE(WaitFor([&] { return GetStatus(port_, "/health/ready") == 200; }, 30s))
+      << relay->Log();
+
+  constexpr int kPosters = 4, kAggregatesPerPoster = 2, kKills = 3;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> posters;
+  for (int i = 0; i < kPosters; ++i) {
+    posters.emplace_back([&, i] { Post(i, kAggregatesPerPoster, stop); });
+  }
+  int64_t forwarded_at_start = 0, left_in_inbox = 0, left_processing = 0;
+  for (int kill = 0; kill < kKills; ++kill) {
+    // Kill once this replica has forwarded a share of the stream while webhooks keep arriving.
+    ASSERT_TRUE(WaitFor(
+        [&] { return Count("SELECT count(*) FROM outbox") >= forwarded_at_start + 60; }, 60s))
+        << relay->Log();
+    relay->Kill(SIGKILL);
+    ASSERT_TRUE(relay->Wait(10s).has_value());
+    // What the kill left behind: stored webhooks not yet forwarded, outbox rows mid-delivery.
+    left_in_inbox += Count("SELECT count(*) FROM inbox WHERE state <> 'processed'");
+    left_processing += Count("SELECT count(*) FROM outbox WHERE state = 'processing'");
+    forwarded_at_start = Count("SELECT count(*) FROM outbox");
+    relay = Start(config, "run-" + std::to_string(kill + 1));
+  }
+  EXPECT_GT(left_in_inbox, 0) << "the kills should hit while stored webhooks wait to be forwarded";
+  // The last replica takes more of the stream, then the posters stop.
+  const size_t posted_before = PostedCount();
+  EXPECT_TRUE(WaitFor([&] { return PostedCount() >= posted_before + 100; }, 60s)) << relay->Log();
+  stop = true;
+  for (auto& t : posters) t.join();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count("SELECT count(*) FROM inbox WHERE state <> 'processed'") == 0 &&
+               Count("SELECT count(*) FROM outbox WHERE state <> 'sent'") == 0;
+      },
+      60s))
+      << relay->Log();
+  relay->Kill(SIGTERM);
+  EXPECT_EQ(relay->Wait(20s), std::optional<int>(0)) << relay->Log();
+
+  // Every answered webhook is one inbox row, processed; nothing else is in the inbox.
+  std::map<std::string, Posted> by_key;
+  int accepted = 0, duplicate_after_kill = 0;
+  for (const Posted& p : posted_) {
+    EXPECT_TRUE(by_key.emplace(p.key, p).second) << p.key;
+    (p.status == 202 ? accepted : duplicate_after_kill)++;
+  }
+  ASSERT_GT(accepted, 300);
+  std::map<std::string, std::string> inbox_id_of;  // idempotency key -> inbox id
+  for (const auto& r : pg_->Query("SELECT idempotency_key, id, state FROM inbox")) {
+    EXPECT_EQ(r[2], "processed") << r[0];
+    EXPECT_TRUE(by_key.count(r[0])) << "an inbox row nobody posted: " << r[0];
+    inbox_id_of[r[0]] = r[1];
+  }
+  EXPECT_EQ(inbox_id_of.size(), posted_.size());
+  for (const auto& [key, p] : by_key) {
+    if (p.status == 202) {
+      EXPECT_EQ(inbox_id_of[key], p.message_id) << key;
+    }
+  }
+
+  // Exactly one outbox row per inbox row; per aggregate, in posting order by the key's sequence.
+  std::map<std::string, int> outbox_rows_of;  // inbox id -> outbox rows
+  std::map<std::string, int> last_seq;        // aggregate -> seq of its last outbox row
+  std::map<std::string, std::string> aggregate_of_outbox;  // outbox id -> aggregate
+  for (const auto& r : pg_->Query("SELECT headers->>'x-inbox-id', key, payload->>'seq', id, "
+                                  "headers->>'x-idempotency-key' FROM outbox ORDER BY sequence")) {
+    ++outbox_rows_of[r[0]];
+    const Posted& p = by_key[r[4]];
+    EXPECT_EQ(r[1], p.aggregate) << "the outbox key is the aggregate id";
+    const int seq = std::stoi(r[2]);
+    EXPECT_EQ(seq, p.seq);
+    auto [it, first] = last_seq.emplace(r[1], seq);
+    if (!first) {
+      EXPECT_EQ(seq, it->second + 1) << "aggregate " << r[1] << " out of posting order";
+      it->second = seq;
+    } else {
+      EXPECT_EQ(seq, 0) << "aggregate " << r[1] << " starts at its first event";
+    }
+    aggregate_of_outbox[r[3]] = r[1];
+  }
+  EXPECT_EQ(outbox_rows_of.size(), inbox_id_of.size());
+  for (const auto& [key, inbox_id] : inbox_id_of) {
+    EXPECT_EQ(outbox_rows_of[inbox_id], 1) << "inbox row " << inbox_id << " (" << key << ")";
+  }
+
+  // The receiver got every outbox row at least once, per aggregate in order (a redelivery after a
+  // kill repeats a row already delivered, never one ahead of it).
+  std::map<std::string, int> delivered_seq;  // aggregate -> last seq delivered first-time
+  std::set<std::string> seen;
+  int redeliveries = 0;
+  for (const auto& req : receiver_.Requests()) {
+    const std::string id = req.Header("X-Message-Id");
+    ASSERT_TRUE(aggregate_of_outbox.count(id)) << "unknown outbox id " << id;
+    const std::string& aggregate = aggregate_of_outbox[id];
+    const int seq = nlohmann::json::parse(req.body)["seq"];
+    if (!seen.insert(id).second) {
+      ++redeliveries;
+      EXPECT_LE(seq, delivered_seq[aggregate]) << aggregate;
+      continue;
+    }
+    auto [it, first] = delivered_seq.emplace(aggregate, seq);
+    if (!first) {
+      EXPECT_EQ(seq, it->second + 1) << "aggregate " << aggregate << " delivered out of order";
+      it->second = seq;
+    } else {
+      EXPECT_EQ(seq, 0) << "aggregate " << aggregate << " delivered out of order";
+    }
+  }
+  EXPECT_EQ(seen.size(), aggregate_of_outbox.size()) << "every outbox row arrives";
+  RecordProperty("webhooks", static_cast<int>(posted_.size()));
+  RecordProperty("duplicate_after_kill", duplicate_after_kill);
+  RecordProperty("redeliveries", redeliveries);
+  RecordProperty("left_in_inbox", static_cast<int>(left_in_inbox));
+  RecordProperty("left_processing", static_cast<int>(left_processing));
+}
+
+}  // namespace
+}  // namespace queuebox
