@@ -277,5 +277,199 @@ TEST_F(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   RecordProperty("left_processing", static_cast<int>(left_processing));
 }
 
+// The migrated inbox renamed, table and every column (a user's own schema, which
+// database.inboxTableName and database.columnMapping.inbox describe): {default column, setting
+// key, the user's name}.
+struct MappedColumn {
+  const char* column;
+  const char* setting;
+  const char* renamed;
+};
+constexpr MappedColumn kMappedInbox[] = {
+    {"id", "id", "msg_id"},
+    {"source", "source", "src"},
+    {"idempotency_key", "idempotencyKey", "dedup_key"},
+    {"aggregate_id", "aggregateId", "agg"},
+    {"event_type", "eventType", "kind"},
+    {"payload", "payload", "body"},
+    {"state", "state", "status"},
+    {"created_at", "createdAt", "received_at"},
+    {"processed_at", "processedAt", "done_at"},
+    {"claimed_at", "claimedAt", "taken_at"},
+    {"claim_token", "claimToken", "owner"},
+    {"lease_expires_at", "leaseExpiresAt", "lease_until"},
+    {"correlation_id", "correlationId", "corr_id"},
+    {"consumption", "consumption", "mode"},
+    {"scheduled_at", "scheduledAt", "due_at"},
+    {"attempt", "attempt", "tries"},
+    {"last_error", "lastError", "error_text"},
+    {"headers", "headers", "meta"},
+};
+
+// The parameter: the database type, "postgresql" or "sqlite".
+class InboxRelayMappedTableE2ETest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "postgresql") {
+      std::string url;
+      QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
+      pg_ = std::make_unique<TempPgDatabase>(url);
+      db_url_ = pg_->url();
+      factory_ = inbox::PostgresConnections(pg_->url());
+    } else {
+      db_url_ = dir_.File("queuebox.db");
+      factory_ = inbox::SqliteConnections(db_url_);
+    }
+    ASSERT_TRUE(receiver_.Start().ok());
+    port_ = testing::UnusedLoopbackPort();
+  }
+
+  // A replica with the `orders` webhook source; `mapped` names the renamed inbox (and turns the
+  // bundled migrations off, as a renamed schema requires).
+  std::string WriteConfig(bool mapped) {
+    std::string yaml = "database:\n  type: " + GetParam() + "\n  url: " + db_url_ + "\n";
+    if (mapped) {
+      yaml += "  migrate: false\n  inboxTableName: app_inbox\n  columnMapping:\n    inbox:\n";
+      for (const MappedColumn& c : kMappedInbox) {
+        yaml += std::string("      ") + c.setting + ": " + c.renamed + "\n";
+      }
+    }
+    yaml += "server:\n  address: 127.0.0.1\n  httpPort: " + std::to_string(port_) +
+            "\noutbox:\n  pollIntervalMs: 50\n"
+            "inbox:\n  relay:\n    pollIntervalMs: 50\n"
+            "sources:\n  orders:\n    path: /orders\n    idempotencyKeyPath: $.id\n"
+            "    aggregateIdPath: $.aggregate\n    eventTypePath: $.type\n"
+            "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+            "destinations:\n  receiver:\n    type: http\n    baseUrl: " +
+            receiver_.BaseUrl() + "\n    path: /events\n";
+    const std::string name = mapped ? "mapped.yml" : "default.yml";
+    dir_.Write(name, yaml);
+    return dir_.File(name);
+  }
+
+  void Exec(inbox::Connection& conn, const std::string& sql) {
+    auto r = conn.Execute(sql);
+    ASSERT_TRUE(r.ok()) << r.status().message() << " in " << sql;
+  }
+  std::vector<std::vector<std::string>> Query(const std::string& sql) {
+    std::vector<std::vector<std::string>> out;
+    auto conn = factory_->Open();
+    EXPECT_TRUE(conn.ok()) << conn.status().message();
+    if (!conn.ok()) return out;
+    auto r = (*conn)->Query(sql);
+    EXPECT_TRUE(r.ok()) << r.status().message() << " in " << sql;
+    if (!r.ok()) return out;
+    for (const auto& row : r->rows) {
+      std::vector<std::string> values;
+      for (const auto& v : row) values.push_back(v.value_or("<null>"));
+      out.push_back(std::move(values));
+    }
+    return out;
+  }
+  std::string Scalar(const std::string& sql) {
+    auto rows = Query(sql);
+    return rows.empty() || rows[0].empty() ? "" : rows[0][0];
+  }
+
+  std::unique_ptr<TempPgDatabase> pg_;
+  std::unique_ptr<inbox::ConnectionFactory> factory_;
+  std::string db_url_;
+  HttpReceiver receiver_;
+  TempDir dir_;
+  int port_ = 0;
+};
+
+// The webhook source stores into the renamed inbox (every column through its mapping) and the
+// inbox relay claims, forwards and marks its rows there: the duplicate is refused by the renamed
+// key, the aggregate's three events reach the receiver in order with the relay's headers, and the
+// renamed rows end `processed`.
+TEST_P(InboxRelayMappedTableE2ETest, AWebhookIsStoredAndForwardedThroughARenamedInbox) {
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(kBinary, {"--config", WriteConfig(false), "migrate"}, {}, &out), 0)
+      << out;
+  {
+    auto conn = factory_->Open();
+    ASSERT_TRUE(conn.ok()) << conn.status().message();
+    Exec(**conn, "ALTER TABLE inbox RENAME TO app_inbox");
+    for (const MappedColumn& c : kMappedInbox) {
+      Exec(**conn,
+           std::string("ALTER TABLE app_inbox RENAME COLUMN ") + c.column + " TO " + c.renamed);
+    }
+  }
+  const std::string config = WriteConfig(true);
+  ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "check-config"}, {}, &out), 0) << out;
+  ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("run.log"));
+  ASSERT_TRUE(WaitFor([&] { return GetStatus(port_, "/health/ready") == 200; }, 30s))
+      << relay.Log();
+
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(10);
+  std::vector<std::string> ids;
+  for (int seq = 0; seq < 3; ++seq) {
+    const std::string body = nlohmann::json{
+        {"id", "evt_" + std::to_string(seq)},
+        {"aggregate", "cus_1"},
+        {"type", "order.updated"},
+        {"seq", seq}}.dump();
+    auto r = c.Post("/inbox/orders", {{"X-Tenant", "acme"}, {"X-Correlation-Id", "corr-1"}}, body,
+                    "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 202) << r->body;
+    ids.push_back(nlohmann::json::parse(r->body).value("messageId", ""));
+  }
+  auto again = c.Post("/inbox/orders", R"({"id":"evt_0","aggregate":"cus_1","type":"x"})",
+                      "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+  EXPECT_EQ(again->body, R"({"status":"duplicate"})");
+
+  ASSERT_TRUE(receiver_.WaitForRequests(3, 30s)) << relay.Log();
+  ASSERT_TRUE(WaitFor(
+      [&] { return Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'") == "3"; }, 30s))
+      << relay.Log();
+  auto requests = receiver_.Requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (int seq = 0; seq < 3; ++seq) {
+    SCOPED_TRACE(seq);
+    const testing::ReceivedRequest& r = requests[seq];
+    EXPECT_EQ(nlohmann::json::parse(r.body)["seq"], seq) << "the aggregate's order";
+    EXPECT_EQ(r.Header("X-Topic"), "order.updated");
+    EXPECT_EQ(r.Header("X-Message-Key"), "cus_1");
+    EXPECT_EQ(r.Header("x-inbox-id"), ids[seq]);
+    EXPECT_EQ(r.Header("x-source"), "orders");
+    EXPECT_EQ(r.Header("x-idempotency-key"), "evt_" + std::to_string(seq));
+    EXPECT_EQ(r.Header("X-Correlation-Id"), "corr-1");
+    EXPECT_EQ(r.Header("X-Tenant"), "acme");
+  }
+
+  // Every field went to its renamed column; the relay marked the rows there.
+  auto rows = Query(
+      "SELECT msg_id, src, dedup_key, agg, kind, status, corr_id, mode, tries, meta, "
+      "done_at IS NOT NULL FROM app_inbox ORDER BY dedup_key");
+  ASSERT_EQ(rows.size(), 3u);
+  for (int seq = 0; seq < 3; ++seq) {
+    SCOPED_TRACE(seq);
+    const auto& row = rows[seq];
+    EXPECT_EQ(row[0], ids[seq]);
+    EXPECT_EQ(row[1], "orders");
+    EXPECT_EQ(row[2], "evt_" + std::to_string(seq));
+    EXPECT_EQ(row[3], "cus_1");
+    EXPECT_EQ(row[4], "order.updated");
+    EXPECT_EQ(row[5], "processed");
+    EXPECT_EQ(row[6], "corr-1");
+    EXPECT_EQ(row[7], "push");
+    EXPECT_EQ(row[8], "0");
+    EXPECT_THAT(row[9], HasSubstr("acme"));
+    EXPECT_THAT(row[10], ::testing::AnyOf("t", "1"));
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM outbox WHERE key = 'cus_1'"), "3");
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Databases, InboxRelayMappedTableE2ETest,
+                         ::testing::Values("postgresql", "sqlite"),
+                         [](const auto& p) { return p.param; });
+
 }  // namespace
 }  // namespace queuebox
