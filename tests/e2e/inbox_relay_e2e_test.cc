@@ -66,17 +66,17 @@ class InboxRelayE2ETest : public ::testing::Test {
     QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
     pg_ = std::make_unique<TempPgDatabase>(url);
     ASSERT_TRUE(receiver_.Start().ok());
-    port_ = testing::UnusedLoopbackPort();
   }
 
-  // A replica with the `orders` webhook source, short leases, and every topic routed to the
-  // receiver.
-  std::string WriteConfig() {
+  // Replica `replica`'s configuration: its own data port, the `orders` webhook source, short
+  // leases, and every topic routed to the receiver. Call in replica order from 0.
+  std::string WriteConfig(int replica) {
+    ports_.push_back(testing::UnusedLoopbackPort());
     const std::string yaml =
         "database:\n  type: postgresql\n  url: " + pg_->url() +
         "\n  startupTimeoutMs: 20000\n"
         "server:\n  address: 127.0.0.1\n  httpPort: " +
-        std::to_string(port_) +
+        std::to_string(ports_[replica]) +
         "\noutbox:\n  pollIntervalMs: 50\n  batchSize: 50\n  concurrency: 8\n"
         "  claimTimeoutMs: 2000\n  retryBaseDelayMs: 100\n  shutdownTimeoutMs: 5000\n"
         "inbox:\n  basePath: /inbox\n  relay:\n    pollIntervalMs: 50\n    batchSize: 20\n"
@@ -88,8 +88,9 @@ class InboxRelayE2ETest : public ::testing::Test {
         receiver_.BaseUrl() +
         "\n    path: /events\n    timeoutMs: 10000\n"
         "logging:\n  format: json\n  level: info\n";
-    dir_.Write("queuebox.yml", yaml);
-    return dir_.File("queuebox.yml");
+    const std::string name = "r" + std::to_string(replica) + ".yml";
+    dir_.Write(name, yaml);
+    return dir_.File(name);
   }
 
   std::unique_ptr<ChildProcess> Start(const std::string& config, const std::string& name) {
@@ -100,13 +101,18 @@ class InboxRelayE2ETest : public ::testing::Test {
 
   int64_t Count(const std::string& sql) { return std::stoll(pg_->Scalar(sql)); }
 
-  // Posts `aggregates` streams of events, one after the other per stream, until `stop`. Each
-  // event is posted again (same id) until it gets a definite answer, so every event is stored
-  // exactly once and event n+1 of a stream is stored only after event n.
+  // Posts `aggregates` streams of events, one after the other per stream, until `stop`, to the
+  // replicas in turn (as a load balancer would). Each event is posted again (same id, to the next
+  // replica) until it gets a definite answer, so every event is stored exactly once and event n+1
+  // of a stream is stored only after event n.
   void Post(int poster, int aggregates, const std::atomic<bool>& stop) {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(1);
-    c.set_read_timeout(10);
+    std::vector<std::unique_ptr<httplib::Client>> clients;
+    for (int port : ports_) {
+      clients.push_back(std::make_unique<httplib::Client>("127.0.0.1", port));
+      clients.back()->set_connection_timeout(1);
+      clients.back()->set_read_timeout(10);
+    }
+    size_t target = static_cast<size_t>(poster);
     for (int n = 0; !stop.load(); ++n) {
       Posted p;
       p.aggregate = "agg-" + std::to_string(poster) + "-" + std::to_string(n % aggregates);
@@ -117,8 +123,8 @@ class InboxRelayE2ETest : public ::testing::Test {
           {"aggregate", p.aggregate},
           {"type", "order.updated"},
           {"seq", p.seq}}.dump();
-      for (;;) {
-        auto r = c.Post("/inbox/orders", body, "application/json");
+      for (;; ++target) {
+        auto r = clients[target % clients.size()]->Post("/inbox/orders", body, "application/json");
         if (r && (r->status == 202 || r->status == 200)) {
           p.status = r->status;
           if (r->status == 202)
@@ -130,11 +136,96 @@ class InboxRelayE2ETest : public ::testing::Test {
           return;
         }
         // No answer: the replica is down (killed) or restarting. Try the same event again.
-        std::this_thread::sleep_for(20ms);
+        std::this_thread::sleep_for(10ms);
       }
+      ++target;
       std::lock_guard<std::mutex> lock(mu_);
       posted_.push_back(std::move(p));
     }
+  }
+
+  struct Outcome {
+    int duplicate_after_kill = 0;  // 200 duplicate for a post whose first answer was cut off
+    int redeliveries = 0;          // deliveries of an outbox row after its first
+  };
+
+  // Once everything is forwarded and sent: every answered webhook is one inbox row, processed,
+  // and exactly one outbox row; each aggregate's events are in the outbox in posting order (the
+  // key order) and reach the receiver in that order.
+  Outcome CheckEveryWebhookIsOneOutboxRowInAggregateOrder() {
+    // Every answered webhook is one inbox row, processed; nothing else is in the inbox.
+    std::map<std::string, Posted> by_key;
+    int accepted = 0, duplicate_after_kill = 0;
+    for (const Posted& p : posted_) {
+      EXPECT_TRUE(by_key.emplace(p.key, p).second) << p.key;
+      (p.status == 202 ? accepted : duplicate_after_kill)++;
+    }
+    EXPECT_GT(accepted, 300);
+    std::map<std::string, std::string> inbox_id_of;  // idempotency key -> inbox id
+    for (const auto& r : pg_->Query("SELECT idempotency_key, id, state FROM inbox")) {
+      EXPECT_EQ(r[2], "processed") << r[0];
+      EXPECT_TRUE(by_key.count(r[0])) << "an inbox row nobody posted: " << r[0];
+      inbox_id_of[r[0]] = r[1];
+    }
+    EXPECT_EQ(inbox_id_of.size(), posted_.size());
+    for (const auto& [key, p] : by_key) {
+      if (p.status == 202) {
+        EXPECT_EQ(inbox_id_of[key], p.message_id) << key;
+      }
+    }
+
+    // Exactly one outbox row per inbox row; per aggregate, in posting order by the key's sequence.
+    std::map<std::string, int> outbox_rows_of;  // inbox id -> outbox rows
+    std::map<std::string, int> last_seq;        // aggregate -> seq of its last outbox row
+    std::map<std::string, std::string> aggregate_of_outbox;  // outbox id -> aggregate
+    for (const auto& r :
+         pg_->Query("SELECT headers->>'x-inbox-id', key, payload->>'seq', id, "
+                    "headers->>'x-idempotency-key' FROM outbox ORDER BY sequence")) {
+      ++outbox_rows_of[r[0]];
+      const Posted& p = by_key[r[4]];
+      EXPECT_EQ(r[1], p.aggregate) << "the outbox key is the aggregate id";
+      const int seq = std::stoi(r[2]);
+      EXPECT_EQ(seq, p.seq);
+      auto [it, first] = last_seq.emplace(r[1], seq);
+      if (!first) {
+        EXPECT_EQ(seq, it->second + 1) << "aggregate " << r[1] << " out of posting order";
+        it->second = seq;
+      } else {
+        EXPECT_EQ(seq, 0) << "aggregate " << r[1] << " starts at its first event";
+      }
+      aggregate_of_outbox[r[3]] = r[1];
+    }
+    EXPECT_EQ(outbox_rows_of.size(), inbox_id_of.size());
+    for (const auto& [key, inbox_id] : inbox_id_of) {
+      EXPECT_EQ(outbox_rows_of[inbox_id], 1) << "inbox row " << inbox_id << " (" << key << ")";
+    }
+
+    // The receiver got every outbox row at least once, per aggregate in order (a redelivery after a
+    // kill repeats a row already delivered, never one ahead of it).
+    std::map<std::string, int> delivered_seq;  // aggregate -> last seq delivered first-time
+    std::set<std::string> seen;
+    int redeliveries = 0;
+    for (const auto& req : receiver_.Requests()) {
+      const std::string id = req.Header("X-Message-Id");
+      EXPECT_TRUE(aggregate_of_outbox.count(id)) << "unknown outbox id " << id;
+      if (!aggregate_of_outbox.count(id)) continue;
+      const std::string& aggregate = aggregate_of_outbox[id];
+      const int seq = nlohmann::json::parse(req.body)["seq"];
+      if (!seen.insert(id).second) {
+        ++redeliveries;
+        EXPECT_LE(seq, delivered_seq[aggregate]) << aggregate;
+        continue;
+      }
+      auto [it, first] = delivered_seq.emplace(aggregate, seq);
+      if (!first) {
+        EXPECT_EQ(seq, it->second + 1) << "aggregate " << aggregate << " delivered out of order";
+        it->second = seq;
+      } else {
+        EXPECT_EQ(seq, 0) << "aggregate " << aggregate << " delivered out of order";
+      }
+    }
+    EXPECT_EQ(seen.size(), aggregate_of_outbox.size()) << "every outbox row arrives";
+    return {duplicate_after_kill, redeliveries};
   }
 
   size_t PostedCount() {
@@ -145,7 +236,7 @@ class InboxRelayE2ETest : public ::testing::Test {
   std::unique_ptr<TempPgDatabase> pg_;
   HttpReceiver receiver_;
   TempDir dir_;
-  int port_ = 0;
+  std::vector<int> ports_;  // the replicas' data ports
   std::mutex mu_;
   std::vector<Posted> posted_;
 };
@@ -157,11 +248,11 @@ class InboxRelayE2ETest : public ::testing::Test {
 // outbox key order) and reach the receiver in that order.
 TEST_F(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggregateOrder) {
   receiver_.SetDefaultResponse({204, "", "text/plain", {}, 5ms});
-  const std::string config = WriteConfig();
+  const std::string config = WriteConfig(0);
   std::string out;
   ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "migrate"}, {}, &out), 0) << out;
   auto relay = Start(config, "run-0");
-  ASSERT_TRUE(WaitFor([&] { return GetStatus(port_, "/health/ready") == 200; }, 30s))
+  ASSERT_TRUE(WaitFor([&] { return GetStatus(ports_[0], "/health/ready") == 200; }, 30s))
       << relay->Log();
 
   constexpr int kPosters = 4, kAggregatesPerPoster = 2, kKills = 3;
@@ -200,81 +291,66 @@ TEST_F(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   relay->Kill(SIGTERM);
   EXPECT_EQ(relay->Wait(20s), std::optional<int>(0)) << relay->Log();
 
-  // Every answered webhook is one inbox row, processed; nothing else is in the inbox.
-  std::map<std::string, Posted> by_key;
-  int accepted = 0, duplicate_after_kill = 0;
-  for (const Posted& p : posted_) {
-    EXPECT_TRUE(by_key.emplace(p.key, p).second) << p.key;
-    (p.status == 202 ? accepted : duplicate_after_kill)++;
-  }
-  ASSERT_GT(accepted, 300);
-  std::map<std::string, std::string> inbox_id_of;  // idempotency key -> inbox id
-  for (const auto& r : pg_->Query("SELECT idempotency_key, id, state FROM inbox")) {
-    EXPECT_EQ(r[2], "processed") << r[0];
-    EXPECT_TRUE(by_key.count(r[0])) << "an inbox row nobody posted: " << r[0];
-    inbox_id_of[r[0]] = r[1];
-  }
-  EXPECT_EQ(inbox_id_of.size(), posted_.size());
-  for (const auto& [key, p] : by_key) {
-    if (p.status == 202) {
-      EXPECT_EQ(inbox_id_of[key], p.message_id) << key;
-    }
-  }
-
-  // Exactly one outbox row per inbox row; per aggregate, in posting order by the key's sequence.
-  std::map<std::string, int> outbox_rows_of;  // inbox id -> outbox rows
-  std::map<std::string, int> last_seq;        // aggregate -> seq of its last outbox row
-  std::map<std::string, std::string> aggregate_of_outbox;  // outbox id -> aggregate
-  for (const auto& r : pg_->Query("SELECT headers->>'x-inbox-id', key, payload->>'seq', id, "
-                                  "headers->>'x-idempotency-key' FROM outbox ORDER BY sequence")) {
-    ++outbox_rows_of[r[0]];
-    const Posted& p = by_key[r[4]];
-    EXPECT_EQ(r[1], p.aggregate) << "the outbox key is the aggregate id";
-    const int seq = std::stoi(r[2]);
-    EXPECT_EQ(seq, p.seq);
-    auto [it, first] = last_seq.emplace(r[1], seq);
-    if (!first) {
-      EXPECT_EQ(seq, it->second + 1) << "aggregate " << r[1] << " out of posting order";
-      it->second = seq;
-    } else {
-      EXPECT_EQ(seq, 0) << "aggregate " << r[1] << " starts at its first event";
-    }
-    aggregate_of_outbox[r[3]] = r[1];
-  }
-  EXPECT_EQ(outbox_rows_of.size(), inbox_id_of.size());
-  for (const auto& [key, inbox_id] : inbox_id_of) {
-    EXPECT_EQ(outbox_rows_of[inbox_id], 1) << "inbox row " << inbox_id << " (" << key << ")";
-  }
-
-  // The receiver got every outbox row at least once, per aggregate in order (a redelivery after a
-  // kill repeats a row already delivered, never one ahead of it).
-  std::map<std::string, int> delivered_seq;  // aggregate -> last seq delivered first-time
-  std::set<std::string> seen;
-  int redeliveries = 0;
-  for (const auto& req : receiver_.Requests()) {
-    const std::string id = req.Header("X-Message-Id");
-    ASSERT_TRUE(aggregate_of_outbox.count(id)) << "unknown outbox id " << id;
-    const std::string& aggregate = aggregate_of_outbox[id];
-    const int seq = nlohmann::json::parse(req.body)["seq"];
-    if (!seen.insert(id).second) {
-      ++redeliveries;
-      EXPECT_LE(seq, delivered_seq[aggregate]) << aggregate;
-      continue;
-    }
-    auto [it, first] = delivered_seq.emplace(aggregate, seq);
-    if (!first) {
-      EXPECT_EQ(seq, it->second + 1) << "aggregate " << aggregate << " delivered out of order";
-      it->second = seq;
-    } else {
-      EXPECT_EQ(seq, 0) << "aggregate " << aggregate << " delivered out of order";
-    }
-  }
-  EXPECT_EQ(seen.size(), aggregate_of_outbox.size()) << "every outbox row arrives";
+  const Outcome outcome = CheckEveryWebhookIsOneOutboxRowInAggregateOrder();
   RecordProperty("webhooks", static_cast<int>(posted_.size()));
-  RecordProperty("duplicate_after_kill", duplicate_after_kill);
-  RecordProperty("redeliveries", redeliveries);
+  RecordProperty("duplicate_after_kill", outcome.duplicate_after_kill);
+  RecordProperty("redeliveries", outcome.redeliveries);
   RecordProperty("left_in_inbox", static_cast<int>(left_in_inbox));
   RecordProperty("left_processing", static_cast<int>(left_processing));
+}
+
+// S8 for the inbox relay: three replicas share the inbox and the outbox and take the webhooks in
+// turn; one replica after another is killed with SIGKILL while the stream is forwarded and
+// started again. The same outcome: every answered webhook is exactly one outbox row, each
+// aggregate in posting order in the outbox and at the receiver.
+TEST_F(InboxRelayE2ETest, S8_ReplicasKilledInTurnEveryWebhookIsOneOutboxRowInAggregateOrder) {
+  receiver_.SetDefaultResponse({204, "", "text/plain", {}, 5ms});
+  constexpr int kReplicas = 3, kPosters = 4, kAggregatesPerPoster = 2, kKills = 4;
+  std::string config[kReplicas];
+  for (int i = 0; i < kReplicas; ++i) config[i] = WriteConfig(i);
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config[0], "migrate"}, {}, &out), 0) << out;
+  std::unique_ptr<ChildProcess> replicas[kReplicas];
+  for (int i = 0; i < kReplicas; ++i) {
+    replicas[i] = Start(config[i], "r" + std::to_string(i));
+    ASSERT_TRUE(WaitFor([&] { return GetStatus(ports_[i], "/health/ready") == 200; }, 30s))
+        << replicas[i]->Log();
+  }
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> posters;
+  for (int i = 0; i < kPosters; ++i) {
+    posters.emplace_back([&, i] { Post(i, kAggregatesPerPoster, stop); });
+  }
+  int64_t forwarded = 0;
+  for (int kill = 0; kill < kKills; ++kill) {
+    ASSERT_TRUE(
+        WaitFor([&] { return Count("SELECT count(*) FROM outbox") >= forwarded + 60; }, 60s));
+    const int victim = kill % kReplicas;
+    replicas[victim]->Kill(SIGKILL);
+    ASSERT_TRUE(replicas[victim]->Wait(10s).has_value());
+    forwarded = Count("SELECT count(*) FROM outbox");
+    replicas[victim] =
+        Start(config[victim], "r" + std::to_string(victim) + "-" + std::to_string(kill));
+  }
+  const size_t posted_before = PostedCount();
+  EXPECT_TRUE(WaitFor([&] { return PostedCount() >= posted_before + 100; }, 60s));
+  stop = true;
+  for (auto& t : posters) t.join();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count("SELECT count(*) FROM inbox WHERE state <> 'processed'") == 0 &&
+               Count("SELECT count(*) FROM outbox WHERE state <> 'sent'") == 0;
+      },
+      60s));
+  for (auto& r : replicas) {
+    r->Kill(SIGTERM);
+    EXPECT_EQ(r->Wait(20s), std::optional<int>(0)) << r->Log();
+  }
+  const Outcome outcome = CheckEveryWebhookIsOneOutboxRowInAggregateOrder();
+  RecordProperty("webhooks", static_cast<int>(posted_.size()));
+  RecordProperty("duplicate_after_kill", outcome.duplicate_after_kill);
+  RecordProperty("redeliveries", outcome.redeliveries);
 }
 
 // The migrated inbox renamed, table and every column (a user's own schema, which
