@@ -579,6 +579,77 @@ TEST_F(QueueBoxExamplesTest, WebhookReceiverRuns) {
   EXPECT_EQ(receiver.RequestCount(), 1u);
 }
 
+// QueueBox's README quick start, unchanged: `docker compose -f docker-compose.yml --env-file
+// .env.example up` runs QueueBox with examples/queuebox.yml mounted (the compose's environment:
+// the three database variables and QUEUEBOX_CONFIG_FILE), PostgreSQL and the `receiver` service;
+// the `rabbitmq` service only with its profile. Then `curl /health` and the README's POST to
+// /inbox/stripe twice: 202, then 200 {"status":"duplicate"}; the file's comment says the first run
+// ends with the message delivered to the receiver (route payment.* -> webhook-api). Mapped: the
+// postgres host, the published port, http://receiver:8080 (a loopback receiver), and the absent
+// broker's host (a loopback port where nothing listens, not a name lookup). With the broker absent
+// /health answers 503 naming the destination (QueueBox C++ checks every configured destination);
+// started again with the broker present (the profile; the shared RabbitMQ), it answers 200.
+TEST_F(QueueBoxExamplesTest, ReadmeQuickStartPostsTwiceAndDelivers) {
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  Env env = Deployment("examples/queuebox.yml");
+  env["QUEUEBOX_DESTINATIONS_WEBHOOKAPI_BASEURL"] = receiver.BaseUrl();  // http://receiver:8080
+  env["QUEUEBOX_DESTINATIONS_EVENTSEXCHANGE_URL"] =                      // rabbitmq:5672, absent
+      "amqp://guest:guest@127.0.0.1:" + std::to_string(testing::UnusedLoopbackPort());
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"check-config"}, env, &out), 0) << out;
+  {
+    ChildProcess relay(kBinary, {}, env, dir_.File("relay.log"));
+    ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/live") == 200; }, 30s))
+        << relay.Log();
+    std::string health;
+    EXPECT_EQ(Get(http_port_, "/health", &health), 503) << health;
+    EXPECT_THAT(health, HasSubstr(R"("rabbitmq.events-exchange":{"status":"down"})"));
+    EXPECT_THAT(health, HasSubstr(R"("inbox-relay":{"status":"up"})"));
+
+    // The README's curl lines: -X POST, -H 'Content-Type: application/json', -d '<event>'.
+    const std::string event = R"({"id":"evt_1","type":"payment.succeeded"})";
+    httplib::Client c("127.0.0.1", http_port_);
+    c.set_read_timeout(10);
+    auto first = c.Post("/inbox/stripe", event, "application/json");
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->status, 202) << first->body;
+    const std::string id = nlohmann::json::parse(first->body).value("messageId", "");
+    EXPECT_EQ(id.size(), 36u) << first->body;
+    auto second = c.Post("/inbox/stripe", event, "application/json");
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->status, 200);
+    EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+
+    ASSERT_TRUE(receiver.WaitForRequests(1, 30s)) << relay.Log();
+    ReceivedRequest r = receiver.Requests()[0];
+    EXPECT_EQ(r.method, "POST");
+    EXPECT_EQ(r.target, "/webhook");
+    EXPECT_EQ(r.Header("X-Topic"), "payment.succeeded");
+    EXPECT_EQ(r.Header("x-inbox-id"), id);
+    EXPECT_EQ(r.Header("x-source"), "stripe");
+    EXPECT_EQ(r.Header("x-idempotency-key"), "evt_1");
+    EXPECT_EQ(nlohmann::json::parse(r.body), nlohmann::json::parse(event));
+    EXPECT_TRUE(WaitFor([&] { return pg_->Scalar("SELECT state FROM outbox") == "sent"; }, 30s));
+    EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM inbox"), "1");
+    EXPECT_EQ(pg_->Scalar("SELECT state FROM inbox"), "processed");
+    relay.Kill(SIGTERM);
+    EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+    EXPECT_EQ(receiver.RequestCount(), 1u);
+  }
+#if defined(QB_WITH_RABBITMQ)
+  std::string amqp_url;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_AMQP_URL", amqp_url);
+  env["QUEUEBOX_DESTINATIONS_EVENTSEXCHANGE_URL"] = amqp_url;  // `--profile rabbitmq`
+  ChildProcess relay(kBinary, {}, env, dir_.File("relay-rabbitmq.log"));
+  std::string health;
+  EXPECT_TRUE(WaitFor([&] { return Get(http_port_, "/health", &health) == 200; }, 30s))
+      << health << relay.Log();
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+#endif
+}
+
 #if defined(QB_WITH_NATS)
 // examples/nats-bridge runs unchanged (its smoke test): an order published to JetStream reaches
 // processed.orders through the inbox, the relay and the outbox. Mapped as its docker-compose.yml
