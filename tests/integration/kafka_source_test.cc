@@ -29,12 +29,14 @@
 #include "core/log.h"
 #include "testing/broker_servers.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
 namespace {
 
 using nlohmann::json;
+using ::queuebox::testing::LogCapture;
 using testing::DialectName;
 using ::testing::HasSubstr;
 
@@ -117,28 +119,6 @@ void ProduceOne(rd_kafka_t* producer, const std::string& topic, const Record& r)
     rd_kafka_headers_destroy(h);
   }
 }
-
-// Collects log lines (the WARN-per-outage checks).
-class LogLines {
- public:
-  LogLines() {
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogLines() { log::SetSinkForTesting(nullptr); }
-  int Count(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    int n = 0;
-    for (const auto& l : lines_) n += l.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -437,7 +417,7 @@ TEST(KafkaSourceSettingsTest, BadSettingsNameTheirKey) {
 
 // A SASL password reaches librdkafka (which attempts SASL) and never the logs.
 TEST(KafkaSourceSecretsTest, TheSaslPasswordNeverReachesTheLogs) {
-  LogLines logs;
+  LogCapture logs;
   testing::StoreDb db("sqlite");
   db.Create("");
   std::unique_ptr<OutboxStore> store = db.Open();
@@ -472,7 +452,7 @@ TEST(KafkaSourceSecretsTest, TheSaslPasswordNeverReachesTheLogs) {
 TEST(KafkaSourceOutageTest, DatabaseCutMidConsumptionLosesNothingAndCommitsOnlyStored) {
   std::string pg_url;
   QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
-  LogLines logs;
+  LogCapture logs;
   testing::StoreDb db("postgresql");
   db.Create(pg_url);
   const std::string direct = db.config().url;
@@ -571,7 +551,7 @@ TEST(KafkaSourceOutageTest, DatabaseCutMidConsumptionLosesNothingAndCommitsOnlyS
 // again, and records produced after the return are stored. A source started while every broker
 // is down reports unhealthy until one answers.
 TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
-  LogLines logs;
+  LogCapture logs;
   testing::StoreDb db("sqlite");
   db.Create("");
   std::unique_ptr<OutboxStore> store = db.Open();

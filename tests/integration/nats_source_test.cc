@@ -27,48 +27,17 @@
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/process.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
 namespace {
 
+using ::queuebox::testing::LogCapture;
 using ::queuebox::testing::WaitUntil;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-// Collects the log lines of the process while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogCapture() { log::SetSinkForTesting(nullptr); }
-  // Lines holding every one of `parts`.
-  int Count(std::initializer_list<std::string_view> parts) {
-    std::lock_guard<std::mutex> lock(mu_);
-    int n = 0;
-    for (const std::string& l : lines_) {
-      bool all = true;
-      for (std::string_view p : parts) all = all && l.find(p) != std::string::npos;
-      n += all ? 1 : 0;
-    }
-    return n;
-  }
-  std::string All() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (const std::string& l : lines_) out += l + "\n";
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // The port of a nats:// or postgresql:// URL on loopback.
 int PortOf(const std::string& url) {

@@ -29,12 +29,14 @@
 #include "store/open_store.h"
 #include "store/postgres/postgres_store.h"
 #include "testing/env.h"
+#include "testing/log_capture.h"
 #include "testing/pg.h"
 #include "testing/pg_server.h"
 
 namespace queuebox::store::capture {
 namespace {
 
+using ::queuebox::testing::LogCapture;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using testing::TempPgDatabase;
@@ -47,35 +49,6 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
   }
   return done();
 }
-
-// Collects the log lines of the test.
-class LogLines {
- public:
-  LogLines() {
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogLines() { log::SetSinkForTesting(nullptr); }
-  bool Has(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& l : lines_) {
-      if (l.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::string All() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (const auto& l : lines_) out += l + "\n";
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 std::string TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "qbcapture.XXXXXX").string();
@@ -246,7 +219,7 @@ TEST_F(PgCaptureTest, ARestartedEngineResumesFromTheRecordedPosition) {
 }
 
 TEST_F(PgCaptureTest, ASecondOwnerIsRefusedAndTheFirstKeepsWaking) {
-  LogLines logs;
+  LogCapture logs;
   PgCapture* owner = Streaming(Options("one"));
   ASSERT_NE(owner, nullptr);
   PgCapture* second = Start(Options("two"));
@@ -267,7 +240,7 @@ TEST_F(PgCaptureTest, ASecondOwnerIsRefusedAndTheFirstKeepsWaking) {
 }
 
 TEST_F(PgCaptureTest, StateFromAnotherInstanceOrAnEmptyVolumeNeedsRecovery) {
-  LogLines logs;
+  LogCapture logs;
   PgCapture* first = Streaming(Options());
   ASSERT_NE(first, nullptr);
   first->Stop();
@@ -302,7 +275,7 @@ TEST_F(PgCaptureTest, StateFromAnotherInstanceOrAnEmptyVolumeNeedsRecovery) {
 }
 
 TEST_F(PgCaptureTest, ADroppedSlotNeedsRecoveryEvenWhileStreaming) {
-  LogLines logs;
+  LogCapture logs;
   PgCapture* c = Streaming(Options());
   ASSERT_NE(c, nullptr);
   // End the sender and drop the slot before the engine reconnects.
@@ -344,7 +317,7 @@ TEST_F(PgCaptureTest, AMissingPublicationIsRetriedUntilItExists) {
 }
 
 TEST_F(PgCaptureTest, AStoppedCapturesSlotReportsTheWalItRetains) {
-  LogLines logs;
+  LogCapture logs;
   PgCapture* first = Streaming(Options());
   ASSERT_NE(first, nullptr);
   first->Stop();

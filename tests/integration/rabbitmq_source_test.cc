@@ -35,12 +35,14 @@
 #include "sources/rabbitmq/amqp_headers.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
 namespace {
 
 using nlohmann::json;
+using ::queuebox::testing::LogCapture;
 using sources::BrokerSource;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -171,39 +173,6 @@ class TestQueue {
   std::string queue_;
   amqp_connection_state_t c_ = nullptr;
   int port_ = 0;
-};
-
-// Log lines written while it lives.
-class LogCapture {
- public:
-  // `debug`: the DEBUG lines too (the reconnect attempts after the outage's one WARN).
-  explicit LogCapture(bool debug = false) {
-    if (debug) log::Init("json", "debug");
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogCapture() {
-    log::SetSinkForTesting(nullptr);
-    log::Init("json", "info");
-  }
-  int Count(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    int n = 0;
-    for (const auto& l : lines_) n += l.find(needle) != std::string::npos ? 1 : 0;
-    return n;
-  }
-  std::string All() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (const auto& l : lines_) out += l + "\n";
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
 };
 
 std::string UniqueQueue() {

@@ -21,12 +21,14 @@
 #include "core/log.h"
 #include "sources/http_source.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
 namespace {
 
 using nlohmann::json;
+using ::queuebox::testing::LogCapture;
 using testing::DialectName;
 using ::testing::HasSubstr;
 
@@ -112,43 +114,6 @@ std::string ToLowerAscii(std::string s) {
   for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   return s;
 }
-
-// Every log line written while it lives (log::SetSinkForTesting), parsed (the JSON format).
-class LogCapture {
- public:
-  LogCapture() {
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-    });
-  }
-  ~LogCapture() { log::SetSinkForTesting(nullptr); }
-  std::vector<std::string> Lines() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-  // The lines with this message.
-  std::vector<json> WithMessage(const std::string& message) const {
-    std::vector<json> out;
-    for (const std::string& line : Lines()) {
-      json j = json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("message", "") == message) out.push_back(j);
-    }
-    return out;
-  }
-  // Fails the test for each line holding one of `secrets`.
-  void ExpectNoneContains(const std::vector<std::string>& secrets) const {
-    for (const std::string& line : Lines()) {
-      for (const std::string& secret : secrets) {
-        EXPECT_EQ(line.find(secret), std::string::npos) << "'" << secret << "' logged: " << line;
-      }
-    }
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // Loads kSourcesYaml (plus `database`) through the real loader.
 Config LoadSources(const std::string& database_url) {
