@@ -255,7 +255,7 @@ std::unique_ptr<Destination> Nats(const std::string& url, const std::string& pre
   s.name = "nats";
   s.servers = url;
   s.subject = prefix + ".{{ topic }}";
-  s.timeout_ms = 1000;
+  s.timeout_ms = 5000;  // a loaded machine may answer a PubAck late
   return std::move(NatsDestination::Create(s)).value();
 }
 

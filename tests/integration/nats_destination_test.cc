@@ -11,10 +11,12 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/config_test_util.h"
@@ -249,6 +251,57 @@ TEST_F(NatsDestinationTest, StartsNotReadyWithoutAServer) {
   Status health = (*d)->Health();
   EXPECT_EQ(health.code(), StatusCode::kUnavailable);
   EXPECT_THAT(health.message(), ::testing::Not(HasSubstr("hunter2")));
+}
+
+// A PubAck that does not come costs only its own message: nats.c's per-message deadline
+// (jsPubOptions.MaxWait = timeoutMs) settles it as Retry, and another batch whose PubAck is
+// still on its way at that moment is delivered. (Clearing nats.c's whole pending list after a
+// timeout, as before, dropped that PubAck too: a stored message spent an attempt.) A core
+// subscriber stands in for the stream on two subjects and answers by hand: never for A, after
+// A's timeout for B.
+TEST_F(NatsDestinationTest, AMissingPubAckCostsOnlyItsOwnMessage) {
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url_.c_str()), NATS_OK);
+  natsSubscription* sub = nullptr;
+  const std::string silent = "qbsilent." + stream_;
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, nc, (silent + ".>").c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush(nc), NATS_OK);
+
+  NatsDestinationSettings s = Settings("unused");
+  s.subject_from = "key";
+  s.timeout_ms = 3000;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  auto next_reply = [&](const std::string& subject) {
+    natsMsg* m = nullptr;
+    EXPECT_EQ(natsSubscription_NextMsg(&m, sub, 10000), NATS_OK);
+    if (m == nullptr) return std::string();
+    EXPECT_EQ(natsMsg_GetSubject(m), subject);
+    std::string reply = natsMsg_GetReply(m) ? natsMsg_GetReply(m) : "";
+    natsMsg_Destroy(m);
+    return reply;
+  };
+  std::vector<Outcome> a_out, b_out;
+  std::thread a([&] { a_out = PublishAll(*d, {BrokerRow("pa-a", "t", silent + ".a", "{}")}); });
+  next_reply(silent + ".a");                                     // A is in flight; never answered
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // B's deadline 1.5 s after A's
+  std::thread b([&] { b_out = PublishAll(*d, {BrokerRow("pa-b", "t", silent + ".b", "{}")}); });
+  const std::string b_reply = next_reply(silent + ".b");
+  a.join();
+  ASSERT_EQ(a_out.size(), 1u);
+  EXPECT_EQ(a_out[0].kind, Outcome::Kind::kRetry) << a_out[0].error;
+  EXPECT_THAT(a_out[0].error, HasSubstr("no JetStream PubAck within 3000ms"));
+  EXPECT_THAT(a_out[0].error, ::testing::Not(HasSubstr("gave up")));  // nats.c's own timeout
+  // A has timed out; B's PubAck arrives now, within B's own deadline.
+  ASSERT_FALSE(b_reply.empty());
+  const std::string ack = R"({"stream":")" + stream_ + R"(","seq":1})";
+  ASSERT_EQ(natsConnection_PublishString(nc, b_reply.c_str(), ack.c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush(nc), NATS_OK);
+  b.join();
+  ASSERT_EQ(b_out.size(), 1u);
+  EXPECT_EQ(b_out[0].kind, Outcome::Kind::kDelivered) << b_out[0].error;
+  natsSubscription_Destroy(sub);
+  natsConnection_Destroy(nc);
 }
 
 // nats.c runs the disconnected and closed callbacks on its own thread after Close returned; a

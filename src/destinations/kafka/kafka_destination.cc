@@ -93,6 +93,10 @@ struct KafkaDestination::Producer {
   ~Producer() {
     if (rk == nullptr) return;
     rd_kafka_flush(rk, static_cast<int>(timeout_ms));
+    // What the flush did not deliver (brokers down): purged, and its delivery reports served
+    // here, so every message's Slot is freed (rd_kafka_destroy drops them without a report).
+    rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(rk, 5000);
     rd_kafka_destroy(rk);
   }
 

@@ -18,6 +18,8 @@ namespace queuebox {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How long past timeoutMs a batch still waits for nats.c's per-message timeouts.
+constexpr std::chrono::milliseconds kPubAckGrace{1000};
 
 std::string StatusText(natsStatus s) { return natsStatus_GetText(s); }
 
@@ -113,14 +115,101 @@ struct NatsDestination::Connection {
   }
 };
 
+// What a PubAck handler call said beside its outcome; PublishJetStream decides after the wait.
+enum class AckNote {
+  kNone,
+  kNoResponders,  // no responders: no stream covers the subject, or JetStream is out
+  kTimedOut,      // nats.c's per-message timeout (MaxWait): an outage if the connection was lost
+};
+
 struct NatsDestination::Batch {
-  explicit Batch(size_t n) : outcomes(n) {}
+  explicit Batch(size_t n) : outcomes(n), notes(n, AckNote::kNone) {}
   std::condition_variable cv;
-  std::vector<std::optional<Outcome>> outcomes;  // guarded by inflight_mu_
-  // Messages whose PubAck said "no responders" (guarded by inflight_mu_): decided after the wait
-  // by asking JetStream whether it answers at all (JetStreamOut).
-  std::vector<bool> no_responders = std::vector<bool>(outcomes.size());
-  size_t pending = 0;  // guarded by inflight_mu_
+  std::vector<std::optional<Outcome>> outcomes;  // guarded by AckRegistry::mu
+  std::vector<AckNote> notes;                    // guarded by AckRegistry::mu
+  size_t pending = 0;                            // guarded by AckRegistry::mu
+};
+
+struct NatsDestination::AckRegistry {
+  std::mutex mu;                                         // guards inflight and every Batch's fields
+  std::map<std::string, std::deque<InFlight>> inflight;  // Nats-Msg-Id -> waiting messages
+
+  // Settles the oldest in-flight message with this Nats-Msg-Id (none: its batch gave up on it).
+  void Settle(const std::string& msg_id, Outcome outcome, AckNote note = AckNote::kNone) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = inflight.find(msg_id);
+    if (it == inflight.end() || it->second.empty()) return;
+    InFlight f = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) inflight.erase(it);
+    if (!f.batch->outcomes[f.index]) {
+      f.batch->outcomes[f.index] = std::move(outcome);
+      f.batch->notes[f.index] = note;
+      --f.batch->pending;
+    }
+    f.batch->cv.notify_all();
+  }
+};
+
+// The PubAck handler's closure. nats.c runs the handler on the reply subscription's thread, and
+// destroying the subscription does not wait for a handler already running, so no closure is ever
+// freed (one small object per connection made); the handler reaches the registry only while the
+// destination still holds it.
+struct NatsDestination::AckTarget {
+  std::weak_ptr<AckRegistry> registry;
+  int max_error_body_bytes = 0;
+  int64_t timeout_ms = 0;
+
+  static AckTarget* New(std::weak_ptr<AckRegistry> registry, int max_chars, int64_t timeout_ms) {
+    static std::mutex mu;
+    static auto* all = new std::vector<std::unique_ptr<AckTarget>>();  // reachable: not a leak
+    auto target = std::make_unique<AckTarget>();
+    target->registry = std::move(registry);
+    target->max_error_body_bytes = max_chars;
+    target->timeout_ms = timeout_ms;
+    std::lock_guard<std::mutex> lock(mu);
+    all->push_back(std::move(target));
+    return all->back().get();
+  }
+
+  void OnPubAck(natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae) const {
+    std::shared_ptr<AckRegistry> acks = registry.lock();
+    if (!acks) return;  // the destination is gone
+    const char* id = nullptr;
+    natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
+    const std::string msg_id = id ? id : "";
+    if (pa != nullptr) {
+      acks->Settle(msg_id, Outcome::Delivered());
+      return;
+    }
+    const std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
+    const int max_chars = max_error_body_bytes;
+    if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS) {
+      acks->Settle(
+          msg_id,
+          Outcome::Retry(FailureReason(
+              "no JetStream stream covers subject '" + subject + "' (no responders)", max_chars)),
+          AckNote::kNoResponders);
+      return;
+    }
+    if (pae != nullptr && pae->Err == NATS_TIMEOUT) {
+      acks->Settle(
+          msg_id, Outcome::Retry("no JetStream PubAck within " + std::to_string(timeout_ms) + "ms"),
+          AckNote::kTimedOut);
+      return;
+    }
+    std::string reason = "JetStream publish to subject '" + subject + "' failed";
+    bool outage = false;
+    if (pae != nullptr) {
+      outage = IsOutageStatus(pae->Err) || IsOutageJsError(pae->ErrCode);
+      reason += ": " + StatusText(pae->Err);
+      if (pae->ErrText != nullptr) reason += std::string(" (") + pae->ErrText + ")";
+      if (pae->ErrCode != 0) reason += " [jerr " + std::to_string(pae->ErrCode) + "]";
+    }
+    reason = FailureReason(reason, max_chars);
+    acks->Settle(msg_id, outage ? Outcome::Unavailable(std::move(reason))
+                                : Outcome::Retry(std::move(reason)));
+  }
 };
 
 // ---- option table ------------------------------------------------------------------------------
@@ -170,7 +259,9 @@ DestinationType NatsDestinationType() {
 // ---- destination -------------------------------------------------------------------------------
 
 NatsDestination::NatsDestination(NatsDestinationSettings settings, AddressSpec subject)
-    : settings_(std::move(settings)), subject_(std::move(subject)) {}
+    : settings_(std::move(settings)),
+      subject_(std::move(subject)),
+      acks_(std::make_shared<AckRegistry>()) {}
 
 NatsDestination::~NatsDestination() { Stop(); }
 
@@ -255,38 +346,11 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
   jsOptions_Init(&jo);
   jo.PublishAsync.AckHandler = [](jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae,
                                   void* closure) {
-    auto* self = static_cast<NatsDestination*>(closure);
-    const char* id = nullptr;
-    natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
-    std::string msg_id = id ? id : "";
-    std::string subject = natsMsg_GetSubject(msg) ? natsMsg_GetSubject(msg) : "";
-    if (pa != nullptr) {
-      self->Settle(msg_id, Outcome::Delivered());
-    } else {
-      std::string reason;
-      bool outage = false;
-      if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS) {
-        reason = "no JetStream stream covers subject '" + subject + "' (no responders)";
-        self->Settle(msg_id,
-                     Outcome::Retry(FailureReason(reason, self->settings_.max_error_body_bytes)),
-                     /*no_responders=*/true);
-        natsMsg_Destroy(msg);
-        return;
-      } else if (pae != nullptr) {
-        outage = IsOutageStatus(pae->Err) || IsOutageJsError(pae->ErrCode);
-        reason = "JetStream publish to subject '" + subject + "' failed: " + StatusText(pae->Err);
-        if (pae->ErrText != nullptr) reason += std::string(" (") + pae->ErrText + ")";
-        if (pae->ErrCode != 0) reason += " [jerr " + std::to_string(pae->ErrCode) + "]";
-      } else {
-        reason = "JetStream publish to subject '" + subject + "' failed";
-      }
-      reason = FailureReason(reason, self->settings_.max_error_body_bytes);
-      self->Settle(msg_id, outage ? Outcome::Unavailable(std::move(reason))
-                                  : Outcome::Retry(std::move(reason)));
-    }
+    static_cast<const AckTarget*>(closure)->OnPubAck(msg, pa, pae);
     natsMsg_Destroy(msg);
   };
-  jo.PublishAsync.AckHandlerClosure = this;
+  jo.PublishAsync.AckHandlerClosure =
+      AckTarget::New(acks_, settings_.max_error_body_bytes, settings_.timeout_ms);
   jo.PublishAsync.MaxPending = 8192;
   jo.Wait = settings_.timeout_ms;
   if (settings_.jet_stream) {
@@ -324,21 +388,6 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
   if (!c.ok()) return c.status();
   conn_ = std::move(c).value();
   return conn_;
-}
-
-void NatsDestination::Settle(const std::string& msg_id, Outcome outcome, bool no_responders) {
-  std::lock_guard<std::mutex> lock(inflight_mu_);
-  auto it = inflight_.find(msg_id);
-  if (it == inflight_.end() || it->second.empty()) return;  // the batch gave up on it
-  InFlight f = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) inflight_.erase(it);
-  if (!f.batch->outcomes[f.index]) {
-    f.batch->outcomes[f.index] = std::move(outcome);
-    f.batch->no_responders[f.index] = no_responders;
-    --f.batch->pending;
-  }
-  f.batch->cv.notify_all();
 }
 
 namespace {
@@ -385,7 +434,7 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
                                        std::vector<std::optional<Outcome>>& outcomes) {
   auto state = std::make_shared<Batch>(batch.size());
   {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
+    std::lock_guard<std::mutex> lock(acks_->mu);
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
   const uint64_t disconnects = conn.signals->disconnects.load();
@@ -395,30 +444,31 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
   // A PubAck that did not come while the connection was lost (or lost meanwhile) is an outage;
   // one that did not come over a connection that stayed up is not known to be (Retry).
   auto lost = [&] { return !conn.connected() || conn.signals->disconnects.load() != disconnects; };
-  const bool timed_out = AwaitPubAcks(state, outcomes, lost);
-  bool any_no_responders = false;
+  AwaitPubAcks(state, outcomes, lost);
+  std::vector<AckNote> notes;
   {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    for (bool b : state->no_responders) any_no_responders = any_no_responders || b;
+    std::lock_guard<std::mutex> lock(acks_->mu);
+    notes = state->notes;
   }
-  if (any_no_responders && JetStreamOut(conn)) {
-    // No responders because JetStream itself does not answer (the server restarting, JetStream
-    // or the stream's leader down): the destination's fault, not a subject without a stream.
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    for (size_t i = 0; i < outcomes.size(); ++i) {
-      if (state->no_responders[i] && outcomes[i]) {
-        outcomes[i] = Outcome::Unavailable(
-            FailureReason("JetStream does not answer (no responders for subject of message " +
-                              batch[i].row->id + ")",
-                          settings_.max_error_body_bytes));
-      }
+  const bool any_no_responders =
+      std::find(notes.begin(), notes.end(), AckNote::kNoResponders) != notes.end();
+  const bool any_timed_out =
+      std::find(notes.begin(), notes.end(), AckNote::kTimedOut) != notes.end();
+  const bool jetstream_out = any_no_responders && JetStreamOut(conn);
+  const bool connection_lost = any_timed_out && lost();
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (!outcomes[i]) continue;
+    if (notes[i] == AckNote::kNoResponders && jetstream_out) {
+      // No responders because JetStream itself does not answer (the server restarting,
+      // JetStream or the stream's leader down): the destination's fault, not a subject without
+      // a stream.
+      outcomes[i] = Outcome::Unavailable(
+          FailureReason("JetStream does not answer (no responders for subject of message " +
+                            batch[i].row->id + ")",
+                        settings_.max_error_body_bytes));
+    } else if (notes[i] == AckNote::kTimedOut && connection_lost) {
+      outcomes[i] = Outcome::Unavailable(outcomes[i]->error + " (the NATS connection is lost)");
     }
-  }
-  if (timed_out) {
-    // Forget what nats.c still waits for, so its pending window does not fill up (a message of
-    // another batch caught here times out there and is retried; Nats-Msg-Id drops duplicates).
-    natsMsgList pending;
-    if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) natsMsgList_Destroy(&pending);
   }
 }
 
@@ -427,7 +477,7 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
   const int max_chars = settings_.max_error_body_bytes;
   const OutboxRow& row = *message.row;
   if (message.cancel_requested()) {  // lost while the messages before it were handed over
-    std::lock_guard<std::mutex> lock(inflight_mu_);
+    std::lock_guard<std::mutex> lock(acks_->mu);
     state->outcomes[index] = Outcome::Cancelled();
     return;
   }
@@ -446,43 +496,51 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
   natsMsg* m = failed ? nullptr : BuildMessage(subject, message, *headers, true, &reason);
   if (!failed && m == nullptr) failed = Outcome::Retry(FailureReason(reason, max_chars));
   if (failed) {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
+    std::lock_guard<std::mutex> lock(acks_->mu);
     state->outcomes[index] = std::move(failed);
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    inflight_[row.id].push_back(InFlight{state, index});
+    std::lock_guard<std::mutex> lock(acks_->mu);
+    acks_->inflight[row.id].push_back(InFlight{state, index});
     ++state->pending;
   }
-  natsStatus s = js_PublishMsgAsync(conn.js, &m, nullptr);
+  // The PubAck deadline is per message (nats.c settles it with NATS_TIMEOUT): a slow PubAck
+  // costs only its own message, never the other batches in flight on this connection.
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = settings_.timeout_ms;
+  natsStatus s = js_PublishMsgAsync(conn.js, &m, &po);
   natsMsg_Destroy(m);  // no-op when the library took it
   if (s != NATS_OK) {
     std::string why = FailureReason(
         "JetStream publish to subject '" + subject + "' failed: " + StatusText(s), max_chars);
-    Settle(row.id, IsOutageStatus(s) ? Outcome::Unavailable(std::move(why))
-                                     : Outcome::Retry(std::move(why)));
+    acks_->Settle(row.id, IsOutageStatus(s) ? Outcome::Unavailable(std::move(why))
+                                            : Outcome::Retry(std::move(why)));
   }
 }
 
 bool NatsDestination::AwaitPubAcks(const std::shared_ptr<Batch>& state,
                                    std::vector<std::optional<Outcome>>& outcomes,
                                    const std::function<bool()>& connection_lost) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.timeout_ms);
-  std::unique_lock<std::mutex> lock(inflight_mu_);
+  // nats.c's own timeout settles each message after timeoutMs; the grace covers its timer.
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(settings_.timeout_ms) + kPubAckGrace;
+  std::unique_lock<std::mutex> lock(acks_->mu);
   state->cv.wait_until(lock, deadline, [&] { return state->pending == 0; });
   bool timed_out = state->pending > 0;
   if (timed_out) {
     // Give up on the rest: drop them from the registry so a late PubAck is ignored.
-    for (auto it = inflight_.begin(); it != inflight_.end();) {
+    for (auto it = acks_->inflight.begin(); it != acks_->inflight.end();) {
       auto& q = it->second;
       q.erase(
           std::remove_if(q.begin(), q.end(), [&](const InFlight& f) { return f.batch == state; }),
           q.end());
-      it = q.empty() ? inflight_.erase(it) : std::next(it);
+      it = q.empty() ? acks_->inflight.erase(it) : std::next(it);
     }
     const bool lost = connection_lost();
-    std::string why = "no JetStream PubAck within " + std::to_string(settings_.timeout_ms) + "ms";
+    std::string why = "no JetStream PubAck within " + std::to_string(settings_.timeout_ms) +
+                      "ms (gave up waiting)";
     if (lost) why += " (the NATS connection is lost)";
     for (auto& outcome : state->outcomes) {
       if (!outcome) outcome = lost ? Outcome::Unavailable(why) : Outcome::Retry(why);

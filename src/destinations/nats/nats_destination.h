@@ -31,7 +31,12 @@
 //   CR, LF or NUL, a payload that is not JSON, a subject with an empty or wildcard token or
 //   whitespace.
 // Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
-//   to their message by Nats-Msg-Id through a registry of in-flight messages.
+//   to their message by Nats-Msg-Id through a registry of in-flight messages. Each message has
+//   its own PubAck deadline (timeoutMs, nats.c's jsPubOptions.MaxWait): a late PubAck costs
+//   only its own message, never the other batches in flight on the connection.
+// Teardown: Stop waits for nats.c's closed callback (its connection callbacks run on the
+//   library's thread after Close returns); the PubAck handler's closure is never freed and
+//   reaches the registry only while the destination holds it.
 //
 // Thread-safety: PublishBatch may run on several threads at once (nats.c is thread-safe; each
 // batch waits for its own messages only).
@@ -110,9 +115,10 @@ class NatsDestination final : public Destination {
   // outcome in `state` at once.
   void PublishAsync(Connection& conn, const OutboundMessage& message, size_t index,
                     const std::shared_ptr<Batch>& state);
-  // Waits up to timeoutMs for the batch's PubAcks and copies its outcomes out. True when it gave
-  // up on some: they are Retry and removed from inflight_, so a late PubAck is ignored.
-  // They are Unavailable when connection_lost() says so at that moment, else Retry.
+  // Waits for the batch's PubAcks and copies its outcomes out. nats.c times out each message on
+  // its own after timeoutMs (jsPubOptions.MaxWait); past that and a grace period the rest are
+  // given up: Retry, removed from the registry so a late PubAck is ignored, Unavailable when
+  // connection_lost() says so at that moment. True when it gave up on some.
   bool AwaitPubAcks(const std::shared_ptr<Batch>& state,
                     std::vector<std::optional<Outcome>>& outcomes,
                     const std::function<bool()>& connection_lost);
@@ -123,15 +129,16 @@ class NatsDestination final : public Destination {
   // Core NATS: publish every message, then one flush confirms them all.
   void PublishCore(Connection& conn, std::span<const OutboundMessage> batch,
                    std::vector<std::optional<Outcome>>& outcomes);
-  // PubAck callback target: settles the oldest in-flight message with this Nats-Msg-Id.
-  void Settle(const std::string& msg_id, Outcome outcome, bool no_responders = false);
 
   NatsDestinationSettings settings_;
   AddressSpec subject_;
   std::mutex mu_;  // guards conn_
   std::shared_ptr<Connection> conn_;
-  std::mutex inflight_mu_;  // guards inflight_ and every Batch's fields
-  std::map<std::string, std::deque<InFlight>> inflight_;  // Nats-Msg-Id -> waiting messages
+  // The messages waiting for a PubAck, by Nats-Msg-Id; shared with the PubAck handler, which
+  // nats.c may still run after this object is gone (AckTarget in the .cc).
+  struct AckRegistry;
+  struct AckTarget;
+  std::shared_ptr<AckRegistry> acks_;
 };
 
 }  // namespace queuebox
