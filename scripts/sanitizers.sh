@@ -18,9 +18,11 @@ JOBS=$(nproc)
 # Tests that run no C++ of ours (the npm JSONata package under Node): nothing to instrument.
 NOT_CXX='^transform_golden_node$'
 
+# A unity build, as scripts/test.sh (docs/testing.md, "Build time").
 configure() {  # dir sanitizers
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUEUEBOX_SANITIZE="$2" \
-    -DQUEUEBOX_BUILD_BENCH=OFF >/dev/null
+    -DQUEUEBOX_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD="${QB_UNITY_BUILD:-ON}" \
+    -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
 }
 
 # The executables ctest would run for a label regex and a name regex, so nothing else builds.

@@ -75,7 +75,7 @@ Status CheckConn(PGconn* conn) {
   return Status::Ok();
 }
 
-constexpr std::string_view kOutboxDdl = R"sql(
+constexpr std::string_view kPostgresOutboxDdl = R"sql(
 CREATE TABLE IF NOT EXISTS {t} (
   id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   queue TEXT NOT NULL,
@@ -105,7 +105,7 @@ CREATE INDEX IF NOT EXISTS {t}_expires_idx ON {t} (expires_at);
 Status CreatePostgresOutboxSchema(PGconn* conn, std::string_view table) {
   QB_RETURN_IF_ERROR(CheckConn(conn));
   QB_RETURN_IF_ERROR(CheckSqlIdentifier(table));
-  return ExecScript(conn, WithTable(kOutboxDdl, table), "create the outbox table");
+  return ExecScript(conn, WithTable(kPostgresOutboxDdl, table), "create the outbox table");
 }
 
 PostgresOutboxStore::PostgresOutboxStore(PGconn* conn, PostgresOutboxOptions options)

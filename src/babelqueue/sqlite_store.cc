@@ -55,7 +55,7 @@ Status RunToDone(sqlite3* db, sqlite3_stmt* s, std::string_view what) {
   return Status::Ok();
 }
 
-constexpr std::string_view kOutboxDdl = R"sql(
+constexpr std::string_view kSqliteOutboxDdl = R"sql(
 CREATE TABLE IF NOT EXISTS {t} (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   queue TEXT NOT NULL,
@@ -77,7 +77,8 @@ Status CreateSqliteOutboxSchema(sqlite3* db, std::string_view table) {
   if (db == nullptr) return queuebox::InvalidArgument("the SQLite connection is null");
   QB_RETURN_IF_ERROR(CheckSqlIdentifier(table));
   char* err = nullptr;
-  const int rc = sqlite3_exec(db, WithTable(kOutboxDdl, table).c_str(), nullptr, nullptr, &err);
+  const int rc =
+      sqlite3_exec(db, WithTable(kSqliteOutboxDdl, table).c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
     std::string text = std::string("create the outbox table: ") + (err ? err : "unknown error");
     sqlite3_free(err);

@@ -11,7 +11,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kBase[] =
+constexpr char kBreakerBase[] =
     "database:\n  url: /tmp/queuebox-test.db\n"
     "destinations:\n"
     "  billing:\n    type: http\n    baseUrl: https://billing.internal\n    path: /orders\n";
@@ -19,7 +19,7 @@ constexpr char kBase[] =
 class CircuitBreakerConfigTest : public testing::ConfigFileTest {};
 
 TEST_F(CircuitBreakerConfigTest, AbsentMeansTheDefaultsWithTheBreakerEnabled) {
-  Result<Config> c = Load(kBase);
+  Result<Config> c = Load(kBreakerBase);
   ASSERT_TRUE(c.ok()) << c.status().message();
   const CircuitBreakerConfig b =
       c->destinations.at("billing").circuit_breaker.value_or(CircuitBreakerConfig{});
@@ -30,7 +30,7 @@ TEST_F(CircuitBreakerConfigTest, AbsentMeansTheDefaultsWithTheBreakerEnabled) {
 }
 
 TEST_F(CircuitBreakerConfigTest, AGivenBlockIsReadWithDefaultsFilled) {
-  Result<Config> c = Load(std::string(kBase) +
+  Result<Config> c = Load(std::string(kBreakerBase) +
                           "    circuitBreaker:\n      failureThreshold: 5\n      openMs: 2000\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   const DestinationConfig& d = c->destinations.at("billing");
@@ -43,13 +43,13 @@ TEST_F(CircuitBreakerConfigTest, AGivenBlockIsReadWithDefaultsFilled) {
 }
 
 TEST_F(CircuitBreakerConfigTest, EnabledFalseRestoresQueueBoxBehaviour) {
-  Result<Config> c = Load(std::string(kBase) + "    circuitBreaker: {enabled: false}\n");
+  Result<Config> c = Load(std::string(kBreakerBase) + "    circuitBreaker: {enabled: false}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_FALSE(c->destinations.at("billing").circuit_breaker->enabled);
 }
 
 TEST_F(CircuitBreakerConfigTest, BadValuesAreReportedWithTheirPath) {
-  Result<Config> c = Load(std::string(kBase) +
+  Result<Config> c = Load(std::string(kBreakerBase) +
                           "    circuitBreaker: {failureThreshold: 0, halfOpenProbes: 0, "
                           "openMs: 0, enable: false}\n");
   ASSERT_FALSE(c.ok());

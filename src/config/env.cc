@@ -39,7 +39,7 @@ std::string PathText(const Path& p) {
   return out;
 }
 
-std::string Lower(std::string s) {
+std::string LowerName(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
@@ -97,7 +97,7 @@ std::string MapKey(const std::string& seg, const json* node) {
       if (NormalizeKey(it.key()) == NormalizeKey(seg)) return it.key();
     }
   }
-  return Lower(seg);
+  return LowerName(seg);
 }
 
 std::optional<size_t> Index(const std::string& seg) {

@@ -21,7 +21,7 @@ using nlohmann::ordered_json;
 
 constexpr char kMask[] = "***";
 
-std::string Lower(std::string_view s) {
+std::string LowerKey(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
@@ -185,7 +185,7 @@ ordered_json RenderRows(const OptionTable<S>& table, const S& s) {
 }  // namespace
 
 bool IsSecretHeaderName(std::string_view name) {
-  const std::string n = Lower(name);
+  const std::string n = LowerKey(name);
   return n == "authorization" || n == "proxy-authorization" || n == "cookie" || n == "set-cookie" ||
          ContainsAny(n, {"api-key", "apikey", "token", "secret", "password"});
 }

@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Env = std::map<std::string, std::string>;
 
-constexpr char kBase[] =
+constexpr char kTransformBase[] =
     "database:\n  url: /tmp/queuebox-test.db\n"
     "destinations:\n"
     "  billing:\n    type: http\n    baseUrl: https://billing.internal\n    path: /orders\n";
@@ -82,7 +82,7 @@ routes:
 }
 
 TEST_F(TransformConfigTest, DefaultsFillAGivenBlock) {
-  Result<Config> c = Load(std::string(kBase) +
+  Result<Config> c = Load(std::string(kTransformBase) +
                           "routes:\n  - topicPattern: '**'\n    destination: billing\n"
                           "    transform: {expression: '$'}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -94,18 +94,18 @@ TEST_F(TransformConfigTest, DefaultsFillAGivenBlock) {
 }
 
 TEST_F(TransformConfigTest, OnErrorNeedsTheExactCase) {
-  std::string m = Error(std::string(kBase) +
+  std::string m = Error(std::string(kTransformBase) +
                         "routes:\n  - topicPattern: '**'\n    destination: billing\n"
                         "    transform: {expression: '$', onError: fail}\n");
   EXPECT_THAT(m, HasSubstr("  - routes[0].transform.onError: must be one of Fail, Skip, Dead "
                            "(exact case); did you mean Fail?"));
-  m = Error(std::string(kBase) + "    transform: {expression: '$', onError: Retry}\n");
+  m = Error(std::string(kTransformBase) + "    transform: {expression: '$', onError: Retry}\n");
   EXPECT_THAT(m, HasSubstr("  - destinations.billing.transform.onError: must be one of Fail, "
                            "Skip, Dead, got 'Retry'"));
 }
 
 TEST_F(TransformConfigTest, BadBlocksAreReportedWithTheirPath) {
-  std::string m = Error(std::string(kBase) +
+  std::string m = Error(std::string(kTransformBase) +
                         "    transform: {timeoutMs: 0, maxDepth: -1}\n"
                         "routes:\n  - topicPattern: '**'\n    destination: billing\n"
                         "    transform: {expression: '$', timeout: 5}\n"
@@ -123,16 +123,16 @@ TEST_F(TransformConfigTest, BadBlocksAreReportedWithTheirPath) {
 }
 
 TEST_F(TransformConfigTest, EnvironmentSetsTransformKeys) {
-  Result<Config> c =
-      Load(std::string(kBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
-           // A list set by variables replaces the YAML list, so the route is set whole.
-           {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
-            {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
-            {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "{'id': $messageId}"},
-            {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "Skip"},
-            {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_EXPRESSION", "$"},
-            {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_TIMEOUTMS", "250"},
-            {"QUEUEBOX_ADMIN_MAXTRANSFORMTIMEOUTMS", "2000"}});
+  Result<Config> c = Load(
+      std::string(kTransformBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
+      // A list set by variables replaces the YAML list, so the route is set whole.
+      {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
+       {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
+       {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "{'id': $messageId}"},
+       {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "Skip"},
+       {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_EXPRESSION", "$"},
+       {"QUEUEBOX_DESTINATIONS_BILLING_TRANSFORM_TIMEOUTMS", "250"},
+       {"QUEUEBOX_ADMIN_MAXTRANSFORMTIMEOUTMS", "2000"}});
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_TRUE(c->routes[0].transform.has_value());
   EXPECT_EQ(c->routes[0].transform->expression, "{'id': $messageId}");
@@ -141,18 +141,18 @@ TEST_F(TransformConfigTest, EnvironmentSetsTransformKeys) {
   EXPECT_EQ(c->destinations.at("billing").transform->timeout_ms, 250);
   EXPECT_EQ(c->admin.max_transform_timeout_ms, 2000);
 
-  std::string m =
-      Error(std::string(kBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
-            {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
-             {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
-             {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "$"},
-             {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
+  std::string m = Error(
+      std::string(kTransformBase) + "routes:\n  - topicPattern: '**'\n    destination: billing\n",
+      {{"QUEUEBOX_ROUTES_0_TOPICPATTERN", "**"},
+       {"QUEUEBOX_ROUTES_0_DESTINATION", "billing"},
+       {"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION", "$"},
+       {"QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR", "dead"}});
   EXPECT_THAT(m, HasSubstr("routes[0].transform.onError"));
   EXPECT_THAT(m, HasSubstr("QUEUEBOX_ROUTES_0_TRANSFORM_ONERROR"));
 }
 
 TEST_F(TransformConfigTest, CheckConfigPrintsTheBlocks) {
-  Result<Config> c = Load(std::string(kBase) +
+  Result<Config> c = Load(std::string(kTransformBase) +
                           "    transform: {expression: '$merge([$, {\"at\": $timestamp}])'}\n"
                           "routes:\n  - topicPattern: '**'\n    destination: billing\n"
                           "    transform: {expression: 'id', onError: Dead}\n");

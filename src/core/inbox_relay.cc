@@ -21,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-class NoopObserver : public InboxRelayObserver {};
+class NoopInboxObserver : public InboxRelayObserver {};
 
 // The outbox's topic column: VARCHAR(255).
 constexpr size_t kMaxTopicChars = 255;
@@ -49,7 +49,7 @@ size_t Characters(std::string_view text) {
   return n;
 }
 
-std::string_view Trim(std::string_view s) {
+std::string_view TrimBlanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -386,7 +386,7 @@ class InboxRelayImpl final : public InboxRelay {
   InboxRelayOptions options_;
   InboxRelayClaims* claims_;
   InboxOperations* operations_;
-  NoopObserver noop_;
+  NoopInboxObserver noop_;
   InboxRelayObserver* observer_;
 
   mutable std::mutex mu_;
@@ -439,7 +439,7 @@ std::string RenderInboxTopic(std::string_view tmpl, std::string_view source,
     if (tmpl.compare(i, 2, "{{") == 0) {
       size_t end = tmpl.find("}}", i + 2);
       if (end != std::string_view::npos) {
-        std::string_view name = Trim(tmpl.substr(i + 2, end - i - 2));
+        std::string_view name = TrimBlanks(tmpl.substr(i + 2, end - i - 2));
         if (name == "source") {
           out += source;
           i = end + 2;
@@ -454,7 +454,7 @@ std::string RenderInboxTopic(std::string_view tmpl, std::string_view source,
     }
     out += tmpl[i++];
   }
-  return std::string(Trim(out));
+  return std::string(TrimBlanks(out));
 }
 
 std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_id,

@@ -14,7 +14,7 @@ Status Malformed(std::string_view path, std::string_view why) {
   return InvalidArgument(std::string(path) + " is not a JSONPath: " + std::string(why));
 }
 
-std::string Trim(std::string_view s) {
+std::string TrimToString(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
@@ -24,7 +24,7 @@ std::string Trim(std::string_view s) {
 }  // namespace
 
 Result<JsonPath> JsonPath::Compile(std::string_view raw) {
-  const std::string text = Trim(raw);
+  const std::string text = TrimToString(raw);
   if (text.empty()) return Malformed(raw, "it is blank");
   JsonPath p;
   p.text_ = text;
@@ -68,7 +68,7 @@ Result<JsonPath> JsonPath::Compile(std::string_view raw) {
       } else {
         close = s.find(']', i);
         if (close == std::string_view::npos) return Malformed(text, "`]` is missing");
-        std::string inner = Trim(s.substr(i + 1, close - i - 1));
+        std::string inner = TrimToString(s.substr(i + 1, close - i - 1));
         if (inner == "*") return NotDefinite(text, "`[*]` names every element");
         if (!inner.empty() && inner[0] == '?') return NotDefinite(text, "a filter names many");
         if (inner.find(':') != std::string::npos) return NotDefinite(text, "a slice names many");
@@ -114,7 +114,7 @@ std::optional<std::string> JsonPath::Text(const nlohmann::json& document) const 
   if (v == nullptr) return std::nullopt;
   std::string out;
   if (v->is_string()) {
-    out = Trim(v->get_ref<const std::string&>());
+    out = TrimToString(v->get_ref<const std::string&>());
   } else if (v->is_number() || v->is_boolean()) {
     out = v->dump();
   } else {

@@ -16,7 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxKeyChars = 255;
 constexpr int kMaxBodyDepth = 1000;
 
 bool IsUtf8(std::string_view s) {

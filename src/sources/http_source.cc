@@ -24,8 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxKeyChars = 255;
-
 // One answer of a source route: status, JSON body (empty: none) and extra headers.
 struct Answer {
   int status = 500;

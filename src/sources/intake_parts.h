@@ -20,6 +20,9 @@
 
 namespace queuebox::sources {
 
+// The longest message key a source accepts, in characters (QueueBox rejects longer keys).
+inline constexpr size_t kMaxKeyChars = 255;
+
 // One token bucket per source (rateLimit.requestsPerMinute): `limit` tokens, all of them back
 // 60 s after the period began (QueueBox's rate limiter refills per period, not per client).
 class RateLimiter {

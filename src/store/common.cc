@@ -186,7 +186,6 @@ std::optional<int64_t> ParseInt(std::string_view text) {
 }  // namespace queuebox::store
 
 namespace queuebox::store {
-namespace {
 
 int64_t IntOr(const std::optional<std::string>& v, int64_t fallback) {
   if (!v.has_value()) return fallback;
@@ -194,6 +193,8 @@ int64_t IntOr(const std::optional<std::string>& v, int64_t fallback) {
 }
 
 std::string TextOr(const std::optional<std::string>& v) { return v.value_or(std::string()); }
+
+namespace {
 
 bool IsDigits(std::string_view s, size_t pos, size_t n) {
   if (pos + n > s.size()) return false;

@@ -61,6 +61,14 @@ int32_t MigrationChecksum(std::string_view sql);
 
 // Integer parse without exceptions; nullopt on anything that is not a whole number.
 std::optional<int64_t> ParseInt(std::string_view text);
+// A result column as an integer (`fallback` when NULL or not a whole number) or as text ("" when
+// NULL).
+int64_t IntOr(const std::optional<std::string>& v, int64_t fallback);
+std::string TextOr(const std::optional<std::string>& v);
+
+// The claim's window, in rows per row of the batch, in every store: twice the batch, so a few
+// blocked rows among the heads never cost the key walk (postgres/claim.sql) or the skip scan.
+inline constexpr int64_t kClaimWindowFactor = 2;
 
 // A bound statement parameter (NULL, integer or text) and a result row read as text.
 using SqlParam = std::variant<std::monostate, int64_t, std::string>;

@@ -21,8 +21,8 @@ using Kind = StageResult::Kind;
 
 // Loaded machines descheduled a trivial evaluation past 100 ms: tests that are not about the
 // timeout give a generous one.
-TransformConfig Block(std::string expression, std::string on_error = "Fail",
-                      int64_t timeout_ms = 10000) {
+TransformConfig StageBlock(std::string expression, std::string on_error = "Fail",
+                           int64_t timeout_ms = 10000) {
   TransformConfig b;
   b.expression = std::move(expression);
   b.on_error = std::move(on_error);
@@ -69,20 +69,21 @@ TEST(OnError, ExactCaseAndMetricLabels) {
 }
 
 TEST(CompileStage, ASyntaxErrorNamesTheKeyPathCodeAndPosition) {
-  Result<Stage> s = CompileStage(Block("Account.Order[0"), "routes[0].transform");
+  Result<Stage> s = CompileStage(StageBlock("Account.Order[0"), "routes[0].transform");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.status().message(),
             "routes[0].transform.expression: S0203 at position 15: Expected \"]\" before end of "
             "expression");
-  TransformConfig bad = Block("$");
+  TransformConfig bad = StageBlock("$");
   bad.on_error = "skip";
   EXPECT_THAT(CompileStage(bad, "destinations.x.transform").status().message(),
               HasSubstr("destinations.x.transform.onError: must be one of Fail, Skip, Dead"));
 }
 
 TEST(DeliveryBindings, AreTheRouteAndDestinationVariables) {
-  Stage s = MustCompile(Block("[$messageId, $topic, $attempt, $timestamp, $source, $headers]"));
+  Stage s =
+      MustCompile(StageBlock("[$messageId, $topic, $attempt, $timestamp, $source, $headers]"));
   StageResult r = ApplyDeliveryStages(&s, nullptr, Row());
   ASSERT_EQ(r.kind, Kind::kDeliver);
   // $source and $headers are not bound at these stages (no value: left out of the array).
@@ -93,8 +94,9 @@ TEST(DeliveryBindings, AreTheRouteAndDestinationVariables) {
 }
 
 TEST(ApplyDeliveryStages, TheDestinationStageReadsTheRouteOutput) {
-  Stage route = MustCompile(Block(R"({"id": orderId, "double": n * 2})"));
-  Stage dest = MustCompile(Block(R"({"data": $, "type": $topic})"), "destinations.d.transform");
+  Stage route = MustCompile(StageBlock(R"({"id": orderId, "double": n * 2})"));
+  Stage dest =
+      MustCompile(StageBlock(R"({"data": $, "type": $topic})"), "destinations.d.transform");
   StageResult r = ApplyDeliveryStages(&route, &dest, Row());
   ASSERT_EQ(r.kind, Kind::kDeliver);
   EXPECT_EQ(r.body, std::optional<std::string>(
@@ -106,7 +108,7 @@ TEST(ApplyDeliveryStages, TheDestinationStageReadsTheRouteOutput) {
 }
 
 TEST(ApplyDeliveryStages, NoValueDeliversNull) {
-  Stage route = MustCompile(Block("missing.field"));
+  Stage route = MustCompile(StageBlock("missing.field"));
   StageResult r = ApplyDeliveryStages(&route, nullptr, Row());
   ASSERT_EQ(r.kind, Kind::kDeliver);
   EXPECT_EQ(r.body, std::optional<std::string>("null"));
@@ -115,15 +117,15 @@ TEST(ApplyDeliveryStages, NoValueDeliversNull) {
 // Reference §8: Skip on a route delivers the outbox payload and the destination stage does not
 // run; Skip on a destination delivers the route's output.
 TEST(ApplyDeliveryStages, SkipPassesTheStagesInputOn) {
-  Stage failing_route = MustCompile(Block(R"(orderId + 1)", "Skip"));  // T2001
-  Stage dest = MustCompile(Block(R"({"wrapped": $})"), "destinations.d.transform");
+  Stage failing_route = MustCompile(StageBlock(R"(orderId + 1)", "Skip"));  // T2001
+  Stage dest = MustCompile(StageBlock(R"({"wrapped": $})"), "destinations.d.transform");
   StageResult r = ApplyDeliveryStages(&failing_route, &dest, Row());
   EXPECT_EQ(r.kind, Kind::kDeliver);
   EXPECT_EQ(r.body, std::nullopt);  // the row's payload as is
   EXPECT_EQ(r.failed_strategy, "skip");
 
-  Stage route = MustCompile(Block(R"({"id": orderId})"));
-  Stage failing_dest = MustCompile(Block(R"(id + 1)", "Skip"), "destinations.d.transform");
+  Stage route = MustCompile(StageBlock(R"({"id": orderId})"));
+  Stage failing_dest = MustCompile(StageBlock(R"(id + 1)", "Skip"), "destinations.d.transform");
   r = ApplyDeliveryStages(&route, &failing_dest, Row());
   EXPECT_EQ(r.kind, Kind::kDeliver);
   EXPECT_EQ(r.body, std::optional<std::string>(R"({"id":"1001"})"));
@@ -131,7 +133,7 @@ TEST(ApplyDeliveryStages, SkipPassesTheStagesInputOn) {
 }
 
 TEST(ApplyDeliveryStages, FailRetriesAndDeadDeadLetters) {
-  Stage fail = MustCompile(Block(R"(orderId + 1)", "Fail"));
+  Stage fail = MustCompile(StageBlock(R"(orderId + 1)", "Fail"));
   StageResult r = ApplyDeliveryStages(&fail, nullptr, Row());
   EXPECT_EQ(r.kind, Kind::kRetry);
   EXPECT_EQ(r.error,
@@ -139,8 +141,8 @@ TEST(ApplyDeliveryStages, FailRetriesAndDeadDeadLetters) {
             "evaluate to a number");
   EXPECT_EQ(r.failed_strategy, "fail");
 
-  Stage dead = MustCompile(Block(R"(orderId + 1)", "Dead"), "destinations.d.transform");
-  Stage route = MustCompile(Block("$"));
+  Stage dead = MustCompile(StageBlock(R"(orderId + 1)", "Dead"), "destinations.d.transform");
+  Stage route = MustCompile(StageBlock("$"));
   r = ApplyDeliveryStages(&route, &dead, Row());
   EXPECT_EQ(r.kind, Kind::kDead);
   EXPECT_EQ(r.error,
@@ -151,14 +153,14 @@ TEST(ApplyDeliveryStages, FailRetriesAndDeadDeadLetters) {
 
 // A timeout and a depth overflow are transform errors like any other.
 TEST(ApplyDeliveryStages, LimitsAreTransformErrors) {
-  Stage loop = MustCompile(Block("($f := function($x){ $f($x + 1) }; $f(0))", "Dead", 100));
+  Stage loop = MustCompile(StageBlock("($f := function($x){ $f($x + 1) }; $f(0))", "Dead", 100));
   StageResult r = ApplyDeliveryStages(&loop, nullptr, Row());
   EXPECT_EQ(r.kind, Kind::kDead);
   EXPECT_EQ(r.error,
             "Transform dead-lettered the message: D1012: The evaluation ran longer than 100 ms "
             "and was stopped");
 
-  TransformConfig deep = Block("($f := function($x){ $f($x + 1) + 1 }; $f(0))", "Fail");
+  TransformConfig deep = StageBlock("($f := function($x){ $f($x + 1) + 1 }; $f(0))", "Fail");
   deep.max_depth = 50;
   Stage recursion = MustCompile(deep);
   r = ApplyDeliveryStages(&recursion, nullptr, Row());
@@ -166,7 +168,7 @@ TEST(ApplyDeliveryStages, LimitsAreTransformErrors) {
   EXPECT_THAT(r.error, HasSubstr("Transform failed: D1011"));
 
   // The engine goes on.
-  Stage ok = MustCompile(Block("n"));
+  Stage ok = MustCompile(StageBlock("n"));
   EXPECT_EQ(ApplyDeliveryStages(&ok, nullptr, Row()).body, std::optional<std::string>("5"));
 }
 
@@ -175,14 +177,14 @@ Config TwoRoutesOneDestination() {
   DestinationConfig d;
   d.name = "partner";
   d.type = "http";
-  d.transform = Block(R"({"data": $})");
+  d.transform = StageBlock(R"({"data": $})");
   c.destinations["partner"] = d;
   DestinationConfig plain;
   plain.name = "plain";
   plain.type = "http";
   c.destinations["plain"] = plain;
   RouteConfig shaped{"order.*", "partner", {}, ""};
-  shaped.transform = Block(R"({"id": orderId})");
+  shaped.transform = StageBlock(R"({"id": orderId})");
   c.routes = {shaped, {"invoice.*", "partner", {}, ""}, {"**", "plain", {}, ""}};
   return c;
 }
@@ -221,9 +223,9 @@ TEST(DeliveryStages, EachRouteGetsItsStageAndItsDestinationsStage) {
 
 TEST(DeliveryStages, EveryBlockThatDoesNotCompileIsListed) {
   Config c = TwoRoutesOneDestination();
-  c.destinations["partner"].transform = Block(R"({"a": })");
-  c.routes[0].transform = Block("Account.Order[0");
-  c.routes[1].transform = Block("$", "Skip", 0);
+  c.destinations["partner"].transform = StageBlock(R"({"a": })");
+  c.routes[0].transform = StageBlock("Account.Order[0");
+  c.routes[1].transform = StageBlock("$", "Skip", 0);
   const std::string expected =
       "The configuration has 3 errors. Fix each one and start QueueBox again.\n"
       "  - destinations.partner.transform.expression: S0211 at position 7: The symbol \"}\" "

@@ -54,7 +54,7 @@ void ReplaceAll(std::string& text, const std::string& secret) {
 struct EasyDeleter {
   void operator()(CURL* e) const { curl_easy_cleanup(e); }
 };
-struct SlistDeleter {
+struct AuthSlistDeleter {
   void operator()(curl_slist* l) const { curl_slist_free_all(l); }
 };
 
@@ -277,7 +277,7 @@ Result<OAuth2TokenCache::Token> HttpAuth::FetchToken() const {
   if (oauth2_.scope) fields.emplace_back("scope", *oauth2_.scope);
   for (const auto& [k, v] : oauth2_.extra_params) fields.emplace_back(k, v);
   std::string form = FormEncode(easy.get(), fields);
-  std::unique_ptr<curl_slist, SlistDeleter> headers(
+  std::unique_ptr<curl_slist, AuthSlistDeleter> headers(
       curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded"));
   headers.reset(curl_slist_append(headers.release(), "Accept: application/json"));
   std::string body;

@@ -15,7 +15,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-nlohmann::json Block(nlohmann::json extra) {
+nlohmann::json KafkaBlock(nlohmann::json extra) {
   nlohmann::json b = {{"bootstrapServers", "127.0.0.1:9092"},
                       {"topic", "events"},
                       {"keyTemplate", "{{ key }}"},
@@ -25,37 +25,37 @@ nlohmann::json Block(nlohmann::json extra) {
   return b;
 }
 
-TEST(KafkaBlock, DefaultsAreValid) { EXPECT_THAT(ValidateKafkaBlock(Block({})), IsEmpty()); }
+TEST(KafkaBlock, DefaultsAreValid) { EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({})), IsEmpty()); }
 
 TEST(KafkaBlock, SaslNeedsMechanismUserAndPassword) {
   EXPECT_THAT(
-      ValidateKafkaBlock(Block(
+      ValidateKafkaBlock(KafkaBlock(
           {{"securityProtocol", "SASL_SSL"}, {"saslMechanism", "PLAIN"}, {"saslUsername", "u"}})),
       ElementsAre(HasSubstr("saslPassword: required when securityProtocol is SASL_SSL")));
-  EXPECT_EQ(ValidateKafkaBlock(Block({{"securityProtocol", "SASL_PLAINTEXT"}})).size(), 3u);
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"securityProtocol", "SASL_SSL"},
-                                        {"saslMechanism", "SCRAM-SHA-512"},
-                                        {"saslUsername", "u"},
-                                        {"saslPassword", "p"}})),
+  EXPECT_EQ(ValidateKafkaBlock(KafkaBlock({{"securityProtocol", "SASL_PLAINTEXT"}})).size(), 3u);
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"securityProtocol", "SASL_SSL"},
+                                             {"saslMechanism", "SCRAM-SHA-512"},
+                                             {"saslUsername", "u"},
+                                             {"saslPassword", "p"}})),
               IsEmpty());
   // SASL keys are not needed for SSL.
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"securityProtocol", "SSL"}})), IsEmpty());
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"securityProtocol", "SSL"}})), IsEmpty());
 }
 
 TEST(KafkaBlock, TimeoutBelow2000IsRefused) {
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"timeoutMs", 1999}})),
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"timeoutMs", 1999}})),
               ElementsAre(HasSubstr("timeoutMs: must be at least 2000")));
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"timeoutMs", 2000}})), IsEmpty());
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"timeoutMs", 2000}})), IsEmpty());
 }
 
 TEST(KafkaBlock, TemplatesAndTopicFrom) {
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"topic", "events.{{ region }}"}})),
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"topic", "events.{{ region }}"}})),
               ElementsAre(HasSubstr("topic: unknown placeholder '{{ region }}'")));
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"keyTemplate", "{{ id }}"}})),
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"keyTemplate", "{{ id }}"}})),
               ElementsAre(HasSubstr("keyTemplate: unknown placeholder '{{ id }}'")));
-  EXPECT_THAT(ValidateKafkaBlock(Block({{"topicFrom", "aggregateType"}})),
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock({{"topicFrom", "aggregateType"}})),
               ElementsAre(HasSubstr("topicFrom: 'aggregateType' is not a column")));
-  EXPECT_THAT(ValidateKafkaBlock(Block(
+  EXPECT_THAT(ValidateKafkaBlock(KafkaBlock(
                   {{"topic", "{{ payload.a.b }}.{{ data.c }}"}, {"topicFrom", "aggregate_type"}})),
               IsEmpty());
 }

@@ -15,7 +15,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-nlohmann::json Block(nlohmann::json extra) {
+nlohmann::json NatsBlock(nlohmann::json extra) {
   nlohmann::json b = {{"servers", "nats://127.0.0.1:4222"},
                       {"subject", "events"},
                       {"jetStream", true},
@@ -24,28 +24,28 @@ nlohmann::json Block(nlohmann::json extra) {
   return b;
 }
 
-TEST(NatsBlock, DefaultsAreValid) { EXPECT_THAT(ValidateNatsBlock(Block({})), IsEmpty()); }
+TEST(NatsBlock, DefaultsAreValid) { EXPECT_THAT(ValidateNatsBlock(NatsBlock({})), IsEmpty()); }
 
 TEST(NatsBlock, UsernameAndPasswordGoTogether) {
-  EXPECT_THAT(ValidateNatsBlock(Block({{"username", "u"}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"username", "u"}})),
               ElementsAre(HasSubstr("password: required when username is set")));
-  EXPECT_THAT(ValidateNatsBlock(Block({{"password", "p"}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"password", "p"}})),
               ElementsAre(HasSubstr("username: required when password is set")));
-  EXPECT_THAT(ValidateNatsBlock(Block({{"username", "u"}, {"password", "p"}})), IsEmpty());
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"username", "u"}, {"password", "p"}})), IsEmpty());
 }
 
 TEST(NatsBlock, TokenExcludesUsername) {
-  EXPECT_THAT(ValidateNatsBlock(Block({{"token", "t"}, {"username", "u"}, {"password", "p"}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"token", "t"}, {"username", "u"}, {"password", "p"}})),
               ElementsAre(HasSubstr("token: use either token or username and password")));
-  EXPECT_THAT(ValidateNatsBlock(Block({{"token", "t"}})), IsEmpty());
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"token", "t"}})), IsEmpty());
 }
 
 TEST(NatsBlock, SubjectTemplateColumnAndServers) {
-  EXPECT_THAT(ValidateNatsBlock(Block({{"subject", "a.{{ b }}"}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"subject", "a.{{ b }}"}})),
               ElementsAre(HasSubstr("subject: unknown placeholder '{{ b }}'")));
-  EXPECT_THAT(ValidateNatsBlock(Block({{"subjectFrom", "headers"}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"subjectFrom", "headers"}})),
               ElementsAre(HasSubstr("subjectFrom: 'headers' is not a column")));
-  EXPECT_THAT(ValidateNatsBlock(Block({{"servers", " , "}})),
+  EXPECT_THAT(ValidateNatsBlock(NatsBlock({{"servers", " , "}})),
               ElementsAre(HasSubstr("servers: needs at least one")));
 }
 

@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-nlohmann::json Block(nlohmann::json extra) {
+nlohmann::json RabbitmqBlock(nlohmann::json extra) {
   nlohmann::json b = {{"url", "amqp://guest:guest@127.0.0.1:5672/"},
                       {"exchange", "events"},
                       {"exchangeType", "topic"},
@@ -26,21 +26,25 @@ nlohmann::json Block(nlohmann::json extra) {
   return b;
 }
 
-TEST(RabbitMqBlock, DefaultsAreValid) { EXPECT_THAT(ValidateRabbitMqBlock(Block({})), IsEmpty()); }
+TEST(RabbitMqBlock, DefaultsAreValid) {
+  EXPECT_THAT(ValidateRabbitMqBlock(RabbitmqBlock({})), IsEmpty());
+}
 
 TEST(RabbitMqBlock, UrlMustBeAnAmqpUriAndIsNotEchoed) {
-  std::vector<std::string> p = ValidateRabbitMqBlock(Block({{"url", "http://u:s3cret@host/"}}));
+  std::vector<std::string> p =
+      ValidateRabbitMqBlock(RabbitmqBlock({{"url", "http://u:s3cret@host/"}}));
   ASSERT_THAT(p, ElementsAre(HasSubstr("url: not a valid AMQP URI")));
   EXPECT_THAT(p[0], Not(HasSubstr("s3cret")));
 }
 
 TEST(RabbitMqBlock, ExchangeTemplateAndColumn) {
-  EXPECT_THAT(ValidateRabbitMqBlock(Block({{"exchange", "{{ tenant }}.events"}})),
+  EXPECT_THAT(ValidateRabbitMqBlock(RabbitmqBlock({{"exchange", "{{ tenant }}.events"}})),
               ElementsAre(HasSubstr("exchange: unknown placeholder '{{ tenant }}'")));
-  EXPECT_THAT(ValidateRabbitMqBlock(Block({{"exchangeFrom", "aggregate-type"}})),
+  EXPECT_THAT(ValidateRabbitMqBlock(RabbitmqBlock({{"exchangeFrom", "aggregate-type"}})),
               ElementsAre(HasSubstr("exchangeFrom: 'aggregate-type' is not a column")));
   // Routing-key templates never stop the start (§7.6): unknown names render the default.
-  EXPECT_THAT(ValidateRabbitMqBlock(Block({{"routingKeyTemplate", "{{ region }}"}})), IsEmpty());
+  EXPECT_THAT(ValidateRabbitMqBlock(RabbitmqBlock({{"routingKeyTemplate", "{{ region }}"}})),
+              IsEmpty());
 }
 
 TEST(RabbitMqFactory, ErrorsNameTheDestinationAndKey) {

@@ -21,12 +21,6 @@ const NamedSql& Compiled() {
 
 std::string Bool(bool b) { return b ? "true" : "false"; }
 
-std::string TextOr(const std::optional<std::string>& v) { return v.value_or(std::string()); }
-
-int64_t IntOr(const std::optional<std::string>& v, int64_t fallback) {
-  return v.has_value() ? ParseInt(*v).value_or(fallback) : fallback;
-}
-
 }  // namespace
 
 const std::string& ClaimSqlTemplate() { return Compiled().sql(); }

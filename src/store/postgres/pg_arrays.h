@@ -5,6 +5,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,34 @@ inline bool IsUuid(const std::string& s) {
     }
   }
   return true;
+}
+
+// Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
+inline std::string Ts(const std::string& col) {
+  return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
+
+inline constexpr const char* kMs = " * interval '1 millisecond'";
+
+// A fence whose id or token is not a UUID can never match (QueueBox: a null token never
+// matches), so it is left out instead of failing the whole batch on the uuid cast.
+inline bool Matchable(const Fence& f) { return IsUuid(f.id) && IsUuid(f.claim_token); }
+
+// The items of a fenced batch write in id order. Each fenced UPDATE locks its rows in the order of
+// its arrays (the plan probes with them: docs/claim-plans.md, "Acknowledgement plan"), so one
+// order for every batch write keeps two of them that share rows (a lease renewal and an
+// acknowledgement of the same replica, on two pooled connections) from locking in opposite
+// orders and deadlocking, which PostgreSQL would break by failing one of them.
+template <typename T, typename FenceOf>
+std::vector<const T*> InIdOrder(std::span<const T> items, FenceOf fence_of) {
+  std::vector<const T*> out;
+  out.reserve(items.size());
+  for (const T& item : items) {
+    if (Matchable(fence_of(item))) out.push_back(&item);
+  }
+  std::sort(out.begin(), out.end(),
+            [&](const T* a, const T* b) { return fence_of(*a).id < fence_of(*b).id; });
+  return out;
 }
 
 // Replay's PostgreSQL forms (common.h BuildReplay / BuildInboxReplay): $n placeholders, array

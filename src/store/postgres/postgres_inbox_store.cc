@@ -11,16 +11,6 @@
 namespace queuebox::store {
 namespace {
 
-// Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
-std::string Ts(const std::string& col) {
-  return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
-}
-
-constexpr const char* kMs = " * interval '1 millisecond'";
-
-// The claim's window, in rows per row of the batch (ClaimTemplate).
-constexpr int64_t kClaimWindowFactor = 2;
-
 // A PostgreSQL array literal whose unset elements are NULL.
 std::string PgArrayOrNull(const std::vector<std::optional<std::string>>& items) {
   std::string out = "{";
@@ -40,25 +30,9 @@ std::string PgArrayOrNull(const std::vector<std::optional<std::string>>& items) 
   return out + "}";
 }
 
-bool Matchable(const Fence& f) { return IsUuid(f.id) && IsUuid(f.claim_token); }
-
-// The items of a fenced batch write in id order, so two writes sharing rows (a renewal and a
-// forward of one replica on two pooled connections) lock them in one order (postgres_store.cc).
-template <typename T, typename FenceOf>
-std::vector<const T*> InIdOrder(std::span<const T> items, FenceOf fence_of) {
-  std::vector<const T*> out;
-  out.reserve(items.size());
-  for (const T& item : items) {
-    if (Matchable(fence_of(item))) out.push_back(&item);
-  }
-  std::sort(out.begin(), out.end(),
-            [&](const T* a, const T* b) { return fence_of(*a).id < fence_of(*b).id; });
-  return out;
-}
-
 // UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
-std::string FencedUpdate(const std::string& set, const std::string& unnest,
-                         const std::string& names) {
+std::string FencedInboxUpdate(const std::string& set, const std::string& unnest,
+                              const std::string& names) {
   return "UPDATE {T} AS i SET " + set + " FROM unnest(" + unnest + ") AS f(" + names +
          ") WHERE i.{id} = f.qb_id AND i.{claim_token} = f.qb_token"
          " AND i.{state} = 'processing' AND i.{lease_expires_at} > clock_timestamp()"
@@ -415,7 +389,7 @@ Result<std::vector<std::string>> PostgresInboxStore::MarkDead(std::span<const De
     errors.push_back(o->error);
   }
   if (ids.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
+  static const std::string tmpl = FencedInboxUpdate(
       "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
       "{last_error} = f.qb_error",
       "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
@@ -433,8 +407,8 @@ Result<std::vector<std::string>> PostgresInboxStore::Renew(std::span<const Fence
   if (ids.empty()) return std::vector<std::string>{};
   QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
   static const std::string tmpl =
-      FencedUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
-                   "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
+      FencedInboxUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
+                        "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
   QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), lease_ms}));
   return FirstColumn(rows);
 }
@@ -453,7 +427,7 @@ Result<int64_t> PostgresInboxStore::ReclaimExpired() {
 }
 
 namespace {
-constexpr const char* kOldestPendingSql =
+constexpr const char* kOldestPendingInboxSql =
     "SELECT EXTRACT(EPOCH FROM clock_timestamp() - min({created_at}))::float8 FROM {T} "
     "WHERE {state} = 'pending' AND {consumption} = 'push'";
 }  // namespace
@@ -463,13 +437,13 @@ Result<InboxStats> PostgresInboxStore::Stats() {
                       Run("SELECT {source}, {state}, count(*) FROM {T} GROUP BY {source}, {state}",
                           {}, nullptr, PgConnection::Plan::kCached));
   QB_ASSIGN_OR_RETURN(SqlRows oldest,
-                      Run(kOldestPendingSql, {}, nullptr, PgConnection::Plan::kCached));
+                      Run(kOldestPendingInboxSql, {}, nullptr, PgConnection::Plan::kCached));
   return ToInboxStats(by_state, oldest);
 }
 
 Result<double> PostgresInboxStore::OldestPendingAgeSeconds() {
   QB_ASSIGN_OR_RETURN(SqlRows oldest,
-                      Run(kOldestPendingSql, {}, nullptr, PgConnection::Plan::kCached));
+                      Run(kOldestPendingInboxSql, {}, nullptr, PgConnection::Plan::kCached));
   return ToInboxStats({}, oldest).oldest_pending_age_seconds;
 }
 

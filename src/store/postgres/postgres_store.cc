@@ -22,21 +22,6 @@ void MigrationNotice(void* /*arg*/, const PGresult* res) {
   std::fputs(PQresultErrorMessage(res), stderr);
 }
 
-// Timestamps as ISO-8601 UTC text with microseconds, whatever the session's TimeZone.
-std::string Ts(const std::string& col) {
-  return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
-}
-
-constexpr const char* kMs = " * interval '1 millisecond'";
-
-// The claim's window, in rows per row of the batch: twice the batch, so a few blocked rows among
-// the heads never cost the key walk (claim.sql).
-constexpr int64_t kClaimWindowFactor = 2;
-
-// A fence whose id or token is not a UUID can never match (QueueBox: a null token never
-// matches), so it is left out instead of failing the whole batch on the uuid cast.
-bool Matchable(const Fence& f) { return IsUuid(f.id) && IsUuid(f.claim_token); }
-
 // UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
 std::string FencedUpdate(const std::string& set, const std::string& unnest,
                          const std::string& names) {
@@ -44,23 +29,6 @@ std::string FencedUpdate(const std::string& set, const std::string& unnest,
          ") WHERE o.{id} = f.qb_id AND o.{claim_token} = f.qb_token"
          " AND o.{state} = 'processing' AND o.{lease_expires_at} > clock_timestamp()"
          " RETURNING o.{id}::text";
-}
-
-// The items of a fenced batch write in id order. Each fenced UPDATE locks its rows in the order of
-// its arrays (the plan probes with them: docs/claim-plans.md, "Acknowledgement plan"), so one
-// order for every batch write keeps two of them that share rows (a lease renewal and an
-// acknowledgement of the same replica, on two pooled connections) from locking in opposite
-// orders and deadlocking, which PostgreSQL would break by failing one of them.
-template <typename T, typename FenceOf>
-std::vector<const T*> InIdOrder(std::span<const T> items, FenceOf fence_of) {
-  std::vector<const T*> out;
-  out.reserve(items.size());
-  for (const T& item : items) {
-    if (Matchable(fence_of(item))) out.push_back(&item);
-  }
-  std::sort(out.begin(), out.end(),
-            [&](const T* a, const T* b) { return fence_of(*a).id < fence_of(*b).id; });
-  return out;
 }
 
 }  // namespace

@@ -15,15 +15,12 @@ namespace queuebox::store {
 namespace {
 
 // SQLite's clock, as the text every timestamp column holds.
-constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+constexpr const char* kSqliteNow = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 // A random lowercase UUID v4, made in SQL (the id default of V2).
-constexpr const char* kNewUuid =
+constexpr const char* kSqliteNewUuid =
     "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || "
     "substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || "
     "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
-
-// The claim's window, in rows per row of the batch (ClaimTemplate).
-constexpr int64_t kClaimWindowFactor = 2;
 
 // `time` plus `ms_expr` milliseconds, as timestamp text.
 std::string Plus(const std::string& time, const std::string& ms_expr) {
@@ -31,32 +28,32 @@ std::string Plus(const std::string& time, const std::string& ms_expr) {
          ") / 1000.0))";
 }
 
-std::string ToJson(const nlohmann::json& j) {
+std::string BatchJson(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-nlohmann::json FenceJson(const Fence& f) {
+nlohmann::json InboxFenceJson(const Fence& f) {
   return nlohmann::json{{"id", f.id}, {"token", f.claim_token}};
 }
 
 // UPDATE ... FROM the JSON batch ?1, fenced by id, token, state and an unexpired lease.
-std::string FencedUpdate(const std::string& set) {
+std::string SqliteFencedInboxUpdate(const std::string& set) {
   return "UPDATE {T} SET " + set +
          " FROM (SELECT json_extract(value, '$.id') AS qb_id,"
          " json_extract(value, '$.token') AS qb_token,"
          " json_extract(value, '$.error') AS qb_error FROM json_each(?1)) AS qb_f"
          " WHERE {T}.{id} = qb_f.qb_id AND {T}.{claim_token} = qb_f.qb_token"
          " AND {T}.{state} = 'processing' AND {T}.{lease_expires_at} > " +
-         std::string(kNow) + " RETURNING {id}";
+         std::string(kSqliteNow) + " RETURNING {id}";
 }
 
-// The claim: PostgreSQL's (postgres_inbox_store.cc, ClaimTemplate) in SQLite's terms. The rowid
-// breaks ties of equal times (rows one statement stored). SQLite has no LATERAL: each
+// The claim: PostgreSQL's (postgres_inbox_store.cc, SqliteClaimTemplate) in SQLite's terms. The
+// rowid breaks ties of equal times (rows one statement stored). SQLite has no LATERAL: each
 // aggregate's head is a correlated subquery over idx_inbox_push_head. The fallback's reads are
 // gated by their LIMIT (0 when the gate is closed), which SQLite evaluates once, as the outbox
 // claim does (sqlite_store.cc). BEGIN IMMEDIATE serialises claimers. `tail` follows the CTEs:
-// ClaimTail (the two-step claim) or ForwardDueTail.
-std::string ClaimTemplate(const std::string& tail) {
+// SqliteClaimTail (the two-step claim) or SqliteForwardDueTail.
+std::string SqliteClaimTemplate(const std::string& tail) {
   const std::string pending_push = "{consumption} = 'push' AND {state} = 'pending'";
   const std::string order = "qb_at, qb_created, qb_r";
   auto not_busy = [](const std::string& agg) {
@@ -67,7 +64,7 @@ std::string ClaimTemplate(const std::string& tail) {
   return "WITH RECURSIVE "
          "qb_window AS MATERIALIZED (SELECT rowid AS qb_r, {aggregate_id} AS qb_agg, "
          "{scheduled_at} AS qb_at, {created_at} AS qb_created FROM {T} WHERE " +
-         pending_push + " AND {scheduled_at} <= " + kNow +
+         pending_push + " AND {scheduled_at} <= " + kSqliteNow +
          " ORDER BY {scheduled_at}, {created_at}, rowid LIMIT ?3), "
          "qb_fast AS MATERIALIZED (SELECT qb_r, qb_at, qb_created FROM (SELECT w.*, "
          "row_number() OVER (PARTITION BY coalesce(w.qb_agg, '#' || w.qb_r) ORDER BY " +
@@ -88,9 +85,9 @@ std::string ClaimTemplate(const std::string& tail) {
          "qb_slow (qb_r) AS (SELECT qb_r FROM (SELECT t.rowid AS qb_r, t.{scheduled_at} AS "
          "qb_at, t.{created_at} AS qb_created FROM qb_heads AS hd JOIN {T} AS t ON t.rowid = "
          "hd.qb_r WHERE t.{scheduled_at} <= " +
-         kNow + " AND " + not_busy("hd.qb_agg") +
+         kSqliteNow + " AND " + not_busy("hd.qb_agg") +
          " UNION ALL SELECT * FROM (SELECT rowid, {scheduled_at}, {created_at} FROM {T} WHERE " +
-         pending_push + " AND {aggregate_id} IS NULL AND {scheduled_at} <= " + kNow +
+         pending_push + " AND {aggregate_id} IS NULL AND {scheduled_at} <= " + kSqliteNow +
          " ORDER BY {scheduled_at}, {created_at}, rowid LIMIT ?1 * " + gate + ")) ORDER BY " +
          order +
          " LIMIT ?1), "
@@ -99,16 +96,17 @@ std::string ClaimTemplate(const std::string& tail) {
 }
 
 // The picked rows claimed under a lease of ?2 ms.
-std::string ClaimTail() {
-  return std::string("UPDATE {T} SET {state} = 'processing', {claimed_at} = ") + kNow +
-         ", {claim_token} = " + kNewUuid + ", {lease_expires_at} = " + Plus(kNow, "?2") +
+std::string SqliteClaimTail() {
+  return std::string("UPDATE {T} SET {state} = 'processing', {claimed_at} = ") + kSqliteNow +
+         ", {claim_token} = " + kSqliteNewUuid +
+         ", {lease_expires_at} = " + Plus(kSqliteNow, "?2") +
          " WHERE rowid IN (SELECT qb_r FROM qb_pick) RETURNING {id}, {source}, "
          "{idempotency_key}, {aggregate_id}, {event_type}, {correlation_id}, {headers}, "
          "{attempt}, {claim_token}, {created_at}, {scheduled_at}, rowid";
 }
 
 // The picked rows, unchanged (ForwardDue's transaction holds the database); ?2 is unused.
-std::string ForwardDueTail() {
+std::string SqliteForwardDueTail() {
   return "SELECT {id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
          "{correlation_id}, {headers}, {attempt}, NULL, {created_at}, {scheduled_at}, rowid "
          "FROM {T} WHERE rowid IN (SELECT qb_r FROM qb_pick)";
@@ -146,13 +144,13 @@ std::string StoreTemplate() {
   return "INSERT INTO {T} ({id}, {source}, {idempotency_key}, {aggregate_id}, {event_type}, "
          "{correlation_id}, {payload}, {headers}, {consumption}, {state}, {last_error}, "
          "{created_at}, {scheduled_at}) SELECT COALESCE(" +
-         field("id") + ", " + kNewUuid + "), " + field("source") + ", " + field("key") + ", " +
-         field("agg") + ", " + field("event") + ", " + field("corr") + ", " + field("payload") +
-         ", " + field("headers") + ", " + field("consumption") + ", " + field("state") + ", " +
-         field("error") + ", " + kNow + ", CASE WHEN " + field("state") + " = 'dead' THEN " + kNow +
-         " WHEN " + field("publish") + " IS NOT NULL THEN " +
-         Plus("min(" + publish + ", " + kNow + ")", field("delay")) + " ELSE " +
-         Plus(kNow, field("delay")) +
+         field("id") + ", " + kSqliteNewUuid + "), " + field("source") + ", " + field("key") +
+         ", " + field("agg") + ", " + field("event") + ", " + field("corr") + ", " +
+         field("payload") + ", " + field("headers") + ", " + field("consumption") + ", " +
+         field("state") + ", " + field("error") + ", " + kSqliteNow + ", CASE WHEN " +
+         field("state") + " = 'dead' THEN " + kSqliteNow + " WHEN " + field("publish") +
+         " IS NOT NULL THEN " + Plus("min(" + publish + ", " + kSqliteNow + ")", field("delay")) +
+         " ELSE " + Plus(kSqliteNow, field("delay")) +
          " END FROM json_each(?1) AS m ORDER BY m.key ON CONFLICT DO NOTHING RETURNING {id}, "
          "{source}, {idempotency_key}";
 }
@@ -166,7 +164,7 @@ std::string SqliteInboxStore::Sql(std::string_view tmpl) const {
 }
 
 std::string SqliteInboxStore::ClaimSql(const DatabaseConfig& config) {
-  static const std::string tmpl = ClaimTemplate(ClaimTail());
+  static const std::string tmpl = SqliteClaimTemplate(SqliteClaimTail());
   return RenderInboxSql(tmpl, config);
 }
 
@@ -200,7 +198,7 @@ Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
     items.push_back(std::move(j));
   }
   static const std::string tmpl = StoreTemplate();
-  QB_ASSIGN_OR_RETURN(SqlRows rows, outbox_.Write(Sql(tmpl), {ToJson(items)}));
+  QB_ASSIGN_OR_RETURN(SqlRows rows, outbox_.Write(Sql(tmpl), {BatchJson(items)}));
   std::map<std::pair<std::string, std::string>, std::string> inserted;
   for (const SqlRow& r : rows) {
     if (r.size() < 3 || !r[0] || !r[1] || !r[2])
@@ -231,14 +229,14 @@ Result<std::vector<ClaimedInboxRow>> SqliteInboxStore::ClaimPush(int limit, int6
 
 Result<InboxForwardDue> SqliteInboxStore::ForwardDue(int limit, const InboxForwardPlanner& plan) {
   QB_RETURN_IF_ERROR(ValidateClaim(limit, 1));
-  static const std::string claim_tmpl = ClaimTemplate(ForwardDueTail());
+  static const std::string claim_tmpl = SqliteClaimTemplate(SqliteForwardDueTail());
   // Each row `processed` or `dead` (?1: the plans, ?2 unused), then the outbox rows of the
   // processed ones in claim order.
   static const std::string mark_tmpl =
       std::string(
           "UPDATE {T} SET {state} = CASE WHEN qb_f.qb_error IS NULL THEN 'processed' "
           "ELSE 'dead' END, {processed_at} = CASE WHEN qb_f.qb_error IS NULL THEN ") +
-      kNow + " END, {claimed_at} = CASE WHEN qb_f.qb_error IS NULL THEN " + kNow +
+      kSqliteNow + " END, {claimed_at} = CASE WHEN qb_f.qb_error IS NULL THEN " + kSqliteNow +
       " END, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} = "
       "COALESCE(qb_f.qb_error, {T}.{last_error}) FROM (SELECT json_extract(value, '$.id') AS "
       "qb_id, json_extract(value, '$.error') AS qb_error FROM json_each(?1)) AS qb_f WHERE "
@@ -271,7 +269,7 @@ Result<InboxForwardDue> SqliteInboxStore::ForwardDue(int limit, const InboxForwa
       j["error"] = p.dead_error.empty() ? nlohmann::json() : nlohmann::json(p.dead_error);
       batch.push_back(std::move(j));
     }
-    const std::string batch_json = ToJson(batch);
+    const std::string batch_json = BatchJson(batch);
     QB_ASSIGN_OR_RETURN(SqlRows marked, outbox_.RunLocked(mark, {batch_json}));
     for (const SqlRow& r : marked) {
       if (r.size() < 2 || !r[0]) return Internal("The inbox forward returned no id.");
@@ -288,16 +286,16 @@ Result<std::vector<std::string>> SqliteInboxStore::Forward(std::span<const Inbox
   if (forwards.empty()) return std::vector<std::string>{};
   nlohmann::json batch = nlohmann::json::array();
   for (const InboxForward& f : forwards) {
-    nlohmann::json j = FenceJson(f.fence);
+    nlohmann::json j = InboxFenceJson(f.fence);
     j["topic"] = f.topic;
     j["headers"] = f.headers;
     j["max"] = f.max_attempts;
     batch.push_back(std::move(j));
   }
-  const std::string batch_json = ToJson(batch);
+  const std::string batch_json = BatchJson(batch);
   static const std::string mark_tmpl =
-      FencedUpdate(std::string("{state} = 'processed', {processed_at} = ") + kNow +
-                   ", {claim_token} = NULL, {lease_expires_at} = NULL");
+      SqliteFencedInboxUpdate(std::string("{state} = 'processed', {processed_at} = ") + kSqliteNow +
+                              ", {claim_token} = NULL, {lease_expires_at} = NULL");
   // The outbox rows of exactly the rows the fenced UPDATE changed (?2), in claim order.
   static const std::string insert_tmpl =
       "INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, {o.max_attempts}) "
@@ -312,7 +310,7 @@ Result<std::vector<std::string>> SqliteInboxStore::Forward(std::span<const Inbox
     QB_ASSIGN_OR_RETURN(SqlRows rows, outbox_.RunLocked(mark, {batch_json}));
     done = FirstColumn(rows);
     if (done.empty()) return Status::Ok();
-    return outbox_.RunLocked(insert, {batch_json, ToJson(nlohmann::json(done))}).status();
+    return outbox_.RunLocked(insert, {batch_json, BatchJson(nlohmann::json(done))}).status();
   });
   if (!s.ok()) return s;
   return done;
@@ -329,40 +327,41 @@ Result<std::vector<std::string>> SqliteInboxStore::FencedWrite(const std::string
 
 Result<std::vector<std::string>> SqliteInboxStore::MarkDead(std::span<const DeadOrder> orders) {
   if (orders.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
+  static const std::string tmpl = SqliteFencedInboxUpdate(
       "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
       "{last_error} = qb_f.qb_error");
   nlohmann::json batch = nlohmann::json::array();
   for (const DeadOrder& o : orders) {
-    nlohmann::json j = FenceJson(o.fence);
+    nlohmann::json j = InboxFenceJson(o.fence);
     j["error"] = o.error;
     batch.push_back(std::move(j));
   }
-  return FencedWrite(tmpl, ToJson(batch));
+  return FencedWrite(tmpl, BatchJson(batch));
 }
 
 Result<std::vector<std::string>> SqliteInboxStore::Renew(std::span<const Fence> fences,
                                                          int64_t lease_ms) {
   if (fences.empty()) return std::vector<std::string>{};
   QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
-  static const std::string tmpl = FencedUpdate("{lease_expires_at} = " + Plus(kNow, "?2"));
+  static const std::string tmpl =
+      SqliteFencedInboxUpdate("{lease_expires_at} = " + Plus(kSqliteNow, "?2"));
   nlohmann::json batch = nlohmann::json::array();
-  for (const Fence& f : fences) batch.push_back(FenceJson(f));
-  return FencedWrite(tmpl, ToJson(batch), {lease_ms});
+  for (const Fence& f : fences) batch.push_back(InboxFenceJson(f));
+  return FencedWrite(tmpl, BatchJson(batch), {lease_ms});
 }
 
 Result<int64_t> SqliteInboxStore::ReclaimExpired() {
   static const std::string tmpl =
       std::string("UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL WHERE {state} = ") +
       "'processing' AND {consumption} = 'push' AND ({lease_expires_at} IS NULL OR " +
-      "{lease_expires_at} <= " + kNow + ")";
+      "{lease_expires_at} <= " + kSqliteNow + ")";
   int64_t changes = 0;
   QB_RETURN_IF_ERROR(outbox_.Write(Sql(tmpl), {}, &changes).status());
   return changes;
 }
 
 namespace {
-constexpr const char* kOldestPendingSql =
+constexpr const char* kSqliteOldestPendingSql =
     "SELECT (julianday('now') - julianday(min({created_at}))) * 86400.0 FROM {T} "
     "WHERE {state} = 'pending' AND {consumption} = 'push'";
 }  // namespace
@@ -371,22 +370,22 @@ Result<InboxStats> SqliteInboxStore::Stats() {
   QB_ASSIGN_OR_RETURN(
       SqlRows by_state,
       outbox_.Read(Sql("SELECT {source}, {state}, count(*) FROM {T} GROUP BY {source}, {state}")));
-  QB_ASSIGN_OR_RETURN(SqlRows oldest, outbox_.Read(Sql(kOldestPendingSql)));
+  QB_ASSIGN_OR_RETURN(SqlRows oldest, outbox_.Read(Sql(kSqliteOldestPendingSql)));
   return ToInboxStats(by_state, oldest);
 }
 
 Result<double> SqliteInboxStore::OldestPendingAgeSeconds() {
-  QB_ASSIGN_OR_RETURN(SqlRows oldest, outbox_.Read(Sql(kOldestPendingSql)));
+  QB_ASSIGN_OR_RETURN(SqlRows oldest, outbox_.Read(Sql(kSqliteOldestPendingSql)));
   return ToInboxStats({}, oldest).oldest_pending_age_seconds;
 }
 
 Result<int64_t> SqliteInboxStore::Replay(const InboxReplayFilter& filter) {
   static const ReplayDialect kDialect{
-      kNow, [](size_t n) { return "?" + std::to_string(n); },
+      kSqliteNow, [](size_t n) { return "?" + std::to_string(n); },
       [](const std::string& col, const std::string& p) {
         return col + " IN (SELECT value FROM json_each(" + p + "))";
       },
-      [](const std::vector<std::string>& items) { return ToJson(nlohmann::json(items)); },
+      [](const std::vector<std::string>& items) { return BatchJson(nlohmann::json(items)); },
       [](const std::string& p) { return "strftime('%Y-%m-%dT%H:%M:%fZ', " + p + ")"; }};
   QB_ASSIGN_OR_RETURN(std::optional<ReplayStatement> st, BuildInboxReplay(filter, kDialect));
   if (!st) return int64_t{0};
@@ -414,7 +413,7 @@ Result<int64_t> SqliteInboxStore::DeleteOlderThan(const std::string& state, int6
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND rowid IN (SELECT rowid FROM {T} WHERE {state} = ?1 "
       "AND {created_at} < " +
-      Plus(kNow, "-?2") + " ORDER BY {created_at} LIMIT ?3)";
+      Plus(kSqliteNow, "-?2") + " ORDER BY {created_at} LIMIT ?3)";
   int64_t changes = 0;
   QB_RETURN_IF_ERROR(
       outbox_.Write(Sql(tmpl), {state, max_age_ms, int64_t{batch}}, &changes).status());

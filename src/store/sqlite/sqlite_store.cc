@@ -20,10 +20,6 @@ constexpr const char* kNewUuid =
     "substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || "
     "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
 
-// The claim's first window, in rows per row of the batch (ClaimTemplate): twice the batch, so a
-// few blocked rows among the heads never cost the skip scan.
-constexpr int64_t kClaimWindowFactor = 2;
-
 // 'now' plus `ms_expr` milliseconds, as timestamp text.
 std::string NowPlus(const std::string& ms_expr) {
   return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', (" + ms_expr +
@@ -427,7 +423,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::FencedWrite(const std::strin
 namespace {
 
 // UPDATE ... FROM the JSON batch ?1, fenced by id, token, state and an unexpired lease.
-std::string FencedUpdate(const std::string& set) {
+std::string SqliteFencedUpdate(const std::string& set) {
   return "UPDATE {T} SET " + set +
          " FROM (SELECT json_extract(value, '$.id') AS qb_id,"
          " json_extract(value, '$.token') AS qb_token,"
@@ -443,8 +439,8 @@ std::string FencedUpdate(const std::string& set) {
 namespace {
 const std::string& MarkSentTemplate() {
   static const std::string tmpl =
-      FencedUpdate(std::string("{state} = 'sent', {updated_at} = ") + kNow +
-                   ", {claim_token} = NULL, {lease_expires_at} = NULL");
+      SqliteFencedUpdate(std::string("{state} = 'sent', {updated_at} = ") + kNow +
+                         ", {claim_token} = NULL, {lease_expires_at} = NULL");
   return tmpl;
 }
 }  // namespace
@@ -463,7 +459,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::MarkSent(std::span<const Fen
 Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
     std::span<const RetryOrder> orders) {
   if (orders.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
+  static const std::string tmpl = SqliteFencedUpdate(
       std::string("{state} = 'pending', {attempt} = {attempt} + 1, {scheduled_at} = ") +
       NowPlus("qb_f.qb_delay") + ", {claimed_at} = NULL, {claim_token} = NULL, " +
       "{lease_expires_at} = NULL, {last_error} = qb_f.qb_error, {updated_at} = " + kNow);
@@ -480,7 +476,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
 Result<std::vector<std::string>> SqliteOutboxStore::Release(std::span<const ReleaseOrder> orders) {
   if (orders.empty()) return std::vector<std::string>{};
   // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
-  static const std::string tmpl = FencedUpdate(
+  static const std::string tmpl = SqliteFencedUpdate(
       std::string("{state} = 'pending', {scheduled_at} = ") + NowPlus("qb_f.qb_delay") +
       ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, " +
       "{last_error} = qb_f.qb_error, {updated_at} = " + kNow);
@@ -496,7 +492,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::Release(std::span<const Rele
 
 Result<std::vector<std::string>> SqliteOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
   if (orders.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
+  static const std::string tmpl = SqliteFencedUpdate(
       std::string("{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, ") +
       "{lease_expires_at} = NULL, {last_error} = qb_f.qb_error, {updated_at} = " + kNow);
   nlohmann::json batch = nlohmann::json::array();
@@ -512,7 +508,7 @@ Result<std::vector<std::string>> SqliteOutboxStore::Renew(std::span<const Fence>
                                                           int64_t lease_ms) {
   if (fences.empty()) return std::vector<std::string>{};
   QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
-  static const std::string tmpl = FencedUpdate("{lease_expires_at} = " + NowPlus("?2"));
+  static const std::string tmpl = SqliteFencedUpdate("{lease_expires_at} = " + NowPlus("?2"));
   nlohmann::json batch = nlohmann::json::array();
   for (const Fence& f : fences) batch.push_back(FenceJson(f));
   return FencedWrite(tmpl, ToJson(batch), {lease_ms});
