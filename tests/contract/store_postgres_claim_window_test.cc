@@ -345,7 +345,9 @@ TEST_F(PostgresClaimWindowTest, WhileTheWindowHoldsEveryKeyTheWalkWaitsUpToASeco
   // loaded to get here in 800 ms cannot tell this apart from the next walk).
   const bool fresh = std::chrono::steady_clock::now() - walked < std::chrono::milliseconds(800);
   std::vector<std::string> heads = ClaimKeys(3);
-  if (fresh) EXPECT_THAT(heads, ::testing::UnorderedElementsAre("a", "b"));
+  if (fresh) {
+    EXPECT_THAT(heads, ::testing::UnorderedElementsAre("a", "b"));
+  }
   // Once the count is a second old, a walk runs again and finds it.
   std::vector<std::string> claimed;
   if (!fresh) claimed = heads;  // may hold `late` already
