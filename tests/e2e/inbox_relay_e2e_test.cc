@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "queuebox/inbox/database.h"
+#include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
 #include "testing/pg.h"
@@ -29,18 +30,10 @@ using ::testing::HasSubstr;
 using testing::HttpReceiver;
 using testing::TempDir;
 using testing::TempPgDatabase;
+using testing::WaitUntil;
 using namespace std::chrono_literals;
 
 constexpr const char* kBinary = QB_QUEUEBOX_BIN;
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return cond();
-}
 
 int GetStatus(int port, const std::string& path) {
   httplib::Client c("127.0.0.1", port);
@@ -306,7 +299,7 @@ TEST_P(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   std::string out;
   ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "migrate"}, {}, &out), 0) << out;
   auto relay = Start(config, "run-0");
-  ASSERT_TRUE(WaitFor([&] { return GetStatus(ports_[0], "/health/ready") == 200; }, 30s))
+  ASSERT_TRUE(WaitUntil([&] { return GetStatus(ports_[0], "/health/ready") == 200; }, 30s))
       << relay->Log();
 
   constexpr int kPosters = 4, kAggregatesPerPoster = 2, kKills = 3;
@@ -319,7 +312,7 @@ TEST_P(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   for (int kill = 0; kill < kKills; ++kill) {
     // Kill once this replica has forwarded a share of the stream, at a moment when stored
     // webhooks wait to be forwarded.
-    ASSERT_TRUE(WaitFor(
+    ASSERT_TRUE(WaitUntil(
         [&] {
           return Count("SELECT count(*) FROM outbox") >= forwarded_at_start + 60 &&
                  Count("SELECT count(*) FROM inbox WHERE state <> 'processed'") > 0;
@@ -337,10 +330,10 @@ TEST_P(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   EXPECT_GT(left_in_inbox, 0) << "the kills should hit while stored webhooks wait to be forwarded";
   // The last replica takes more of the stream, then the posters stop.
   const size_t posted_before = PostedCount();
-  EXPECT_TRUE(WaitFor([&] { return PostedCount() >= posted_before + 100; }, 60s)) << relay->Log();
+  EXPECT_TRUE(WaitUntil([&] { return PostedCount() >= posted_before + 100; }, 60s)) << relay->Log();
   stop = true;
   for (auto& t : posters) t.join();
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         return Count("SELECT count(*) FROM inbox WHERE state <> 'processed'") == 0 &&
                Count("SELECT count(*) FROM outbox WHERE state <> 'sent'") == 0;
@@ -372,7 +365,7 @@ TEST_P(InboxRelayE2ETest, S8_ReplicasKilledInTurnEveryWebhookIsOneOutboxRowInAgg
   std::unique_ptr<ChildProcess> replicas[kReplicas];
   for (int i = 0; i < kReplicas; ++i) {
     replicas[i] = Start(config[i], "r" + std::to_string(i));
-    ASSERT_TRUE(WaitFor([&] { return GetStatus(ports_[i], "/health/ready") == 200; }, 30s))
+    ASSERT_TRUE(WaitUntil([&] { return GetStatus(ports_[i], "/health/ready") == 200; }, 30s))
         << replicas[i]->Log();
   }
 
@@ -384,7 +377,7 @@ TEST_P(InboxRelayE2ETest, S8_ReplicasKilledInTurnEveryWebhookIsOneOutboxRowInAgg
   int64_t forwarded = 0;
   for (int kill = 0; kill < kKills; ++kill) {
     ASSERT_TRUE(
-        WaitFor([&] { return Count("SELECT count(*) FROM outbox") >= forwarded + 60; }, 60s));
+        WaitUntil([&] { return Count("SELECT count(*) FROM outbox") >= forwarded + 60; }, 60s));
     const int victim = kill % kReplicas;
     replicas[victim]->Kill(SIGKILL);
     ASSERT_TRUE(replicas[victim]->Wait(10s).has_value());
@@ -393,10 +386,10 @@ TEST_P(InboxRelayE2ETest, S8_ReplicasKilledInTurnEveryWebhookIsOneOutboxRowInAgg
         Start(config[victim], "r" + std::to_string(victim) + "-" + std::to_string(kill));
   }
   const size_t posted_before = PostedCount();
-  EXPECT_TRUE(WaitFor([&] { return PostedCount() >= posted_before + 100; }, 60s));
+  EXPECT_TRUE(WaitUntil([&] { return PostedCount() >= posted_before + 100; }, 60s));
   stop = true;
   for (auto& t : posters) t.join();
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         return Count("SELECT count(*) FROM inbox WHERE state <> 'processed'") == 0 &&
                Count("SELECT count(*) FROM outbox WHERE state <> 'sent'") == 0;
@@ -495,7 +488,7 @@ TEST_P(InboxRelayMappedTableE2ETest, AWebhookIsStoredAndForwardedThroughARenamed
   const std::string config = WriteConfig(true);
   ASSERT_EQ(testing::RunCommand(kBinary, {"--config", config, "check-config"}, {}, &out), 0) << out;
   ChildProcess relay(kBinary, {"--config", config, "run"}, {}, dir_.File("run.log"));
-  ASSERT_TRUE(WaitFor([&] { return GetStatus(port_, "/health/ready") == 200; }, 30s))
+  ASSERT_TRUE(WaitUntil([&] { return GetStatus(port_, "/health/ready") == 200; }, 30s))
       << relay.Log();
 
   httplib::Client c("127.0.0.1", port_);
@@ -520,7 +513,7 @@ TEST_P(InboxRelayMappedTableE2ETest, AWebhookIsStoredAndForwardedThroughARenamed
   EXPECT_EQ(again->body, R"({"status":"duplicate"})");
 
   ASSERT_TRUE(receiver_.WaitForRequests(3, 30s)) << relay.Log();
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] { return db_.Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'") == "3"; }, 30s))
       << relay.Log();
   auto requests = receiver_.Requests();
