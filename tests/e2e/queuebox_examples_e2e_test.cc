@@ -139,6 +139,23 @@ std::vector<KafkaRecord> ConsumeKafka(const std::string& bootstraps, const std::
 }
 #endif  // QB_WITH_KAFKA
 
+// POSTs `event` to `path` twice: stored (202 with a 36-character messageId, in *id), then 200
+// duplicate. A request without an answer is a fatal failure (ASSERT_NO_FATAL_FAILURE).
+void PostTwiceStoredThenDuplicate(int port, const std::string& path, const std::string& event,
+                                  std::string* id) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(10);
+  auto first = c.Post(path, event, "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 202) << first->body;
+  *id = nlohmann::json::parse(first->body).value("messageId", "");
+  EXPECT_EQ(id->size(), 36u) << first->body;
+  auto second = c.Post(path, event, "application/json");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 200);
+  EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+}
+
 class QueueBoxExamplesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -552,17 +569,8 @@ TEST_F(QueueBoxExamplesTest, WebhookReceiverRuns) {
   ASSERT_TRUE(WaitFor([&] { return Get(http_port_, "/health/ready") == 200; }, 30s)) << relay.Log();
 
   const std::string event = R"({"id":"evt_1","type":"invoice.paid","amount":4200})";
-  httplib::Client c("127.0.0.1", http_port_);
-  c.set_read_timeout(10);
-  auto first = c.Post("/inbox/stripe", event, "application/json");
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->status, 202) << first->body;
-  const std::string id = nlohmann::json::parse(first->body).value("messageId", "");
-  EXPECT_EQ(id.size(), 36u) << first->body;
-  auto second = c.Post("/inbox/stripe", event, "application/json");
-  ASSERT_TRUE(second);
-  EXPECT_EQ(second->status, 200);
-  EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(PostTwiceStoredThenDuplicate(http_port_, "/inbox/stripe", event, &id));
 
   ASSERT_TRUE(WaitFor([&] { return receiver.RequestCount() >= 1; }, 30s)) << relay.Log();
   ReceivedRequest r = receiver.Requests()[0];
@@ -609,17 +617,8 @@ TEST_F(QueueBoxExamplesTest, ReadmeQuickStartPostsTwiceAndDelivers) {
 
     // The README's curl lines: -X POST, -H 'Content-Type: application/json', -d '<event>'.
     const std::string event = R"({"id":"evt_1","type":"payment.succeeded"})";
-    httplib::Client c("127.0.0.1", http_port_);
-    c.set_read_timeout(10);
-    auto first = c.Post("/inbox/stripe", event, "application/json");
-    ASSERT_TRUE(first);
-    EXPECT_EQ(first->status, 202) << first->body;
-    const std::string id = nlohmann::json::parse(first->body).value("messageId", "");
-    EXPECT_EQ(id.size(), 36u) << first->body;
-    auto second = c.Post("/inbox/stripe", event, "application/json");
-    ASSERT_TRUE(second);
-    EXPECT_EQ(second->status, 200);
-    EXPECT_EQ(second->body, R"({"status":"duplicate"})");
+    std::string id;
+    ASSERT_NO_FATAL_FAILURE(PostTwiceStoredThenDuplicate(http_port_, "/inbox/stripe", event, &id));
 
     ASSERT_TRUE(receiver.WaitForRequests(1, 30s)) << relay.Log();
     ReceivedRequest r = receiver.Requests()[0];
