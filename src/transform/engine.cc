@@ -11,6 +11,7 @@
 #include <js/Initialization.h>
 #include <js/Interrupt.h>
 #include <js/MemoryCallbacks.h>
+#include <js/MemoryMetrics.h>
 #include <js/Principals.h>
 #include <js/PropertyAndElement.h>
 #include <js/Realm.h>
@@ -18,6 +19,7 @@
 #include <js/Stack.h>
 #include <js/String.h>
 #include <jsapi.h>
+#include <malloc.h>
 #include <mozilla/Utf8.h>
 
 #include <atomic>
@@ -51,6 +53,20 @@ std::atomic<int> live_engines{0};
 void ShutDownAtExit() {
   if (live_engines.load() == 0) JS_ShutDown();
 }
+
+// Objects of ours carry no nsISupports: nothing private to measure (Engine::Impl::ZoneBytes).
+// SpiderMonkey's base class has a public non-virtual destructor; this one is never deleted
+// through it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
+struct NoPrivates final : JS::ObjectPrivateVisitor {
+  NoPrivates() : JS::ObjectPrivateVisitor([](JSObject*, nsISupports**) { return false; }) {}
+  size_t sizeOfIncludingThis(nsISupports*) override { return 0; }
+};
+#pragma GCC diagnostic pop
+
+// See Engine::Impl::Evaluate.
+constexpr std::size_t kCollectAfterBytes = 1 << 20;
 
 const JSClass kGlobalClass = {
     "global", JSCLASS_GLOBAL_FLAGS, &JS::DefaultGlobalClassOps, nullptr, nullptr, nullptr};
@@ -160,6 +176,7 @@ class Engine::Impl {
     release_.emplace(cx_, release);
     JS_ClearPendingException(cx_);
     JS_GC(cx_);  // start from a compact heap: the loader's garbage would otherwise stay
+    idle_zone_bytes_ = ZoneBytes();
     slot_ = Watchdog::Get().Register(cx_, opts.max_evaluation_bytes);
     return true;
   }
@@ -212,6 +229,12 @@ class Engine::Impl {
     TransformResult<std::string> out = Call(*evaluate_, args, limits.timeout, &rval);
     if (!out.ok()) return out.error();
     std::string& s = out.value();
+    // A large answer, or a result over the cap, leaves that much garbage in this engine: collect
+    // it now, so that an idle engine holds no memory another evaluation's check would count.
+    if (s.size() > kCollectAfterBytes || (!s.empty() && s[0] == 'L')) {
+      rval.setUndefined();
+      JS_GC(cx_);
+    }
     if (s.empty()) return MakeError(ErrorKind::kEngine, "", "empty answer from the driver");
     switch (s[0]) {
       case 'R':
@@ -262,17 +285,44 @@ class Engine::Impl {
     return true;
   }
 
-  // The watchdog saw the process grow past the evaluation's limit: garbage not yet collected is
-  // not the evaluation's to keep, so collect and look again.
+  // The watchdog saw the process grow past the evaluation's limit. The process's resident set is
+  // only the trigger; the verdict is this engine's own: garbage not yet collected and memory the
+  // allocator kept are not the evaluation's, and memory another thread's evaluation holds is not
+  // either (that one is stopped by its own check).
   bool WithinMemory() {
     JS_GC(cx_);
-    const std::size_t limit = slot_->memory_baseline.load() + options.max_evaluation_bytes;
-    if (Watchdog::ResidentBytes() <= limit) {
+    malloc_trim(0);  // hand freed pages back, so the resident set is what is live
+    const std::size_t limit = options.max_evaluation_bytes;
+    const std::size_t resident = Watchdog::ResidentBytes();
+    if (resident <= slot_->memory_baseline.load() + limit) {
       slot_->memory_alarm.store(false);
       return true;
     }
-    memory_exceeded_ = true;
-    return false;
+    const std::size_t zone = ZoneBytes();
+    const std::size_t own = zone > idle_zone_bytes_ ? zone - idle_zone_bytes_ : 0;
+    // Alone, the growth is this evaluation's even where its zone cannot see it (a temporary
+    // buffer inside JSON.stringify, say).
+    if (own > limit || Watchdog::Get().ArmedCount() <= 1) {
+      memory_exceeded_ = true;
+      return false;
+    }
+    // Another evaluation holds the memory. Count only this one's growth from here: the alarm
+    // comes again when the process has grown by what is left of this evaluation's limit.
+    slot_->memory_baseline.store(std::max<std::size_t>(1, resident - own));
+    slot_->memory_alarm.store(false);
+    return true;
+  }
+
+  // Bytes this engine's zone holds: GC things and the malloc'd memory they own (elements,
+  // string characters). O(heap): called only on a memory alarm and once at load.
+  std::size_t ZoneBytes() {
+    NoPrivates no_privates;
+    JS::TabSizes sizes;
+    const mozilla::MallocSizeOf size_of = [](const void* p) {
+      return malloc_usable_size(const_cast<void*>(p));
+    };
+    if (!JS::AddSizeOfTab(cx_, *global_, size_of, &no_privates, &sizes)) return 0;
+    return sizes.objects_ + sizes.strings_ + sizes.private_ + sizes.other_;
   }
 
   static void OnOutOfMemory(JSContext*, void* data) { static_cast<Impl*>(data)->oom_ = true; }
@@ -384,6 +434,7 @@ class Engine::Impl {
   bool oom_ = false;
   bool memory_exceeded_ = false;
   std::chrono::steady_clock::time_point deadline_;
+  std::size_t idle_zone_bytes_ = 0;  // ZoneBytes() with the bundle loaded, before any evaluation
 };
 
 TransformResult<Engine*> Engine::ForThisThread() {

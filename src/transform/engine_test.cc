@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -248,6 +249,31 @@ TEST(JsonataLimits, FiftyMegabyteResultEndsAtTheMemoryLimit) {
                    .Evaluate("{}");
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().kind, ErrorKind::kMemory) << out.error().ToString();
+  ExpectEngineUsable();
+}
+
+TEST(JsonataLimits, AnotherEvaluationsMemoryDoesNotStopThisOne) {
+  // B, a loop that keeps nothing, runs on its own engine while A, on this thread, builds a
+  // 5,000,000-element range: the process grows past B's limit too, but the memory is A's.
+  std::atomic<bool> b_running{false};
+  std::optional<Output> b_out;
+  std::thread b([&] {
+    Limits limits;
+    limits.timeout = std::chrono::milliseconds(3000);
+    Expression loop = MustCompile("($f := function($x){ $f($x + 1) }; $f(0))", limits);
+    b_running = true;
+    b_out.emplace(loop.Evaluate("{}"));
+  });
+  while (!b_running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Past the watchdog's first reading of B (its baseline), before A grows.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Output a = MustCompile("[1..5000000]", LongTimeout()).Evaluate("{}");
+  b.join();
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().kind, ErrorKind::kMemory) << a.error().ToString();
+  ASSERT_TRUE(b_out.has_value());
+  ASSERT_FALSE(b_out->ok());
+  EXPECT_EQ(b_out->error().kind, ErrorKind::kTimeout) << b_out->error().ToString();
   ExpectEngineUsable();
 }
 
