@@ -199,15 +199,16 @@ class InboxRelayE2ETest : public ::testing::TestWithParam<std::string> {
   // Once everything is forwarded and sent: every answered webhook is one inbox row, processed,
   // and exactly one outbox row; each aggregate's events are in the outbox in posting order (the
   // key order) and reach the receiver in that order.
-  Outcome CheckEveryWebhookIsOneOutboxRowInAggregateOrder() {
+  // `min_posted`: the webhooks the test's own waits guarantee were answered.
+  Outcome CheckEveryWebhookIsOneOutboxRowInAggregateOrder(int min_posted) {
     // Every answered webhook is one inbox row, processed; nothing else is in the inbox.
     std::map<std::string, Posted> by_key;
-    int accepted = 0, duplicate_after_kill = 0;
+    int duplicate_after_kill = 0;
     for (const Posted& p : posted_) {
       EXPECT_TRUE(by_key.emplace(p.key, p).second) << p.key;
-      (p.status == 202 ? accepted : duplicate_after_kill)++;
+      if (p.status == 200) ++duplicate_after_kill;
     }
-    EXPECT_GT(accepted, 300);
+    EXPECT_GE(static_cast<int>(posted_.size()), min_posted);
     std::map<std::string, std::string> inbox_id_of;  // idempotency key -> inbox id
     for (const auto& r : db_.Query("SELECT idempotency_key, id, state FROM inbox")) {
       EXPECT_EQ(r[2], "processed") << r[0];
@@ -343,7 +344,10 @@ TEST_P(InboxRelayE2ETest, S9_KilledMidForwardEveryWebhookIsOneOutboxRowInAggrega
   relay->Kill(SIGTERM);
   EXPECT_EQ(relay->Wait(20s), std::optional<int>(0)) << relay->Log();
 
-  const Outcome outcome = CheckEveryWebhookIsOneOutboxRowInAggregateOrder();
+  // Each kill waited for 60 more outbox rows (a poster may still await the answer of its last
+  // one), then 100 more were answered.
+  const Outcome outcome =
+      CheckEveryWebhookIsOneOutboxRowInAggregateOrder(kKills * 60 - kPosters + 100);
   RecordProperty("webhooks", static_cast<int>(posted_.size()));
   RecordProperty("duplicate_after_kill", outcome.duplicate_after_kill);
   RecordProperty("redeliveries", outcome.redeliveries);
@@ -399,7 +403,8 @@ TEST_P(InboxRelayE2ETest, S8_ReplicasKilledInTurnEveryWebhookIsOneOutboxRowInAgg
     r->Kill(SIGTERM);
     EXPECT_EQ(r->Wait(20s), std::optional<int>(0)) << r->Log();
   }
-  const Outcome outcome = CheckEveryWebhookIsOneOutboxRowInAggregateOrder();
+  const Outcome outcome =
+      CheckEveryWebhookIsOneOutboxRowInAggregateOrder(kKills * 60 - kPosters + 100);
   RecordProperty("webhooks", static_cast<int>(posted_.size()));
   RecordProperty("duplicate_after_kill", outcome.duplicate_after_kill);
   RecordProperty("redeliveries", outcome.redeliveries);
