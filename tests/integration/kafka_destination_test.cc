@@ -302,6 +302,27 @@ TEST_F(KafkaDestinationTest, BrokersDownIsAnOutageThenDeliveryResumes) {
   EXPECT_TRUE(d->Health().ok()) << d->Health().ToString();
 }
 
+TEST_F(KafkaDestinationTest, ALeaderThatDoesNotAnswerIsAnOutage) {
+  // The leader's connection stays up and the other brokers answer, so librdkafka never reports
+  // all brokers down: the message, which had its partition, timed out on a leader that did not
+  // answer. The destination's fault (before: an attempt spent, as for a missing topic).
+  std::string topic = NewTopic();
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(cluster_, topic.c_str(), 0, 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  KafkaDestinationSettings s = Settings(topic);
+  s.timeout_ms = 2000;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(PublishAll(*d, {BrokerRow("w", "t", "k", "{}")})[0].kind, Outcome::Kind::kDelivered);
+
+  ASSERT_EQ(rd_kafka_mock_broker_set_rtt(cluster_, 1, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::vector<Outcome> out = PublishAll(*d, {BrokerRow("a", "t", "k", "{}")});
+  rd_kafka_mock_broker_set_rtt(cluster_, 1, 0);
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << KindName(out[0].kind) << out[0].error;
+  EXPECT_THAT(out[0].error, HasSubstr("timed out"));
+  EXPECT_TRUE(d->Health().ok()) << d->Health().ToString();
+}
+
 TEST_F(KafkaDestinationTest, UnknownTopicIsAFailure) {
   // The mock cluster creates any topic it is asked about; make this one answer as a broker
   // without auto.create.topics.enable would.

@@ -26,20 +26,23 @@ void AddHeader(rd_kafka_headers_t* h, const std::string& name, const std::string
 // The destination's (Outcome::Unavailable: the row is released, no attempt spent): the cluster
 // or the partition's leader cannot be reached or cannot take writes now. librdkafka retries
 // those itself until delivery.timeout.ms, so a message that still failed reports one of them or
-// _MSG_TIMED_OUT. A timeout is an outage only while no broker is reachable (`brokers_down`:
-// librdkafka reported _ALL_BROKERS_DOWN and nothing was delivered since): a message to a topic
-// that does not exist also waits for it until it times out, and that is the message's fault.
+// _MSG_TIMED_OUT. A timeout is an outage when no broker is reachable (`brokers_down`:
+// librdkafka reported _ALL_BROKERS_DOWN and nothing was delivered since) or when the message had
+// a partition (`partitioned`: the topic and its leader were known, so the broker did not answer;
+// a connection can stay up while it does not, and a delivery to another broker clears
+// brokers_down). A message that never got a partition waited for its topic: a topic that does not
+// exist or that the cluster refuses times out that way, and that is the message's fault.
 // The message's (Outcome::Retry: an attempt spent, dead at maxAttempts): MSG_SIZE_TOO_LARGE and
 // _MSG_SIZE_TOO_LARGE, INVALID_MSG, CORRUPT_MESSAGE, INVALID_RECORD, RECORD_LIST_TOO_LARGE,
 // TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PART and _UNKNOWN_TOPIC / _UNKNOWN_PARTITION
 // (allow.auto.create.topics is false: the topic must exist), TOPIC_EXCEPTION, POLICY_VIOLATION,
 // and every code not listed below.
-bool IsOutage(rd_kafka_resp_err_t err, bool brokers_down) {
+bool IsOutage(rd_kafka_resp_err_t err, bool brokers_down, bool partitioned) {
   switch (err) {
     case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
     case RD_KAFKA_RESP_ERR__TIMED_OUT:
     case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
-      return brokers_down;
+      return brokers_down || partitioned;
     case RD_KAFKA_RESP_ERR__TRANSPORT:
     case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
     case RD_KAFKA_RESP_ERR__RESOLVE:
@@ -111,8 +114,9 @@ struct KafkaDestination::Producer {
       std::string why = FailureReason(
           "Kafka delivery to topic '" + topic + "' failed: " + rd_kafka_err2str(m->err),
           slot->batch->max_error_chars);
-      outcome = IsOutage(m->err, self->brokers_down) ? Outcome::Unavailable(std::move(why))
-                                                     : Outcome::Retry(std::move(why));
+      outcome = IsOutage(m->err, self->brokers_down, m->partition != RD_KAFKA_PARTITION_UA)
+                    ? Outcome::Unavailable(std::move(why))
+                    : Outcome::Retry(std::move(why));
     }
     std::lock_guard<std::mutex> lock(slot->batch->mu);
     if (!slot->batch->outcomes[slot->index]) {
@@ -415,7 +419,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     std::string why =
         FailureReason("Kafka produce to topic '" + topic + "' failed: " + reason, max_chars);
     state->outcomes[index] = cancelled ? Outcome::Cancelled()
-                             : IsOutage(code, producer.brokers_down)
+                             : IsOutage(code, producer.brokers_down, /*partitioned=*/false)
                                  ? Outcome::Unavailable(std::move(why))
                                  : Outcome::Retry(std::move(why));
   }
