@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -209,11 +210,11 @@ class OptionTable {
                   bool require) const {
     Status first = Status::Ok();
     for (const Option<S>& r : rows_) {
-      const std::string name = (path.empty() ? "" : path + ".") + r.spec.key;
+      auto name = [&] { return (path.empty() ? "" : path + ".") + r.spec.key; };
       const nlohmann::json* v = Find(block, r.spec.key);
       if (v == nullptr || v->is_null()) {
         if (require && r.spec.required && first.ok()) {
-          first = InvalidArgument(name + ": required key is missing");
+          first = InvalidArgument(name() + ": required key is missing");
         }
         continue;
       }
@@ -221,7 +222,7 @@ class OptionTable {
         r.set(out, *v);
       } catch (const nlohmann::json::exception& e) {
         if (first.ok()) {
-          first = InvalidArgument(name + ": a value of another form than the option's (" +
+          first = InvalidArgument(name() + ": a value of another form than the option's (" +
                                   e.what() + ")");
         }
       }
@@ -234,7 +235,8 @@ class OptionTable {
     size_t start = 0;
     while (true) {
       size_t dot = dotted.find('.', start);
-      std::string part = dotted.substr(start, dot == std::string::npos ? dot : dot - start);
+      std::string_view part = std::string_view(dotted).substr(
+          start, dot == std::string::npos ? std::string::npos : dot - start);
       if (!node->is_object()) return nullptr;
       auto it = node->find(part);
       if (it == node->end()) return nullptr;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <vector>
 
 #include "config/load.h"
@@ -93,8 +93,9 @@ const json* Lookup(const json& tree, const Path& path) {
 // The existing map key `seg` names (case-insensitive, ignoring - and _), else `seg` lower case.
 std::string MapKey(const std::string& seg, const json* node) {
   if (node != nullptr && node->is_object()) {
+    const std::string normal = NormalizeKey(seg);
     for (auto it = node->begin(); it != node->end(); ++it) {
-      if (NormalizeKey(it.key()) == NormalizeKey(seg)) return it.key();
+      if (NormalizeKey(it.key()) == normal) return it.key();
     }
   }
   return LowerName(seg);
@@ -108,58 +109,120 @@ std::optional<size_t> Index(const std::string& seg) {
   return static_cast<size_t>(std::stoul(seg));
 }
 
-std::vector<OptionSpec> UnionTable(const std::vector<Variant>& variants,
-                                   const std::vector<OptionSpec>& common) {
-  OptionSpec type;
-  type.key = "type";
-  std::vector<OptionSpec> out = {type};
-  out.insert(out.end(), common.begin(), common.end());
-  for (const Variant& v : variants) out.insert(out.end(), v.options.begin(), v.options.end());
-  return out;
-}
-
-// Every key a block of `schema` may hold (any type's keys for a typed block).
-std::vector<OptionSpec> BlockKeys(const BlockSchema& schema) {
-  if (schema.variants.empty()) return schema.options;
-  return UnionTable(schema.variants, schema.options);
-}
-
-// The block a name is resolved in: its keys, where they start in the name, the path so far.
-struct Scope {
-  std::vector<OptionSpec> table;
-  size_t first;
-  Path path;
-  std::string env_prefix;  // for suggestions: "QUEUEBOX_ROUTES_0_"
-};
-
 std::string EnvName(const std::string& prefix, const std::string& dotted_key) {
   std::string out = prefix;
   for (char c : dotted_key) out += c == '.' ? '_' : static_cast<char>(std::toupper(c));
   return out;
 }
 
-// Resolves segs[scope.first..] against scope.table, appending the key path to scope.path. A
-// block-valued key continues in its block: `scope` then describes the deepest block reached (its
-// keys are the suggestions when the rest does not resolve).
-bool Resolve(const std::vector<std::string>& segs, const json& tree, Scope& scope) {
-  const OptionSpec* best = nullptr;
+// The keys of one block as variable names see them, built once per block (EnvTables): the
+// tables are immutable, and a variable is resolved by comparing precomputed normal forms instead
+// of copying the table and normalising every key again.
+struct EnvTable;
+struct EnvKey {
+  std::string key;                   // dotted, as in the table
+  std::vector<std::string> comps;    // its dotted components
+  std::vector<std::string> normals;  // NormalizeKey of each component
+  std::string env_suffix;            // EnvName("", key): upper case, '.' -> '_'
+  OptionType type;
+  const EnvTable* block = nullptr;  // kBlock: the block's keys
+};
+struct EnvTable {
+  std::vector<EnvKey> keys;
+};
+
+class EnvTables {
+ public:
+  EnvTables() {
+    root_ = Build(RootTable());
+    route_ = Build(RouteOptions().specs());
+    destination_ = Build(Union(DestinationVariants(), DestinationCommonOptions().specs()));
+    source_ = Build(Union(SourceVariants(), {}));
+  }
+  const EnvTable& root() const { return *root_; }
+  const EnvTable& route() const { return *route_; }
+  const EnvTable& destination() const { return *destination_; }
+  const EnvTable& source() const { return *source_; }
+
+ private:
+  static std::vector<OptionSpec> Union(const std::vector<Variant>& variants,
+                                       const std::vector<OptionSpec>& common) {
+    OptionSpec type;
+    type.key = "type";
+    std::vector<OptionSpec> out = {type};
+    out.insert(out.end(), common.begin(), common.end());
+    for (const Variant& v : variants) out.insert(out.end(), v.options.begin(), v.options.end());
+    return out;
+  }
+
+  const EnvTable* Build(const std::vector<OptionSpec>& specs) {
+    auto table = std::make_unique<EnvTable>();
+    for (const OptionSpec& spec : specs) {
+      EnvKey k;
+      k.key = spec.key;
+      k.comps = SplitDots(spec.key);
+      for (const std::string& c : k.comps) k.normals.push_back(NormalizeKey(c));
+      k.env_suffix = EnvName("", spec.key);
+      k.type = spec.type;
+      if (spec.type == OptionType::kBlock) k.block = BlockOf(*spec.block);
+      table->keys.push_back(std::move(k));
+    }
+    owned_.push_back(std::move(table));
+    return owned_.back().get();
+  }
+
+  // Every key a block of `schema` may hold (any type's keys for a typed block).
+  const EnvTable* BlockOf(const BlockSchema& schema) {
+    auto it = blocks_.find(&schema);
+    if (it != blocks_.end()) return it->second;
+    const EnvTable* t =
+        Build(schema.variants.empty() ? schema.options : Union(schema.variants, schema.options));
+    blocks_[&schema] = t;
+    return t;
+  }
+
+  std::vector<std::unique_ptr<EnvTable>> owned_;
+  std::map<const BlockSchema*, const EnvTable*> blocks_;
+  const EnvTable* root_;
+  const EnvTable* route_;
+  const EnvTable* destination_;
+  const EnvTable* source_;
+};
+
+const EnvTables& Tables() {
+  static const EnvTables* const tables = new EnvTables();
+  return *tables;
+}
+
+// The block a name is resolved in: its keys, where they start in the name, the path so far.
+struct Scope {
+  const EnvTable* table;
+  size_t first;
+  Path path;
+  std::string env_prefix;  // for suggestions: "QUEUEBOX_ROUTES_0_"
+};
+
+// Resolves segs[scope.first..] (`normals`: their NormalizeKey) against scope.table, appending the
+// key path to scope.path. A block-valued key continues in its block: `scope` then describes the
+// deepest block reached (its keys are the suggestions when the rest does not resolve).
+bool Resolve(const std::vector<std::string>& segs, const std::vector<std::string>& normals,
+             const json& tree, Scope& scope) {
+  const EnvKey* best = nullptr;
   size_t best_len = 0;
   const size_t i = scope.first;
-  for (const OptionSpec& spec : scope.table) {
-    std::vector<std::string> comps = SplitDots(spec.key);
-    if (comps.size() > segs.size() - i || comps.size() <= best_len) continue;
+  for (const EnvKey& k : scope.table->keys) {
+    const size_t len = k.normals.size();
+    if (len > segs.size() - i || len <= best_len) continue;
     bool match = true;
-    for (size_t j = 0; j < comps.size() && match; ++j) {
-      match = NormalizeKey(comps[j]) == NormalizeKey(segs[i + j]);
-    }
+    for (size_t j = 0; j < len && match; ++j) match = k.normals[j] == normals[i + j];
     if (match) {
-      best = &spec;
-      best_len = comps.size();
+      best = &k;
+      best_len = len;
     }
   }
   if (best == nullptr) return false;
   Path& out = scope.path;
-  for (const std::string& c : SplitDots(best->key)) out.push_back(c);
+  for (const std::string& c : best->comps) out.push_back(c);
   size_t j = i + best_len;
   switch (best->type) {
     case OptionType::kStringMap:
@@ -176,49 +239,37 @@ bool Resolve(const std::vector<std::string>& segs, const json& tree, Scope& scop
       return true;
     case OptionType::kBlock: {
       if (j == segs.size()) return false;  // a block is set key by key
-      scope.env_prefix = EnvName(scope.env_prefix, best->key) + "_";
-      std::vector<OptionSpec> keys = BlockKeys(*best->block);
-      scope.table = std::move(keys);
+      scope.env_prefix += best->env_suffix;
+      scope.env_prefix += '_';
+      scope.table = best->block;
       scope.first = j;
-      return Resolve(segs, tree, scope);
+      return Resolve(segs, normals, tree, scope);
     }
     default:
       return j == segs.size();
   }
 }
 
-const std::vector<OptionSpec>& DestinationUnion() {
-  static const std::vector<OptionSpec>* const t = new std::vector<OptionSpec>(
-      UnionTable(DestinationVariants(), DestinationCommonOptions().specs()));
-  return *t;
-}
-
-const std::vector<OptionSpec>& SourceUnion() {
-  static const std::vector<OptionSpec>* const t =
-      new std::vector<OptionSpec>(UnionTable(SourceVariants(), {}));
-  return *t;
-}
-
-std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const json& tree) {
-  const std::string n0 = NormalizeKey(segs[0]);
+std::optional<Scope> ScopeOf(const std::vector<std::string>& segs, const std::string& n0,
+                             const json& tree) {
   if (n0 == "routes") {
     if (segs.size() < 3 || !Index(segs[1])) return std::nullopt;
     return Scope{
-        RouteOptions().specs(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
+        &Tables().route(), 2, {"routes", *Index(segs[1])}, "QUEUEBOX_ROUTES_" + segs[1] + "_"};
   }
   if (n0 == "destinations") {
     if (segs.size() < 3) return std::nullopt;
     Path p = {"destinations"};
     p.push_back(MapKey(segs[1], Lookup(tree, p)));
-    return Scope{DestinationUnion(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
+    return Scope{&Tables().destination(), 2, p, "QUEUEBOX_DESTINATIONS_" + segs[1] + "_"};
   }
   if (n0 == "sources") {
     if (segs.size() < 3) return std::nullopt;
     Path p = {"sources"};
     p.push_back(MapKey(segs[1], Lookup(tree, p)));
-    return Scope{SourceUnion(), 2, p, "QUEUEBOX_SOURCES_" + segs[1] + "_"};
+    return Scope{&Tables().source(), 2, p, "QUEUEBOX_SOURCES_" + segs[1] + "_"};
   }
-  return Scope{RootTable(), 0, {}, kPrefix};
+  return Scope{&Tables().root(), 0, {}, kPrefix};
 }
 
 void Set(json& root, const Path& path, std::string value) {
@@ -248,7 +299,15 @@ void Merge(json& base, const json& overlay) {
 std::optional<std::string> ExpandText(const std::string& s,
                                       const std::map<std::string, std::string>& env,
                                       const std::string& path, Diagnostics& d) {
-  static const std::regex kName("^[A-Za-z_][A-Za-z0-9_.]*$");
+  // ^[A-Za-z_][A-Za-z0-9_.]*$
+  auto is_name = [](const std::string& n) {
+    auto letter = [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    };
+    if (n.empty() || !letter(n[0])) return false;
+    return std::all_of(n.begin() + 1, n.end(),
+                       [&](char c) { return letter(c) || (c >= '0' && c <= '9') || c == '.'; });
+  };
   std::string out;
   size_t i = 0;
   while (true) {
@@ -263,7 +322,7 @@ std::optional<std::string> ExpandText(const std::string& s,
     std::string inner = s.substr(open + 2, close - open - 2);
     size_t sep = inner.find(":-");
     std::string name = inner.substr(0, sep);
-    if (!std::regex_match(name, kName)) {
+    if (!is_name(name)) {
       d.Add(path, "placeholder ${" + name + "} is not a variable name");
       return std::nullopt;
     }
@@ -285,10 +344,30 @@ std::optional<std::string> ExpandText(const std::string& s,
 
 }  // namespace
 
+// The whole of `name` matches
+// ^.*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_.*)?)$ (ECMAScript: `.` is
+// any character but \n and \r). Written out: std::regex backtracks through the leading .* and its
+// recursion grows with the name (env_test compares the two).
 bool IsServiceLinkVariable(const std::string& name) {
-  static const std::regex kForms(
-      "^.*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_.*)?)$");
-  return std::regex_match(name, kForms);
+  if (name.find_first_of("\n\r") != std::string::npos) return false;
+  auto form = [](std::string_view t) {
+    auto starts = [&t](std::string_view p) { return t.substr(0, p.size()) == p; };
+    if (t == "SERVICE_HOST" || t == "PORT") return true;
+    if (starts("SERVICE_PORT")) return t.size() == 12 || t[12] == '_';
+    if (!starts("PORT_")) return false;
+    size_t i = 5;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+    if (i == 5 || i == t.size() || t[i] != '_') return false;
+    t.remove_prefix(i + 1);
+    for (std::string_view proto : {"TCP", "UDP", "SCTP"}) {
+      if (starts(proto)) return t.size() == proto.size() || t[proto.size()] == '_';
+    }
+    return false;
+  };
+  for (size_t at = name.find('_'); at != std::string::npos; at = name.find('_', at + 1)) {
+    if (form(std::string_view(name).substr(at + 1))) return true;
+  }
+  return false;
 }
 
 int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, Diagnostics& d) {
@@ -304,17 +383,24 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
     }
     std::optional<std::vector<std::string>> segs = SplitName(name.substr(sizeof(kPrefix) - 1));
     std::optional<Scope> scope;
-    if (segs) scope = ScopeOf(*segs, tree);
-    bool ok = scope && Resolve(*segs, tree, *scope);
+    std::vector<std::string> normals;
+    if (segs) {
+      for (const std::string& seg : *segs) normals.push_back(NormalizeKey(seg));
+      scope = ScopeOf(*segs, normals[0], tree);
+    }
+    bool ok = scope && Resolve(*segs, normals, tree, *scope);
     if (!ok) {
       if (IsServiceLinkVariable(name)) continue;
-      std::vector<std::string> candidates;
+      Suggester suggest(name);
       if (scope) {
-        for (const OptionSpec& o : scope->table) {
-          candidates.push_back(EnvName(scope->env_prefix, o.key));
+        std::string candidate;  // EnvName(scope->env_prefix, key), one buffer for all keys
+        for (const EnvKey& k : scope->table->keys) {
+          candidate.assign(scope->env_prefix);
+          candidate += k.env_suffix;
+          suggest.Offer(candidate);
         }
       }
-      std::optional<std::string> guess = DidYouMean(name, candidates);
+      const std::optional<std::string>& guess = suggest.best();
       d.Add(name, "this QUEUEBOX_ variable names no configuration key" +
                       (guess ? "; did you mean " + *guess + "?" : std::string()));
       continue;

@@ -8,7 +8,6 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -53,28 +52,42 @@ std::string NormalizeKey(std::string_view key) {
   return out;
 }
 
-size_t Levenshtein(std::string_view a, std::string_view b, size_t limit) {
+namespace {
+
+char Lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+// Levenshtein with the caller's rows (Suggester reuses them across candidates).
+size_t BandedDistance(std::string_view a, std::string_view b, size_t limit,
+                      std::vector<size_t>& prev, std::vector<size_t>& cur) {
   const size_t over = limit + 1;
   // A shared prefix or suffix costs no edit.
   while (!a.empty() && !b.empty() && a.front() == b.front()) a.remove_prefix(1), b.remove_prefix(1);
   while (!a.empty() && !b.empty() && a.back() == b.back()) a.remove_suffix(1), b.remove_suffix(1);
   if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return over;
   // Each edit changes at most two letter counts, so half the counts' difference is a lower bound.
+  // (Summed over the letters present only, each once: their counts are cleared as they are read.)
   std::array<int, 256> counts{};
   for (unsigned char c : a) ++counts[c];
   for (unsigned char c : b) --counts[c];
   size_t differ = 0;
-  for (int n : counts) differ += static_cast<size_t>(n < 0 ? -n : n);
+  for (std::string_view s : {a, b}) {
+    for (unsigned char c : s) {
+      differ += static_cast<size_t>(counts[c] < 0 ? -counts[c] : counts[c]);
+      counts[c] = 0;
+    }
+  }
   if ((differ + 1) / 2 > limit) return over;
   // Ukkonen's band: only cells within `limit` of the diagonal can stay within `limit`, so the
-  // cost is O(length * limit), not O(length * length).
-  std::vector<size_t> prev(b.size() + 1, over), cur(b.size() + 1, over);
+  // cost is O(length * limit), not O(length * length). Cells outside the band read as `over`.
+  prev.assign(b.size() + 1, over);
+  cur.assign(b.size() + 1, over);
   for (size_t j = 0; j <= std::min(b.size(), limit); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     const size_t lo = i > limit ? i - limit : 1;
     const size_t hi = std::min(b.size(), i + limit);
-    std::fill(cur.begin(), cur.end(), over);
-    if (i <= limit) cur[0] = i;
+    cur[0] = i <= limit ? i : over;
+    cur[lo - 1] = lo == 1 ? cur[0] : over;  // left of the band (stale from two rows up)
+    if (hi < b.size()) cur[hi + 1] = over;  // right of the band, read by the next row
     size_t row_min = cur[0];
     for (size_t j = lo; j <= hi; ++j) {
       const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
@@ -88,34 +101,63 @@ size_t Levenshtein(std::string_view a, std::string_view b, size_t limit) {
   return std::min(prev[b.size()], over);
 }
 
-std::optional<std::string> DidYouMean(const std::string& key,
-                                      const std::vector<std::string>& candidates) {
-  auto lower = [](std::string_view s, std::string& out) {
-    out.assign(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  };
-  std::string k, c_lower;
-  lower(key, k);
-  const std::string normal = NormalizeKey(key);
-  std::optional<std::string> best;
+// NormalizeKey(candidate) == normal, without building it.
+bool NormalizesTo(std::string_view candidate, std::string_view normal) {
+  size_t k = 0;
+  for (char c : candidate) {
+    if (c == '-' || c == '_') continue;
+    if (k == normal.size() || Lower(c) != normal[k]) return false;
+    ++k;
+  }
+  return k == normal.size();
+}
+
+}  // namespace
+
+size_t Levenshtein(std::string_view a, std::string_view b, size_t limit) {
+  std::vector<size_t> prev, cur;
+  return BandedDistance(a, b, limit, prev, cur);
+}
+
+Suggester::Suggester(std::string_view key) : lower_key_(key), normal_key_(NormalizeKey(key)) {
+  for (char& c : lower_key_) c = Lower(c);
   // A suggestion more than kMaxEdits away helps nobody, and the bound keeps a long unknown name
   // cheap.
   constexpr size_t kMaxEdits = 8;
-  size_t best_distance = std::min(std::max<size_t>(1, key.size() / 3), kMaxEdits) + 1;
-  for (const std::string& c : candidates) {
-    size_t d;
-    if (NormalizeKey(c) == normal) {
-      d = 0;
-    } else {
-      lower(c, c_lower);
-      d = Levenshtein(k, c_lower, best_distance - 1);
-    }
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
+  best_distance_ = std::min(std::max<size_t>(1, key.size() / 3), kMaxEdits) + 1;
+}
+
+void Suggester::Offer(std::string_view candidate) {
+  if (best_distance_ == 0) return;  // nothing comes closer than an exact match
+  size_t d;
+  if (NormalizesTo(candidate, normal_key_)) {
+    d = 0;
+  } else {
+    const size_t limit = best_distance_ - 1;
+    const size_t n = lower_key_.size(), m = candidate.size();
+    if ((n > m ? n - m : m - n) > limit) return;  // the distance is at least the length gap
+    lower_candidate_.assign(candidate);
+    for (char& c : lower_candidate_) c = Lower(c);
+    d = BandedDistance(lower_key_, lower_candidate_, limit, prev_, cur_);
   }
-  return best;
+  if (d < best_distance_) {
+    best_distance_ = d;
+    best_ = std::string(candidate);
+  }
+}
+
+std::optional<std::string> DidYouMean(const std::string& key,
+                                      const std::vector<std::string>& candidates) {
+  Suggester s(key);
+  for (const std::string& c : candidates) s.Offer(c);
+  return s.best();
+}
+
+bool IsSqlIdentifier(std::string_view s) {
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (s.empty() || !letter(s[0])) return false;
+  return std::all_of(s.begin() + 1, s.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
 }
 
 std::string JoinNames(const std::vector<std::string>& names) {
@@ -327,24 +369,44 @@ std::optional<json> CheckStringList(const json& v, const std::string& path, Diag
   return out;
 }
 
-// The key components that may follow `prefix` (dotted) in `keys`.
-std::vector<std::string> NextComponents(const std::vector<std::string>& keys,
-                                        const std::string& prefix) {
-  std::vector<std::string> out;
-  for (const std::string& k : keys) {
-    if (!prefix.empty() && k.rfind(prefix + ".", 0) != 0) continue;
-    std::string rest = prefix.empty() ? k : k.substr(prefix.size() + 1);
-    std::string first = rest.substr(0, rest.find('.'));
-    if (std::find(out.begin(), out.end(), first) == out.end()) out.push_back(first);
+// True when `key` is `prefix` followed by a dot and more ("a.b" under "a").
+bool Under(std::string_view key, std::string_view prefix) {
+  return key.size() > prefix.size() && key[prefix.size()] == '.' &&
+         key.substr(0, prefix.size()) == prefix;
+}
+
+// The keys of a table and the reserved keys, in that order, without copying them.
+class TableKeys {
+ public:
+  TableKeys(const std::vector<OptionSpec>& table, const std::vector<std::string>& reserved)
+      : table_(table), reserved_(reserved) {}
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const OptionSpec& s : table_) f(std::string_view(s.key));
+    for (const std::string& k : reserved_) f(std::string_view(k));
   }
+
+ private:
+  const std::vector<OptionSpec>& table_;
+  const std::vector<std::string>& reserved_;
+};
+
+// The key components that may follow `prefix` (dotted) in `keys`.
+std::vector<std::string> NextComponents(const TableKeys& keys, const std::string& prefix) {
+  std::vector<std::string> out;
+  keys.ForEach([&](std::string_view k) {
+    if (!prefix.empty() && !Under(k, prefix)) return;
+    std::string_view rest = prefix.empty() ? k : k.substr(prefix.size() + 1);
+    std::string_view first = rest.substr(0, rest.find('.'));
+    if (std::find(out.begin(), out.end(), first) == out.end()) out.emplace_back(first);
+  });
   return out;
 }
 
-bool HasPrefixKey(const std::vector<std::string>& keys, const std::string& prefix) {
-  for (const std::string& k : keys) {
-    if (k.rfind(prefix + ".", 0) == 0) return true;
-  }
-  return false;
+bool HasPrefixKey(const TableKeys& keys, const std::string& prefix) {
+  bool found = false;
+  keys.ForEach([&](std::string_view k) { found = found || Under(k, prefix); });
+  return found;
 }
 
 void SetDotted(json& out, const std::string& dotted, json value) {
@@ -382,8 +444,7 @@ std::optional<json> ValidateValue(const json& value, const OptionSpec& spec,
               "must be a text value, not a " + std::string(value.is_array() ? "list" : "block"));
         return std::nullopt;
       }
-      static const std::regex kIdentifier("^[a-zA-Z_][a-zA-Z0-9_]*$");
-      if (spec.identifier && !std::regex_match(*s, kIdentifier)) {
+      if (spec.identifier && !IsSqlIdentifier(*s)) {
         d.Add(path, "must be a SQL identifier (a letter or _, then letters, digits or _), got '" +
                         *s + "'");
         return std::nullopt;
@@ -420,10 +481,7 @@ json ValidateTable(const json& block, const std::vector<OptionSpec>& table, cons
     d.Add(path, "must be a block of keys, got " + Show(block));
     return out;
   }
-  std::vector<std::string> keys;
-  for (const OptionSpec& s : table) keys.push_back(s.key);
-  std::vector<std::string> all_keys = keys;
-  all_keys.insert(all_keys.end(), rules.reserved.begin(), rules.reserved.end());
+  const TableKeys all_keys(table, rules.reserved);
   std::set<std::string> given;  // present, non-null (checked, even if invalid)
 
   std::function<void(const json&, const std::string&)> walk = [&](const json& obj,

@@ -46,8 +46,27 @@ std::string NormalizeKey(std::string_view key);
 // O(|a| * limit)).
 size_t Levenshtein(std::string_view a, std::string_view b, size_t limit);
 // The closest candidate (case-insensitive edit distance, at most min(max(1, len/3), 8)), if any.
+// A candidate equal to `key` under NormalizeKey is at distance 0; the first closest one wins.
 std::optional<std::string> DidYouMean(const std::string& key,
                                       const std::vector<std::string>& candidates);
+
+// DidYouMean one candidate at a time (no list to build): Offer each candidate in order, then
+// best() is what DidYouMean(key, those candidates) returns. A candidate whose length rules it out
+// costs no allocation and no distance.
+class Suggester {
+ public:
+  explicit Suggester(std::string_view key);
+  void Offer(std::string_view candidate);
+  const std::optional<std::string>& best() const { return best_; }
+
+ private:
+  std::string lower_key_, normal_key_, lower_candidate_;
+  std::vector<size_t> prev_, cur_;  // the distance's rows, reused
+  size_t best_distance_;            // a candidate must come closer than this
+  std::optional<std::string> best_;
+};
+// ^[a-zA-Z_][a-zA-Z0-9_]*$: what OptionSpec::identifier values must match.
+bool IsSqlIdentifier(std::string_view s);
 // "a, b, c".
 std::string JoinNames(const std::vector<std::string>& names);
 

@@ -9,22 +9,62 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 namespace queuebox::cfg {
-namespace {
 
 using nlohmann::json;
 
+namespace {
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Digits from `at` on; returns where they end.
+size_t Digits(const std::string& s, size_t at) {
+  while (at < s.size() && IsDigit(s[at])) ++at;
+  return at;
+}
+
+// ^[-+]?[0-9]+$
+bool IsPlainInt(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  const size_t end = Digits(s, start);
+  return end > start && end == s.size();
+}
+
+// ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
+bool IsPlainFloat(const std::string& s) {
+  size_t i = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i < s.size() && s[i] == '.') {
+    const size_t end = Digits(s, i + 1);
+    if (end == i + 1) return false;
+    i = end;
+  } else {
+    const size_t end = Digits(s, i);
+    if (end == i) return false;
+    i = end;
+    if (i < s.size() && s[i] == '.') i = Digits(s, i + 1);
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    size_t j = i + 1;
+    if (j < s.size() && (s[j] == '-' || s[j] == '+')) ++j;
+    const size_t end = Digits(s, j);
+    if (end == j) return false;
+    i = end;
+  }
+  return i == s.size();
+}
+
+}  // namespace
+
+// YAML 1.2 core schema for a plain scalar: null, boolean, integer, float, else text. Written out
+// rather than std::regex (PlainScalarTest compares the two).
 json PlainScalar(const std::string& s) {
-  static const std::regex kNull("^(~|null|Null|NULL|)$");
-  static const std::regex kBool("^(true|True|TRUE|false|False|FALSE)$");
-  static const std::regex kInt("^[-+]?[0-9]+$");
-  static const std::regex kFloat("^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$");
-  if (std::regex_match(s, kNull)) return nullptr;
-  if (std::regex_match(s, kBool)) return s[0] == 't' || s[0] == 'T';
-  if (std::regex_match(s, kInt)) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
+    return s[0] == 't' || s[0] == 'T';
+  }
+  if (IsPlainInt(s)) {
     try {
       size_t used = 0;
       long long v = std::stoll(s, &used);
@@ -33,7 +73,7 @@ json PlainScalar(const std::string& s) {
       return s;  // out of range: kept as text, the option check reports it
     }
   }
-  if (std::regex_match(s, kFloat)) {
+  if (IsPlainFloat(s)) {
     try {
       return std::stod(s);
     } catch (const std::exception&) {
@@ -42,6 +82,8 @@ json PlainScalar(const std::string& s) {
   }
   return s;
 }
+
+namespace {
 
 json ToJson(const YAML::Node& node) {
   switch (node.Type()) {

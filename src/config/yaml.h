@@ -20,6 +20,11 @@ Result<nlohmann::json> LoadYamlFile(const std::string& path);
 // Also kInvalidArgument, with line and column, for bytes that are not UTF-8.
 Result<nlohmann::json> ParseYaml(const std::string& text, const std::string& name);
 
+// A plain (unquoted) scalar as the YAML 1.2 core schema reads it: null (~, null, Null, NULL or
+// empty), a boolean (true/True/TRUE, false/False/FALSE), an integer ([-+]?[0-9]+, text when out
+// of range), a float, else the text itself.
+nlohmann::json PlainScalar(const std::string& s);
+
 // The offset of the first byte of `s` that does not start a well-formed UTF-8 sequence (overlong
 // forms, surrogates and code points past U+10FFFF included); nullopt when all of `s` is UTF-8.
 std::optional<size_t> FirstInvalidUtf8(std::string_view s);
