@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "config/config_test_util.h"
+#include "config/edit_distance_reference.h"
 #include "config/render.h"
 #include "config/schema.h"
 #include "config/validate.h"
@@ -649,16 +650,7 @@ TEST_F(ConfigTest, ProcessEnvironmentReadsThisProcess) {
 // config_env fuzz target ran at 30 inputs/s).
 TEST(LevenshteinTest, BandedDistanceMatchesTheFullTable) {
   auto full = [](std::string_view a, std::string_view b) {
-    std::vector<std::vector<size_t>> t(a.size() + 1, std::vector<size_t>(b.size() + 1));
-    for (size_t i = 0; i <= a.size(); ++i) t[i][0] = i;
-    for (size_t j = 0; j <= b.size(); ++j) t[0][j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      for (size_t j = 1; j <= b.size(); ++j) {
-        t[i][j] = std::min(
-            {t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      }
-    }
-    return t[a.size()][b.size()];
+    return queuebox::testing::FullEditDistance(a, b);
   };
   uint32_t seed = 12345;
   auto next = [&seed] { return seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff; };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config_test_util.h"
+#include "config/edit_distance_reference.h"
 #include "config/env.h"
 #include "config/validate.h"
 #include "config/yaml.h"
@@ -140,17 +141,8 @@ std::optional<std::string> ReferenceDidYouMean(const std::string& key,
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
-  auto full = [](const std::string& a, const std::string& b) {
-    std::vector<std::vector<size_t>> t(a.size() + 1, std::vector<size_t>(b.size() + 1));
-    for (size_t i = 0; i <= a.size(); ++i) t[i][0] = i;
-    for (size_t j = 0; j <= b.size(); ++j) t[0][j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      for (size_t j = 1; j <= b.size(); ++j) {
-        t[i][j] = std::min(
-            {t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      }
-    }
-    return t[a.size()][b.size()];
+  auto full = [](std::string_view a, std::string_view b) {
+    return queuebox::testing::FullEditDistance(a, b);
   };
   const size_t threshold = std::min<size_t>(std::max<size_t>(1, key.size() / 3), 8);
   std::optional<std::string> best;
@@ -187,16 +179,7 @@ TEST(SuggesterTest, AgreesWithTheFullTable) {
 TEST(LevenshteinTest, LongerStringsAndLimitsMatchTheFullTable) {
   // Rows reuse their cells: what lies left and right of the band must still read as "over".
   auto full = [](std::string_view a, std::string_view b) {
-    std::vector<std::vector<size_t>> t(a.size() + 1, std::vector<size_t>(b.size() + 1));
-    for (size_t i = 0; i <= a.size(); ++i) t[i][0] = i;
-    for (size_t j = 0; j <= b.size(); ++j) t[0][j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      for (size_t j = 1; j <= b.size(); ++j) {
-        t[i][j] = std::min(
-            {t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      }
-    }
-    return t[a.size()][b.size()];
+    return queuebox::testing::FullEditDistance(a, b);
   };
   Gen g;
   for (int round = 0; round < 3000; ++round) {
