@@ -7,6 +7,7 @@
 #
 #   bash scripts/fuzz.sh [seconds per target] [target...]   (default: 20 s, every target)
 #   FUZZ_RUNS=1000000 bash scripts/fuzz.sh 0 envelope       (a number of runs instead)
+#   FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh                   (build, run nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
@@ -15,9 +16,12 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 OUT=${FUZZ_OUT:-$BUILD_DIR/fuzz-out}
 NICE=(nice -n "${FUZZ_NICE:-19}")
 
+# A unity build, as the others (docs/testing.md, "Build time"); FUZZ_UNITY_BUILD=OFF to edit.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DQUEUEBOX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DCMAKE_UNITY_BUILD="${FUZZ_UNITY_BUILD:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
 "${NICE[@]}" cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers
+[ -n "${FUZZ_BUILD_ONLY:-}" ] && exit 0
 
 if [ "$#" -gt 0 ]; then
   TARGETS=("$@")

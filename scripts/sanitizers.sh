@@ -9,6 +9,7 @@
 #
 #   bash scripts/sanitizers.sh            # both
 #   bash scripts/sanitizers.sh asan       # one; extra arguments go to ctest
+#   bash scripts/sanitizers.sh build all  # only build (asan, tsan or all); no servers needed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -18,11 +19,11 @@ JOBS=$(nproc)
 # Tests that run no C++ of ours (the npm JSONata package under Node): nothing to instrument.
 NOT_CXX='^transform_golden_node$'
 
-# Not a unity build by default: the sanitizer builds have not been run as one yet
-# (QB_SANITIZER_UNITY_BUILD=ON to try; docs/testing.md, "Build time").
+# A unity build, as scripts/test.sh's (docs/testing.md, "Build time"); QB_SANITIZER_UNITY_BUILD=OFF
+# for a build directory edited incrementally.
 configure() {  # dir sanitizers
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUEUEBOX_SANITIZE="$2" \
-    -DQUEUEBOX_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD="${QB_SANITIZER_UNITY_BUILD:-OFF}" \
+    -DQUEUEBOX_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD="${QB_SANITIZER_UNITY_BUILD:-ON}" \
     -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
 }
 
@@ -36,27 +37,52 @@ targets() {  # dir label-regex name-regex
       -e 's|^[0-9]*: Test command: [^ ]*/\([^ /]*\).*$|\1|p' | sort -u
 }
 
+ASAN_DIR=build-asan ASAN_LABELS='^(unit|contract|integration)$'
+TSAN_DIR=build-tsan TSAN_LABELS='^(unit|contract)$' TSAN_NAMES='^(unit_core|contract_)'
+
+build_asan() {
+  configure "$ASAN_DIR" "address;undefined"
+  mapfile -t t < <(targets "$ASAN_DIR" "$ASAN_LABELS" .)
+  cmake --build "$ASAN_DIR" -j "$JOBS" --target "${t[@]}"
+}
+
+build_tsan() {
+  configure "$TSAN_DIR" "thread"
+  mapfile -t t < <(targets "$TSAN_DIR" "$TSAN_LABELS" "$TSAN_NAMES")
+  cmake --build "$TSAN_DIR" -j "$JOBS" --target "${t[@]}"
+}
+
 run_asan() {
-  local dir=build-asan labels='^(unit|contract|integration)$'
-  configure "$dir" "address;undefined"
-  mapfile -t t < <(targets "$dir" "$labels" .)
-  cmake --build "$dir" -j "$JOBS" --target "${t[@]}"
+  build_asan
   ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1" \
     LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir "$dir" -L "$labels" -E "$NOT_CXX" --output-on-failure --timeout 1800 -j 2 "$@"
+    ctest --test-dir "$ASAN_DIR" -L "$ASAN_LABELS" -E "$NOT_CXX" --output-on-failure --timeout 1800 \
+    -j 2 "$@"
 }
 
 run_tsan() {
-  local dir=build-tsan labels='^(unit|contract)$' names='^(unit_core|contract_)'
-  configure "$dir" "thread"
-  mapfile -t t < <(targets "$dir" "$labels" "$names")
-  cmake --build "$dir" -j "$JOBS" --target "${t[@]}"
+  build_tsan
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-    ctest --test-dir "$dir" -L "$labels" -R "$names" -E "$NOT_CXX" --output-on-failure --timeout 1800 -j 2 "$@"
+    ctest --test-dir "$TSAN_DIR" -L "$TSAN_LABELS" -R "$TSAN_NAMES" -E "$NOT_CXX" \
+    --output-on-failure --timeout 1800 -j 2 "$@"
 }
 
 case $which in
+build)
+  case ${1:-all} in
+  asan) build_asan ;;
+  tsan) build_tsan ;;
+  all)
+    build_asan
+    build_tsan
+    ;;
+  *)
+    echo "usage: $0 build [asan|tsan|all]" >&2
+    exit 2
+    ;;
+  esac
+  ;;
 asan) run_asan "$@" ;;
 tsan) run_tsan "$@" ;;
 all)
@@ -64,7 +90,7 @@ all)
   run_tsan "$@"
   ;;
 *)
-  echo "usage: $0 [asan|tsan|all] [ctest arguments]" >&2
+  echo "usage: $0 [asan|tsan|all] [ctest arguments] | $0 build [asan|tsan|all]" >&2
   exit 2
   ;;
 esac
