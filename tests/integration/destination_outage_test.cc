@@ -23,20 +23,25 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "admin/metrics.h"
 #include "contract/store_test_support.h"
+#include "core/circuit_breaker.h"
 #include "destinations/http/http_destination.h"
 #include "queuebox/relay.h"
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
 
 #if defined(QB_WITH_KAFKA)
@@ -128,6 +133,38 @@ class CountingClaims final : public OutboxClaims {
   std::map<std::string, int> claims_of_;
 };
 
+// Feeds each breaker state the relay reports to the metrics and keeps them in order, so a test
+// knows every transition (the first state of each destination is its closed start).
+class CircuitStates final : public RelayObserver {
+ public:
+  explicit CircuitStates(Metrics* metrics) : metrics_(metrics) {}
+  void OnCircuitState(const std::string& destination, int state) override {
+    metrics_->OnCircuitState(destination, state);
+    std::lock_guard<std::mutex> lock(mu_);
+    states_[destination].push_back(state);
+  }
+  std::vector<int> Of(const std::string& destination) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return states_[destination];
+  }
+
+ private:
+  Metrics* metrics_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<int>> states_;
+};
+
+// The value of queuebox_destination_circuit_state{destination} in a scrape ("" when absent).
+std::string CircuitGauge(Metrics& metrics, const std::string& destination) {
+  const std::string text = metrics.Render();
+  const std::string series =
+      "\nqueuebox_destination_circuit_state{destination=\"" + destination + "\"} ";
+  size_t at = text.find(series);
+  if (at == std::string::npos) return "";
+  at += series.size();
+  return text.substr(at, text.find('\n', at) - at);
+}
+
 class DestinationOutageTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -161,7 +198,7 @@ class DestinationOutageTest : public ::testing::TestWithParam<std::string> {
   }
 
   // Routes "out.#"-like topics ("out.*") to `out` and "steady.*" to the steady receiver.
-  void StartRelay(std::unique_ptr<Destination> out) {
+  void StartRelay(std::unique_ptr<Destination> out, RelayObserver* observer = nullptr) {
     std::unique_ptr<Destination> steady = Http("steady", steady_.BaseUrl());
     ASSERT_NE(out, nullptr);
     ASSERT_NE(steady, nullptr);
@@ -184,7 +221,8 @@ class DestinationOutageTest : public ::testing::TestWithParam<std::string> {
     std::map<std::string, std::unique_ptr<Destination>> dests;
     dests[out->name()] = std::move(out);
     dests["steady"] = std::move(steady);
-    Result<std::unique_ptr<Relay>> r = Relay::Create(o, counting_.get(), std::move(dests));
+    Result<std::unique_ptr<Relay>> r =
+        Relay::Create(o, counting_.get(), std::move(dests), observer);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     relay_ = std::move(r).value();
     ASSERT_TRUE(relay_->Start().ok());
@@ -358,6 +396,74 @@ TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestina
   // Back: every row is delivered, with no attempt spent.
   receiver.SetDefaultResponse({.status = 204});
   ExpectAllDeliveredWithoutAttempts(1 + 40 + 20 * 18);
+}
+
+// The breaker's state is in the metric and in the log, one line per transition however many rows
+// the open breaker releases.
+TEST_P(DestinationOutageTest, Http_BreakerStateInTheMetricAndOneLogLinePerTransition) {
+  testing::LogCapture logs;
+  Metrics metrics;
+  CircuitStates states(&metrics);
+  testing::HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  const int port = testing::UnusedLoopbackPort();
+  auto up = std::make_unique<testing::TcpForwarder>(port, receiver.port());
+  ASSERT_TRUE(up->Start().ok());
+  StartRelay(Http("flaky", "http://127.0.0.1:" + std::to_string(port)), &states);
+  EXPECT_EQ(CircuitGauge(metrics, "flaky"), "0");
+  Insert("out.warm", "warm-", 1, 1, 1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("state = 'sent'") == 1; }, 30s));
+
+  // Connection refused: the breaker opens, and each open time a failed probe opens it again.
+  up.reset();
+  Insert("out.events", "k", 40, 40, 1);  // one key each: every row is claimed and released
+  ASSERT_TRUE(testing::WaitUntil([&] { return CircuitGauge(metrics, "flaky") == "1"; }, 30s))
+      << metrics.Render();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        std::vector<int> s = states.Of("flaky");
+        return std::count(s.begin(), s.end(), 2) >= 2;  // two half-open probes
+      },
+      30s));
+  EXPECT_GE(counting_->released(), 40);
+
+  // Back: a probe succeeds and the breaker closes.
+  up = std::make_unique<testing::TcpForwarder>(port, receiver.port());
+  ASSERT_TRUE(up->Start().ok());
+  ExpectAllDeliveredWithoutAttempts(1 + 40);
+  EXPECT_EQ(CircuitGauge(metrics, "flaky"), "0");
+
+  // The log lines of the destination's transitions, in order, are the transitions.
+  const std::vector<int> seen = states.Of("flaky");
+  ASSERT_GE(seen.size(), 6u);  // closed, open, half-open, open, half-open, ..., closed
+  EXPECT_EQ(seen.front(), 0);
+  EXPECT_EQ(seen.back(), 0);
+  const std::map<std::string, std::string> message_of = {
+      {"open",
+       "The destination is unavailable; its circuit breaker is open. Its messages are released "
+       "without spending an attempt until a probe succeeds."},
+      {"half-open", "The circuit breaker of the destination is half-open; probing"},
+      {"closed", "The destination is available again; its circuit breaker is closed"}};
+  auto name = [](int state) {
+    return std::string(CircuitBreaker::Name(static_cast<CircuitBreaker::State>(state)));
+  };
+  std::vector<nlohmann::json> logged;  // the destination's lines naming a transition, in order
+  for (const std::string& line : logs.Lines()) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("destination", "") == "flaky" && j.contains("to")) {
+      logged.push_back(j);
+    }
+  }
+  ASSERT_EQ(logged.size(), seen.size() - 1) << logs.All();
+  for (size_t i = 0; i < logged.size(); ++i) {
+    const std::string to = name(seen[i + 1]);
+    EXPECT_EQ(logged[i].value("from", ""), name(seen[i])) << "transition " << i;
+    EXPECT_EQ(logged[i].value("to", ""), to) << "transition " << i;
+    EXPECT_EQ(logged[i].value("message", ""), message_of.at(to)) << "transition " << i;
+    EXPECT_EQ(logged[i].value("level", ""), to == "open" ? "warn" : "info") << "transition " << i;
+  }
+  std::printf("%zu transitions, %zu log lines, %lld rows released\n", seen.size() - 1,
+              logged.size(), static_cast<long long>(counting_->released()));
 }
 
 TEST_P(DestinationOutageTest, Http_WithTheBreakerDisabledEveryFailureSpendsAnAttempt) {

@@ -46,6 +46,7 @@ struct DestOptions {
   std::map<std::string, std::string> headers = {};
   int max_error_body_bytes = 2048;
   int max_in_flight = 256;
+  std::optional<DestinationAuthConfig> auth = std::nullopt;
 };
 
 std::unique_ptr<HttpDestination> MakeDestination(const std::string& base_url, DestOptions o = {}) {
@@ -57,6 +58,7 @@ std::unique_ptr<HttpDestination> MakeDestination(const std::string& base_url, De
   s.static_headers = o.headers;
   s.max_error_body_bytes = o.max_error_body_bytes;
   s.max_in_flight = o.max_in_flight;
+  s.auth = o.auth;
   Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   if (!d.ok()) return nullptr;
@@ -386,6 +388,119 @@ TEST_F(HttpDestinationTest, StoppedReceiverIsAnOutage) {
   Outcome down = PublishOne(*d, Row("during"));
   EXPECT_EQ(down.kind, Outcome::Kind::kUnavailable);
   EXPECT_THAT(down.error, StartsWith("Publish failed: "));
+}
+
+// The failures of an unreachable receiver that are outages (docs/guarantees.md §8), each produced
+// for real on this machine alone. The destination carries credentials; no failure text names them.
+constexpr char kOutageSecret[] = "qb-outage-s3cret";
+constexpr char kOutageStaticSecret[] = "qb-static-s3cret";
+
+DestOptions WithSecrets(DestOptions o = {}) {
+  o.headers = {{"X-Api-Key", std::string(kOutageStaticSecret)}};
+  o.auth = DestinationAuthConfig{
+      "header",
+      {{"headerName", "Authorization"}, {"headerValue", "Bearer " + std::string(kOutageSecret)}}};
+  return o;
+}
+
+Outcome PublishAlone(HttpDestination& d, const OutboxRow& row) {
+  std::vector<OutboxRow> rows = {row};
+  std::vector<OutboundMessage> batch = BatchOf(rows);
+  CollectingSink sink;
+  d.PublishBatch(batch, sink);
+  EXPECT_EQ(sink.outcomes().size(), 1u);
+  return sink.at(0);
+}
+
+void ExpectNoSecret(const Outcome& o) {
+  EXPECT_THAT(o.error, Not(HasSubstr(kOutageSecret)));
+  EXPECT_THAT(o.error, Not(HasSubstr(kOutageStaticSecret)));
+}
+
+TEST(HttpDestinationNoServerTest, UnresolvableHostIsAnOutage) {
+  // A label of 64 characters cannot be put in a DNS query, so the resolver fails without sending
+  // one (glibc; nothing leaves the machine), and .invalid is reserved (RFC 6761) besides.
+  const std::string host = std::string(64, 'q') + ".invalid";
+  auto d = MakeDestination("http://" + host + ":8080", WithSecrets());
+  ASSERT_NE(d, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  Outcome o = PublishAlone(*d, Row("id-1"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable) << o.error;
+  EXPECT_EQ(o.retry_after_ms, 0);
+  EXPECT_EQ(o.error, "Publish failed: Could not resolve host: " + host);
+  ExpectNoSecret(o);
+  // The resolver answered (well within the 10 s timeout): the outcome is not a timeout.
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// A loopback listener whose accept queue is full and never drained: the kernel drops further
+// SYNs, so a connect to it neither succeeds nor is refused until the client gives up.
+class FullBacklogListener {
+ public:
+  FullBacklogListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd_, 0) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    // Backlog 0 queues one connection: the first connect completes and fills the queue; two
+    // more (non-blocking) wait in SYN-SENT behind it.
+    for (int i = 0; i < 3; ++i) {
+      int c = ::socket(AF_INET, SOCK_STREAM | (i == 0 ? 0 : SOCK_NONBLOCK), 0);
+      int rc = ::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      if (i == 0 && rc != 0) return;
+      fillers_.push_back(c);
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~FullBacklogListener() {
+    for (int c : fillers_) ::close(c);
+    ::close(fd_);
+  }
+  FullBacklogListener(const FullBacklogListener&) = delete;
+  FullBacklogListener& operator=(const FullBacklogListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+TEST(HttpDestinationNoServerTest, ConnectTimeoutIsAnOutage) {
+  FullBacklogListener listener;
+  ASSERT_GT(listener.port(), 0);
+  // timeoutMs 400: the connect gives up after 200 ms.
+  auto d = MakeDestination("http://127.0.0.1:" + std::to_string(listener.port()),
+                           WithSecrets({.timeout_ms = 400}));
+  ASSERT_NE(d, nullptr);
+  Outcome o = PublishAlone(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable) << o.error;
+  EXPECT_EQ(o.retry_after_ms, 0);
+  EXPECT_EQ(o.error, "Connect timeout after 200ms");
+  ExpectNoSecret(o);
+}
+
+TEST_F(HttpDestinationTest, TlsFailureIsAnOutage) {
+  // https:// to a plain-HTTP server: the TLS handshake fails (its answer is not a TLS record).
+  std::string url = receiver_.BaseUrl();
+  ASSERT_THAT(url, StartsWith("http://"));
+  url.insert(4, "s");
+  auto d = MakeDestination(url, WithSecrets());
+  ASSERT_NE(d, nullptr);
+  Outcome o = PublishOne(*d, Row("id-1"));
+  EXPECT_EQ(o.kind, Outcome::Kind::kUnavailable) << o.error;
+  EXPECT_EQ(o.retry_after_ms, 0);
+  EXPECT_THAT(o.error, StartsWith("Publish failed: "));
+  EXPECT_THAT(o.error, HasSubstr("SSL"));
+  ExpectNoSecret(o);
+  EXPECT_EQ(receiver_.RequestCount(), 0u);  // no request reached it in clear text
 }
 
 // A one-shot raw TCP server: captures the request bytes exactly as sent and answers 204. Used

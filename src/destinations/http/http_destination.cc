@@ -444,6 +444,9 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
 
 std::once_flag curl_init_once;
 
+// The connect timeout: half of timeoutMs (docs/configuration.md).
+int64_t ConnectTimeoutMs(int64_t timeout_ms) { return std::max<int64_t>(1, timeout_ms / 2); }
+
 // Transfer errors that mean the receiver is out, not that the message is bad: it cannot be
 // resolved or reached, TLS cannot be set up, or the connection broke without an answer.
 bool IsOutage(CURLcode result) {
@@ -539,7 +542,8 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMe
   curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout / 2));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(ConnectTimeoutMs(settings_.timeout_ms)));
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   // The receive buffer of each request in flight (16 KiB by default): answers are read for their
@@ -592,7 +596,8 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     if (curl_easy_getinfo(r.easy, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
         connect_us == 0) {
       return Outcome::Unavailable(SanitizeError(
-          "Connect timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
+          "Connect timeout after " + std::to_string(ConnectTimeoutMs(settings_.timeout_ms)) + "ms",
+          max));
     }
     return Outcome::Retry(
         SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
