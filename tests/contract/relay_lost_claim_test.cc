@@ -4,9 +4,12 @@
 // the row. The relay's next lease renewal misses the row; a request not yet written is then never
 // sent, one already written cannot be called back; either way the relay writes nothing to the
 // row and queuebox_claims_lost_total{component="outbox"} counts it once.
+// RelayLostClaimRabbitMqTest: the same with a rabbitmq destination on the shared RabbitMQ, a
+// message lost while its batch waits for the channel.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -15,6 +18,14 @@
 
 #include "admin/metrics.h"
 #include "destinations/http/http_destination.h"
+#ifdef QB_WITH_RABBITMQ
+#include <unistd.h>
+
+#include "destinations/rabbitmq/rabbitmq_destination.h"
+#include "testing/amqp_queue.h"
+#include "testing/broker_testing.h"
+#include "testing/tcp_forwarder.h"
+#endif
 #include "queuebox/relay.h"
 #include "store_test_support.h"
 #include "testing/http_receiver.h"
@@ -90,11 +101,16 @@ class RelayLostClaimTest : public ::testing::TestWithParam<std::string> {
     s.max_in_flight = 1;
     auto d = HttpDestination::Create(std::move(s));
     ASSERT_TRUE(d.ok()) << d.status().ToString();
+    StartRelay(std::move(d).value(), /*batch_size=*/2, concurrency);
+  }
+
+  // The relay with `d` as destination "sink" for every row.
+  void StartRelay(std::unique_ptr<Destination> d, int batch_size, int concurrency) {
     std::map<std::string, std::unique_ptr<Destination>> ds;
-    ds.emplace("sink", std::move(d).value());
+    ds.emplace("sink", std::move(d));
     RelayOptions o;
     o.outbox.poll_interval_ms = 10;
-    o.outbox.batch_size = 2;
+    o.outbox.batch_size = batch_size;
     o.outbox.concurrency = concurrency;
     o.outbox.retry_base_delay_ms = 1;
     o.outbox.claim_timeout_ms = 3000;
@@ -220,6 +236,101 @@ TEST_P(RelayLostClaimTest, ARequestAlreadySentFinishesButChangesNothingAndCounts
   EXPECT_LE(Sample(R"(queuebox_outbox_messages_total{status="sent"})"), 0);
   EXPECT_EQ(relay_->Stop(), 0);
 }
+
+#ifdef QB_WITH_RABBITMQ
+// The same with a rabbitmq destination on the shared RabbitMQ, reached through a loopback
+// forwarder that can hold back the broker's replies. batchSize 1 and concurrency 2: two batches
+// publish at once; while one awaits its confirm (held), the other waits for the channel.
+class RelayLostClaimRabbitMqTest : public RelayLostClaimTest {
+ protected:
+  void SetUp() override {
+    QB_REQUIRE_SERVER_ENV("QB_TEST_AMQP_URL", amqp_url_);
+    RelayLostClaimTest::SetUp();
+    if (HasFatalFailure()) return;
+    static std::atomic<int> n{0};
+    exchange_ = "qb.lostclaim." + std::to_string(::getpid()) + "." + std::to_string(++n);
+    amqp_ = std::make_unique<testing::AmqpQueues>(amqp_url_);
+    amqp_->Bind(exchange_, exchange_);
+    port_ = testing::UnusedLoopbackPort();
+    forwarder_ = std::make_unique<testing::TcpForwarder>(port_, amqp_->port());
+    ASSERT_TRUE(forwarder_->Start().ok());
+  }
+  void TearDown() override {
+    if (forwarder_) forwarder_->HoldReplies(false);
+    RelayLostClaimTest::TearDown();
+    forwarder_.reset();
+    if (amqp_) amqp_->Delete(exchange_, exchange_);
+  }
+
+  // A started rabbitmq destination through the forwarder; routing key: the row's key.
+  std::unique_ptr<Destination> RabbitMq() {
+    const size_t at = amqp_url_.rfind('@') + 1;
+    const size_t vhost = amqp_url_.find('/', at);
+    RabbitMqDestinationSettings s;
+    s.name = "sink";
+    s.url = amqp_url_.substr(0, at) + "127.0.0.1:" + std::to_string(port_) +
+            (vhost == std::string::npos ? std::string() : amqp_url_.substr(vhost));
+    s.exchange = exchange_;
+    s.routing_key_template = "{{ key }}";
+    s.confirm_timeout_ms = 60000;
+    auto d = RabbitMqDestination::Create(std::move(s));
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    if (!d.ok()) return nullptr;
+    Status started = (*d)->Start();
+    EXPECT_TRUE(started.ok()) << started.ToString();
+    EXPECT_TRUE((*d)->Health().ok()) << (*d)->Health().ToString();
+    return std::move(d).value();
+  }
+
+  // Rows claimed for the destination and not yet published.
+  double Depth() { return Sample(R"(queuebox_outbox_queue_depth{destination="sink"})"); }
+
+  std::string amqp_url_, exchange_;
+  int port_ = 0;
+  std::unique_ptr<testing::AmqpQueues> amqp_;
+  std::unique_ptr<testing::TcpForwarder> forwarder_;
+};
+
+TEST_P(RelayLostClaimRabbitMqTest, AMessageWaitingForTheChannelIsCancelledAndNeverPublished) {
+  std::unique_ptr<Destination> d = RabbitMq();  // connected, exchange declared
+  ASSERT_NE(d, nullptr);
+  forwarder_->HoldReplies(true);  // no confirm comes back until released
+  outbox_->InsertRows(2, [](int n) { return std::optional<std::string>("k" + std::to_string(n)); });
+  StartRelay(std::move(d), /*batch_size=*/1, /*concurrency=*/2);
+  // The batch that got the channel published its row and awaits the confirm.
+  ASSERT_TRUE(testing::WaitUntil([&] { return amqp_->Messages(exchange_) == 1; }, 30s));
+  std::optional<std::pair<std::string, std::string>> first = amqp_->Get(exchange_);
+  ASSERT_TRUE(first.has_value());
+  const std::string sent =
+      outbox_->db().Scalar("SELECT id FROM outbox WHERE key = '" + first->first + "'");
+  std::vector<std::string> ids = Ids();
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string taken = ids[0] == sent ? ids[1] : ids[0];
+  ASSERT_NE(taken, sent);
+  // The other row is claimed too, and its batch waits for the channel.
+  ASSERT_TRUE(testing::WaitUntil([&] { return Depth() == 2; }, 30s)) << Depth();
+  TakeAsAnotherReplica(taken);
+  const auto taken_state = RowState(taken);
+  ASSERT_TRUE(WaitForLost(1)) << "the lease keeper's renewal misses the taken row";
+  // Its batch stops waiting: only the publish whose confirm is held is left in flight.
+  const bool stopped = testing::WaitUntil([&] { return Depth() == 1; }, 2s);
+  forwarder_->HoldReplies(false);
+  EXPECT_TRUE(stopped) << "the cancelled batch still waits for the channel";
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+
+  EXPECT_EQ(amqp_->Messages(exchange_), 0u) << "the taken row is never published";
+  EXPECT_EQ(outbox_->Field(sent, "state"), "sent");
+  EXPECT_EQ(RowState(taken), taken_state) << "the relay writes nothing to the taken row";
+  EXPECT_EQ(outbox_->Field(taken, "claim_token"), kOtherToken);
+  EXPECT_EQ(Lost(), 1);
+  EXPECT_EQ(Sample(R"(queuebox_outbox_messages_total{status="sent"})"), 1);
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, RelayLostClaimRabbitMqTest,
+                         ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+#endif  // QB_WITH_RABBITMQ
 
 INSTANTIATE_TEST_SUITE_P(Dialects, RelayLostClaimTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& p) { return p.param; });

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/config_test_util.h"
@@ -225,6 +226,75 @@ TEST_F(KafkaDestinationTest, AMessageCancelledBeforeItIsHandedOverIsNeverProduce
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].value, R"({"n":1})");
   EXPECT_EQ(got[1].value, R"({"n":3})");
+}
+
+// A lost claim (docs/guarantees.md §3) while the message waits for room in librdkafka's full
+// local queue: queue.buffering.max.messages=1, and the one place is held by another batch's
+// message that a slow leader has not acknowledged. The cancel flag is set from another thread,
+// as the lease keeper does when a renewal finds the row taken: the waiting message is never
+// produced, is reported cancelled, and its batch returns at once, before the message ahead is
+// even acknowledged (so it was still waiting, not handed over).
+TEST_F(KafkaDestinationTest, AMessageCancelledWhileWaitingForRoomInTheLocalQueueIsNeverProduced) {
+  using namespace std::chrono_literals;
+  using Clock = std::chrono::steady_clock;
+  std::string topic = NewTopic();
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(cluster_, topic.c_str(), 0, 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  KafkaDestinationSettings s = Settings(topic);
+  s.timeout_ms = 20000;
+  s.librdkafka["queue.buffering.max.messages"] = "1";
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  // Warm up (producer id and metadata known) so the wait below is only the leader's.
+  Outcome warm = PublishAll(*d, {BrokerRow("w", "t", std::nullopt, R"({"n":0})")})[0];
+  ASSERT_EQ(warm.kind, Outcome::Kind::kDelivered) << warm.error;
+
+  // The leader answers after 6 s: the next message holds the local queue's only place.
+  ASSERT_EQ(rd_kafka_mock_broker_set_rtt(cluster_, 1, 6000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::vector<OutboxRow> ahead_rows = {BrokerRow("a", "t", std::nullopt, R"({"n":1})")};
+  std::vector<OutboundMessage> ahead_batch = testing::BatchOf(ahead_rows);
+  testing::CollectingSink ahead_sink;
+  std::atomic<bool> ahead_done{false};
+  std::thread ahead([&] {
+    d->PublishBatch(ahead_batch, ahead_sink);
+    ahead_done = true;
+  });
+  std::this_thread::sleep_for(500ms);  // "a" is taken by librdkafka at once
+
+  std::vector<OutboxRow> lost_rows = {BrokerRow("b", "t", std::nullopt, R"({"n":2})")};
+  std::vector<OutboundMessage> lost_batch = testing::BatchOf(lost_rows);
+  std::atomic<bool> lost{false};
+  lost_batch[0].cancel = &lost;
+  testing::CollectingSink lost_sink;
+  std::atomic<bool> lost_done{false};
+  Clock::time_point lost_returned{};
+  std::thread waiting([&] {
+    d->PublishBatch(lost_batch, lost_sink);
+    lost_returned = Clock::now();
+    lost_done = true;
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(lost_done) << "the batch did not wait for room in the local queue";
+  const Clock::time_point cancelled_at = Clock::now();
+  lost = true;
+  bool returned = testing::WaitUntil([&] { return lost_done.load(); }, 2s);
+  // Checked before the joins: the message ahead is still unacknowledged.
+  const bool ahead_was_done = ahead_done;
+  waiting.join();
+  ahead.join();
+  rd_kafka_mock_broker_set_rtt(cluster_, 1, 0);
+
+  EXPECT_TRUE(returned) << "the cancelled batch did not return within 2 s of the cancel";
+  EXPECT_FALSE(ahead_was_done) << "the batch ahead finished first: the queue was not full";
+  EXPECT_LT(lost_returned - cancelled_at, 1s);
+  EXPECT_EQ(lost_sink.at(0).kind, Outcome::Kind::kCancelled)
+      << KindName(lost_sink.at(0).kind) << " " << lost_sink.at(0).error;
+  EXPECT_EQ(ahead_sink.at(0).kind, Outcome::Kind::kDelivered) << ahead_sink.at(0).error;
+  EXPECT_EQ(Stored(topic), 2);  // "w" and "a"; never "b"
+  std::vector<Record> got = Consume(topic, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].value, R"({"n":0})");
+  EXPECT_EQ(got[1].value, R"({"n":1})");
 }
 
 TEST_F(KafkaDestinationTest, TopicTemplateAndTopicFrom) {

@@ -21,16 +21,20 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/config_test_util.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
+#include "testing/http_receiver.h"
+#include "testing/tcp_forwarder.h"
 
 namespace queuebox {
 namespace {
 
 using ::queuebox::testing::BrokerRow;
+using ::queuebox::testing::KindName;
 using ::queuebox::testing::PublishAll;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -250,6 +254,78 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledBeforeItIsHandedOverIsNeverPubl
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].message_id, "c1");
   EXPECT_EQ(got[1].message_id, "c3");
+}
+
+// A lost claim (docs/guarantees.md §3) while the batch waits for the channel: another batch
+// holds it, awaiting confirms that the broker's side of a loopback forwarder holds back. The
+// cancel flag is set from another thread, as the lease keeper does when a renewal finds the row
+// taken: the waiting batch returns at once with its message cancelled, before the batch ahead
+// has its confirm, and the message never reaches the queue.
+TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeverPublished) {
+  using namespace std::chrono_literals;
+  using Clock = std::chrono::steady_clock;
+  const std::string authority = url_.substr(url_.rfind('@') + 1);  // host:port/vhost
+  const size_t colon = authority.find(':');
+  ASSERT_NE(colon, std::string::npos) << "QB_TEST_AMQP_URL names no port";
+  const int broker_port = std::atoi(authority.c_str() + colon + 1);
+  const int port = testing::UnusedLoopbackPort();
+  testing::TcpForwarder forwarder(port, broker_port);
+  ASSERT_TRUE(forwarder.Start().ok());
+  RabbitMqDestinationSettings s = Settings();
+  s.url = url_.substr(0, url_.rfind('@') + 1) + "127.0.0.1:" + std::to_string(port) +
+          authority.substr(authority.find('/') == std::string::npos ? authority.size()
+                                                                    : authority.find('/'));
+  s.confirm_timeout_ms = 10000;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");  // straight to the broker
+  Outcome warm = PublishAll(*d, {BrokerRow("w", "t", std::nullopt, R"({"n":0})")})[0];
+  ASSERT_EQ(warm.kind, Outcome::Kind::kDelivered) << warm.error;
+
+  forwarder.HoldReplies(true);  // "a" reaches the broker; its confirm does not come back yet
+  std::vector<OutboxRow> ahead_rows = {BrokerRow("a", "t", std::nullopt, R"({"n":1})")};
+  std::vector<OutboundMessage> ahead_batch = testing::BatchOf(ahead_rows);
+  testing::CollectingSink ahead_sink;
+  std::atomic<bool> ahead_done{false};
+  std::thread ahead([&] {
+    d->PublishBatch(ahead_batch, ahead_sink);
+    ahead_done = true;
+  });
+  std::this_thread::sleep_for(500ms);  // the batch ahead holds the channel
+
+  std::vector<OutboxRow> lost_rows = {BrokerRow("b", "t", std::nullopt, R"({"n":2})")};
+  std::vector<OutboundMessage> lost_batch = testing::BatchOf(lost_rows);
+  std::atomic<bool> lost{false};
+  lost_batch[0].cancel = &lost;
+  testing::CollectingSink lost_sink;
+  std::atomic<bool> lost_done{false};
+  Clock::time_point lost_returned{};
+  std::thread waiting([&] {
+    d->PublishBatch(lost_batch, lost_sink);
+    lost_returned = Clock::now();
+    lost_done = true;
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(lost_done) << "the batch did not wait for the channel";
+  const Clock::time_point cancelled_at = Clock::now();
+  lost = true;
+  bool returned = testing::WaitUntil([&] { return lost_done.load(); }, 2s);
+  // Checked before the confirm is let through: the batch ahead still holds the channel.
+  const bool ahead_was_done = ahead_done;
+  forwarder.HoldReplies(false);
+  waiting.join();
+  ahead.join();
+
+  EXPECT_TRUE(returned) << "the cancelled batch did not return within 2 s of the cancel";
+  EXPECT_FALSE(ahead_was_done) << "the batch ahead had its confirm: nothing waited";
+  EXPECT_LT(lost_returned - cancelled_at, 1s);
+  EXPECT_EQ(lost_sink.at(0).kind, Outcome::Kind::kCancelled)
+      << KindName(lost_sink.at(0).kind) << " " << lost_sink.at(0).error;
+  EXPECT_EQ(ahead_sink.at(0).kind, Outcome::Kind::kDelivered) << ahead_sink.at(0).error;
+  std::vector<Received> got = consumer.Take(3, 2000);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].message_id, "w");
+  EXPECT_EQ(got[1].message_id, "a");
 }
 
 TEST_F(RabbitMqDestinationTest, ExchangeFromColumnAndEmptyExchange) {

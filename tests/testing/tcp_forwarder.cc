@@ -86,11 +86,15 @@ void TcpForwarder::Pump(int client, int server) {
   char buf[16384];
   bool open = true;
   while (open && !stopping_) {
-    pollfd fds[3] = {{client, POLLIN, 0}, {server, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (::poll(fds, 3, -1) <= 0) continue;
+    // While replies are held the server is not read; poll wakes to see the hold lifted.
+    const bool hold = hold_replies_;
+    pollfd fds[3] = {{client, POLLIN, 0},
+                     {server, static_cast<short>(hold ? 0 : POLLIN), 0},
+                     {wake_[0], POLLIN, 0}};
+    if (::poll(fds, 3, hold ? 20 : -1) <= 0) continue;
     if (fds[2].revents != 0) break;
     for (int i = 0; i < 2 && open; ++i) {
-      if (fds[i].revents == 0) continue;
+      if (fds[i].revents == 0 || (i == 1 && hold)) continue;
       ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
       if (n <= 0) {
         open = false;

@@ -1,7 +1,8 @@
 // tcp_forwarder.h: a loopback TCP port that forwards every connection to another loopback port,
 // for tests where a real server must appear on a port only later (a broker that is "not up yet"
 // at relay start) without stopping the shared test servers. Until Start() nothing listens on
-// the port (connection refused); Stop() closes the listener and every forwarded connection.
+// the port (connection refused); Stop() closes the listener and every forwarded connection;
+// HoldReplies() keeps the server's bytes from the client.
 //
 // Thread-safety: Start and Stop from one thread; the forwarding runs on its own threads.
 #pragma once
@@ -28,6 +29,10 @@ class TcpForwarder {
   // kUnavailable when the port cannot be bound.
   Status Start();
   void Stop();
+  // While held, nothing the server sends reaches the client (it waits in the socket buffers);
+  // what the client sends still reaches the server. For a server that "does not answer" (e.g.
+  // RabbitMQ publisher confirms that do not come) while the connection stays up.
+  void HoldReplies(bool hold) { hold_replies_ = hold; }
 
  private:
   void AcceptLoop();
@@ -37,6 +42,7 @@ class TcpForwarder {
   int listener_ = -1;
   int wake_[2] = {-1, -1};  // a pipe that ends every poll at Stop
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> hold_replies_{false};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> pumps_;  // guarded by mu_

@@ -286,7 +286,7 @@ Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
 }
 
 Status RabbitMqDestination::ConnectAndDeclare() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::timed_mutex> lock(mu_);
   if (conn_ && conn_->healthy()) return Status::Ok();
   Status s = EnsureConnected(/*ignore_backoff=*/true);
   if (s.ok() && exchange_.fixed()) {
@@ -354,6 +354,14 @@ struct RabbitMqDestination::Batch {
   }
   bool AnyUndecided() const {
     return std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o; });
+  }
+  // A lost claim (docs/guarantees.md §3): every open message whose cancel flag is set is
+  // cancelled. True when nothing is left to publish.
+  bool CancelLost() {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (!outcomes[i] && messages[i].cancel_requested()) outcomes[i] = Outcome::Cancelled();
+    }
+    return !AnyUndecided();
   }
   // The confirm (ack or nack) of one delivery tag decides its message.
   void Settle(uint64_t tag, bool ack) {
@@ -444,7 +452,16 @@ struct RabbitMqDestination::Batch {
 void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
   Batch b(batch, settings_.max_error_body_bytes);
   Prepare(b);
-  std::lock_guard<std::mutex> lock(mu_);
+  // Waits for the channel (another batch may await its confirms for up to confirmTimeoutMs),
+  // checking for lost claims: a batch with nothing left to publish returns without waiting more.
+  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+  while (!lock.try_lock_for(std::chrono::milliseconds(20))) {
+    if (b.CancelLost()) {
+      b.Report(sink);
+      return;
+    }
+  }
+  b.CancelLost();  // lost while waiting: not connected for, nor counted as an outage
   DropIfClosedWhileIdle();
   if (DeclareExchanges(b)) {
     Publish(b);
@@ -677,7 +694,7 @@ Status RabbitMqDestination::Health() {
 
 void RabbitMqDestination::Stop() {
   reconnect_.Stop();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::timed_mutex> lock(mu_);
   conn_.reset();
   connected_ = false;
 }

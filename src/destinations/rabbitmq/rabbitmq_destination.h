@@ -118,7 +118,9 @@ class RabbitMqDestination final : public Destination {
   std::string host_;
   int port_ = 5672;
 
-  std::mutex mu_;  // one batch at a time; guards conn_ and the backoff state
+  // One batch at a time; guards conn_ and the backoff state. Timed: a batch waiting for it
+  // checks for lost claims.
+  std::timed_mutex mu_;
   std::unique_ptr<Connection> conn_;
   int failures_ = 0;
   std::chrono::steady_clock::time_point next_connect_{};
