@@ -494,13 +494,13 @@ void RabbitMqDestination::Prepare(Batch& b) const {
       continue;
     }
     p.headers = {{"x-topic", row.topic}};
-    for (auto& [k, v] : *headers) {
+    for (auto& header : *headers) {  // not a structured binding: clang 14 cannot capture one
       auto same = std::find_if(p.headers.begin(), p.headers.end(),
-                               [&](const auto& h) { return h.first == k; });
+                               [&](const auto& h) { return h.first == header.first; });
       if (same != p.headers.end()) {
-        same->second = std::move(v);
+        same->second = std::move(header.second);
       } else {
-        p.headers.emplace_back(std::move(k), std::move(v));
+        p.headers.emplace_back(std::move(header.first), std::move(header.second));
       }
     }
     const AmqpExtension& amqp = AmqpOf(message);
