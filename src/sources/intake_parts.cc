@@ -38,6 +38,12 @@ int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
+int DaysInMonth(int y, int m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
 bool Digits(std::string_view s, size_t at, size_t n, int& out) {
   if (at + n > s.size()) return false;
   out = 0;
@@ -73,7 +79,9 @@ std::optional<int64_t> ParseIso(std::string_view s) {
       if (i == start) return std::nullopt;
     }
   }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo) || h > 23 || mi > 59 || sec > 60) {
+    return std::nullopt;
+  }
   int64_t offset_s = 0;
   if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
     ++i;
@@ -143,10 +151,22 @@ std::string SanitizeCorrelationId(std::string_view value) {
                  : (c >> 4) == 0xE  ? 3
                  : (c >> 3) == 0x1E ? 4
                                     : 1;
-    if (i + len > value.size()) break;
+    if (i + len > value.size()) {  // a sequence cut short: drop its lead byte, keep the rest
+      ++i;
+      continue;
+    }
     bool valid = true;
+    uint32_t cp = len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
     for (size_t k = 1; k < len; ++k) {
-      valid = valid && (static_cast<unsigned char>(value[i + k]) & 0xC0) == 0x80;
+      const unsigned char cc = static_cast<unsigned char>(value[i + k]);
+      valid = valid && (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    // Only well-formed UTF-8: no overlong form, surrogate or code point past U+10FFFF.
+    if (valid &&
+        ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+         (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))) {
+      valid = false;
     }
     if (!valid || (len == 1 && (c < 0x20 || c == 0x7F || c >= 0x80))) {  // control or stray byte
       ++i;

@@ -107,6 +107,33 @@ TEST(ParsePublishTimeTest, SecondsMillisAndIso) {
   EXPECT_EQ(ParsePublishTime("2026-01-01T00:00:00"), std::nullopt);  // no offset
 }
 
+// Found by fuzz/intake_parts_fuzz.cc: a day past the end of its month was accepted and rolled
+// over (2026-02-31 read as 2026-03-03).
+TEST(ParsePublishTimeTest, DaysPastTheEndOfTheMonthAreRefused) {
+  EXPECT_EQ(ParsePublishTime("9999-06-31T23:59:59.999Z"), std::nullopt);  // the fuzzer's input
+  EXPECT_EQ(ParsePublishTime("2026-02-31T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParsePublishTime("2026-02-29T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParsePublishTime("2026-04-31T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParsePublishTime("2100-02-29T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParsePublishTime("2028-02-29T00:00:00Z"), 1835395200000);
+  EXPECT_EQ(ParsePublishTime("2000-02-29T00:00:00Z"), 951782400000);
+  EXPECT_EQ(ParsePublishTime("2026-12-31T00:00:00Z"), 1798675200000);
+}
+
+// Found by fuzz/intake_parts_fuzz.cc: byte sequences shaped like UTF-8 but not UTF-8 (overlong
+// forms, surrogates, past U+10FFFF) were kept, so a stored correlation id could be text that
+// PostgreSQL refuses; \xC0\x80 is an overlong NUL. A lead byte near the end dropped the text after
+// it.
+TEST(CorrelationIdTest, OnlyWellFormedUtf8IsKept) {
+  EXPECT_EQ(SanitizeCorrelationId("a\xC0\x80-b"), "a-b");          // overlong NUL
+  EXPECT_EQ(SanitizeCorrelationId("a\xE0\x80\xAF-b"), "a-b");      // overlong '/'
+  EXPECT_EQ(SanitizeCorrelationId("a\xED\xA0\x80-b"), "a-b");      // surrogate U+D800
+  EXPECT_EQ(SanitizeCorrelationId("a\xF4\x90\x80\x80-b"), "a-b");  // past U+10FFFF
+  EXPECT_EQ(SanitizeCorrelationId("caf\xC3\xA9-\xF0\x9F\x93\xA6"), "caf\xC3\xA9-\xF0\x9F\x93\xA6");
+  EXPECT_EQ(SanitizeCorrelationId("x\xF0-ab"), "x-ab");  // a cut sequence drops only its lead byte
+  EXPECT_EQ(SanitizeCorrelationId(std::string("x\xF0") + "ab"), "xab");
+}
+
 TEST(CorrelationIdTest, SanitisedAndBounded) {
   EXPECT_EQ(SanitizeCorrelationId("abc\r\ndef\t"), "abcdef");
   EXPECT_EQ(SanitizeCorrelationId(std::string(300, 'x')).size(), 128u);

@@ -12,14 +12,12 @@
 #include "babelqueue/envelope.h"
 #include "queuebox/transform/jsonata.h"
 #include "queuebox/transform/stages.h"
+#include "queuebox/transform/transform_test_request.h"
 
 namespace queuebox::transform {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr int64_t kDefaultTimeoutMs = 100;  // QueueBox's DEFAULT_TRANSFORM_TIMEOUT_MS
-constexpr const char* kDefaultTopic = "test.topic";
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -46,49 +44,6 @@ std::string RandomMessageId() {
   return id.ok() ? *id : std::string("00000000-0000-4000-8000-000000000000");
 }
 
-// The request's fields, or the "Invalid request: <reason>" reason.
-struct Request {
-  std::string expression;
-  std::string payload;  // JSON text
-  std::string topic = kDefaultTopic;
-  std::optional<std::string> source;
-  int64_t timeout_ms = kDefaultTimeoutMs;
-};
-
-std::optional<std::string> Parse(std::string_view body, Request& r) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "the body is not a JSON document";
-  if (!j.is_object()) return "the body must be a JSON object";
-  auto expression = j.find("expression");
-  if (expression == j.end()) return "field 'expression' is required";
-  if (!expression->is_string()) return "field 'expression' must be a string";
-  r.expression = expression->get<std::string>();
-  auto payload = j.find("payload");
-  if (payload == j.end()) return "field 'payload' is required";
-  r.payload = Dump(*payload);
-  for (const char* name : {"mockTopic", "mockSource"}) {
-    auto f = j.find(name);
-    if (f == j.end() || f->is_null()) continue;
-    if (!f->is_string()) return std::string("field '") + name + "' must be a string";
-    if (std::string_view(name) == "mockTopic") {
-      r.topic = f->get<std::string>();
-    } else {
-      r.source = f->get<std::string>();
-    }
-  }
-  auto timeout = j.find("timeoutMs");
-  if (timeout != j.end() && !timeout->is_null()) {
-    if (!timeout->is_number_integer()) return "field 'timeoutMs' must be an integer";
-    if (timeout->is_number_unsigned() && timeout->get<uint64_t>() > INT64_MAX) {
-      r.timeout_ms = INT64_MAX;
-    } else {
-      r.timeout_ms = timeout->get<int64_t>();
-    }
-    if (r.timeout_ms <= 0) return "field 'timeoutMs' must be greater than 0";
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 TransformTester::TransformTester(Options options) : options_(std::move(options)) {
@@ -107,8 +62,8 @@ TransformTestAnswer TransformTester::ErrorAnswer(int status, std::string_view er
 }
 
 TransformTestAnswer TransformTester::Handle(std::string_view request_body) const {
-  Request r;
-  if (std::optional<std::string> invalid = Parse(request_body, r)) {
+  TransformTestRequest r;
+  if (std::optional<std::string> invalid = ParseTransformTestRequest(request_body, r)) {
     return Failure("Invalid request: " + *invalid);
   }
   // The caller cannot ask for an unbounded evaluation.

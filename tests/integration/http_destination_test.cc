@@ -587,5 +587,20 @@ TEST(HttpDestinationWireTest, HeaderOrderOnTheWire) {
                           "A-Static: 1", "Z-Static: 2", "X-Row-2: b", "X-Row-1: a", "X-Empty:"));
 }
 
+// Found by fuzz/http_request_fuzz.cc: curl does not send "Name:" followed only by blanks, so a
+// key or row header of blanks vanished; it is sent empty.
+TEST(HttpDestinationWireTest, BlankKeyAndHeaderValuesAreSentEmpty) {
+  RawCapture capture;
+  ASSERT_GT(capture.port(), 0);
+  auto d = MakeDestination("http://127.0.0.1:" + std::to_string(capture.port()));
+  std::vector<OutboxRow> rows = {Row("id-9", " ", R"({"X-Blank":"  "})")};
+  std::vector<OutboundMessage> batch = BatchOf(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  EXPECT_THAT(capture.Head(), HasSubstr("\r\nX-Message-Key:\r\n"));
+  EXPECT_THAT(capture.Head(), HasSubstr("\r\nX-Blank:\r\n"));
+}
+
 }  // namespace
 }  // namespace queuebox

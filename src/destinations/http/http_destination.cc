@@ -253,10 +253,11 @@ bool HasLineBreak(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
-// "Name: value"; an empty value needs curl's "Name;" form (curl drops "Name:").
+// "Name: value"; an empty value needs curl's "Name;" form (curl drops "Name:"), and so does one
+// of blanks only (curl drops "Name:" followed by blanks; a receiver strips them anyway).
 std::string HeaderLine(std::string_view name, std::string_view value) {
   std::string line(name);
-  if (value.empty()) return line + ";";
+  if (value.find_first_not_of(" \t\v\f") == std::string_view::npos) return line + ";";
   line += ": ";
   line += value;
   return line;
@@ -267,10 +268,9 @@ struct SlistDeleter {
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
-// The header lines of one request, in the order of QueueBox §7.1 / §9.1. kInvalidArgument when
-// they can never be sent: the row's headers are not a JSON object of strings, a name is empty, a
-// name or value or the row's topic or key holds a line break or NUL.
-Result<std::vector<std::string>> BuildHeaders(
+}  // namespace
+
+Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth) {
   // The standard headers carry the row's topic and key as they are.
@@ -324,6 +324,8 @@ Result<std::vector<std::string>> BuildHeaders(
   }
   return lines;
 }
+
+namespace {
 
 std::string_view StandardReason(long code) {
   switch (code) {
@@ -512,7 +514,7 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMe
   const OutboxRow& row = *message.row;
   if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
   Result<std::vector<std::string>> lines =
-      BuildHeaders(row, settings_.static_headers, auth_header_);
+      HttpRequestHeaders(row, settings_.static_headers, auth_header_);
   if (!lines.ok()) return lines.status();
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {

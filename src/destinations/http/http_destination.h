@@ -94,6 +94,15 @@ Status CheckPublicHost(std::string_view url, const std::string& key);
 // base_url is kept. kInvalidArgument when base_url does not parse.
 Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path);
 
+// The header lines ("Name: value", or "Name;" for an empty value) of the request for `row`, in
+// the order above; `auth` is the auth header of the batch, if any. kInvalidArgument when they can
+// never be sent: the row's headers are not a JSON object of strings, a name is empty or holds
+// ':', ';', a space, a line break or NUL, a value or the row's topic or key holds a line break or
+// NUL. Pure (fuzz/http_request_fuzz.cc).
+Result<std::vector<std::string>> HttpRequestHeaders(
+    const OutboxRow& row, const std::map<std::string, std::string>& statics,
+    const std::optional<std::pair<std::string, std::string>>& auth);
+
 class HttpDestination final : public Destination {
  public:
   // kInvalidArgument when the URL is not valid (same rules as ValidateHttpBlock).
