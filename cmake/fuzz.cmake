@@ -1,9 +1,9 @@
 # QUEUEBOX_FUZZ=ON: a build of the libFuzzer targets (fuzz/) and nothing else. Every library they
 # link is compiled with coverage (fuzzer-no-link), AddressSanitizer (with LeakSanitizer) and
-# UndefinedBehaviorSanitizer. The broker destinations are in (their option tables are part of the
-# configuration the config targets load; librdkafka, rabbitmq-c and nats.c link uninstrumented);
-# the transforms, the binary, the tests and the benchmarks stay out, so the build fits a CI job. scripts/fuzz.sh builds and runs it;
-# docs/testing.md lists the targets.
+# UndefinedBehaviorSanitizer. The broker destinations and sources are in (their option tables are
+# part of the configuration the config targets load; librdkafka, rabbitmq-c and nats.c link
+# uninstrumented); the transforms, the binary, the tests and the benchmarks stay out, so the
+# build fits a CI job. scripts/fuzz.sh builds and runs it; docs/testing.md lists the targets.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "QUEUEBOX_FUZZ needs clang (libFuzzer): configure with "
                       "-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14")

@@ -108,7 +108,10 @@ const char* JsonTypeName(const nlohmann::json& v) {
 Result<HeaderList> ParseRowHeaders(std::string_view headers) {
   HeaderList out;
   if (headers.empty()) return out;
-  nlohmann::json j = nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
+  // A NUL ends nlohmann's input early (`{}\0junk` parses as `{}`): not JSON.
+  nlohmann::json j = headers.find('\0') != std::string_view::npos
+                         ? nlohmann::json(nlohmann::json::value_t::discarded)
+                         : nlohmann::json::parse(headers, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return InvalidArgument(
         "headers: not valid JSON; the row's headers must be a JSON object of "
@@ -132,6 +135,12 @@ Result<HeaderList> ParseRowHeaders(std::string_view headers) {
 }
 
 Status CheckPayloadIsJson(std::string_view body) {
+  // nlohmann's lexer ends the input at a NUL, so `{}\0junk` would pass as `{}`.
+  const size_t nul = body.find('\0');
+  if (nul != std::string_view::npos) {
+    return InvalidArgument("payload: not valid JSON (a NUL byte at offset " + std::to_string(nul) +
+                           "; the payload must be one JSON document)");
+  }
   if (nlohmann::json::accept(body)) return Status::Ok();
   return InvalidArgument("payload: not valid JSON (the payload must be one JSON document)");
 }

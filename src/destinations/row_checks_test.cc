@@ -26,6 +26,8 @@ TEST(RowChecks, HeadersMustBeAJsonObjectOfStrings) {
   EXPECT_EQ(ParseRowHeaders("[1]").status().message(),
             "headers: an array, not a JSON object of strings");
   EXPECT_THAT(ParseRowHeaders("{oops").status().message(), StartsWith("headers: not valid JSON"));
+  EXPECT_THAT(ParseRowHeaders(std::string_view("{\"a\":\"b\"}\0{", 11)).status().message(),
+              StartsWith("headers: not valid JSON"));
 }
 
 TEST(RowChecks, PayloadMustBeOneJsonDocument) {
@@ -34,6 +36,10 @@ TEST(RowChecks, PayloadMustBeOneJsonDocument) {
   EXPECT_THAT(CheckPayloadIsJson("{\"a\":").message(), StartsWith("payload: not valid JSON"));
   EXPECT_FALSE(CheckPayloadIsJson("").ok());
   EXPECT_FALSE(CheckPayloadIsJson("{} {}").ok());
+  // nlohmann's parser alone stops at a NUL and would take this as {"a":1}.
+  EXPECT_EQ(CheckPayloadIsJson(std::string_view("{\"a\":1}\0junk", 12)).message(),
+            "payload: not valid JSON (a NUL byte at offset 7; the payload must be one JSON "
+            "document)");
 }
 
 TEST(RowChecks, TextHeadersCarryNoLineBreakOrNul) {

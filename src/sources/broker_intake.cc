@@ -183,7 +183,9 @@ std::optional<NewInboxMessage> BrokerIntake::Receive(const BrokerMessage& messag
   m.correlation_id = correlation;
 
   json body;
-  bool is_json = IsUtf8(message.body) && JsonDepth(message.body, kMaxBodyDepth) <= kMaxBodyDepth;
+  // No NUL: nlohmann's lexer ends its input there, so `{}\0junk` would parse as `{}`.
+  bool is_json = IsUtf8(message.body) && message.body.find('\0') == std::string::npos &&
+                 JsonDepth(message.body, kMaxBodyDepth) <= kMaxBodyDepth;
   if (is_json) {
     body = json::parse(message.body, nullptr, /*allow_exceptions=*/false);
     is_json = !body.is_discarded();

@@ -104,6 +104,10 @@ TEST(BrokerIntake, BodyThatIsNotJsonIsADeadRawRow) {
   row = intake.Receive(Body("\xff\xfe"));
   EXPECT_TRUE(row->dead);
   EXPECT_FALSE(json::parse(row->payload, nullptr, false).is_discarded());
+  // nlohmann's parser alone stops at a NUL and would store {"id":"a"}.
+  row = intake.Receive(Body(std::string("{\"id\":\"a\"}\0junk", 15)));
+  EXPECT_TRUE(row->dead);
+  EXPECT_EQ(json::parse(row->payload), (json{{"raw", std::string("{\"id\":\"a\"}\0junk", 15)}}));
 }
 
 TEST(BrokerIntake, KeyOverItsColumnGoesDeadUnderADigest) {

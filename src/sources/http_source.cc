@@ -154,8 +154,9 @@ struct WebhookSources::Source {
       return a;
     };
     // 5. JSON, whatever Content-Type says; the depth guard runs first so the parser never
-    // recurses past it.
-    if (JsonDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
+    // recurses past it. No NUL: nlohmann's lexer ends its input there (`{}\0junk` is `{}`).
+    if (body_text.find('\0') != std::string::npos ||
+        JsonDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
       Reject("invalid_json");
       return answer(Error(400, "Invalid JSON"));
     }

@@ -223,6 +223,15 @@ TEST_P(WebhookSourceTest, AggregateIdFromTheSecondPathWhenTheFirstIsMissing) {
   EXPECT_EQ(db_->Scalar("SELECT aggregate_id FROM inbox"), "acct_7");
 }
 
+TEST_P(WebhookSourceTest, ABodyWithANulIs400AndNothingStored) {
+  // nlohmann's parser alone stops at the NUL and would store {"id":"evt_0"}.
+  auto r = Post("/inbox/stripe", std::string("{\"id\":\"evt_0\"}\0{\"more\":1}", 25));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->body, R"({"error":"Invalid JSON"})");
+  EXPECT_EQ(Rows(), 0);
+}
+
 TEST_P(WebhookSourceTest, BadJsonIs400AndNothingStored) {
   auto r = Post("/inbox/stripe", "{not json");
   ASSERT_TRUE(r);
