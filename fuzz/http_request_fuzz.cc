@@ -57,7 +57,7 @@ std::optional<std::vector<std::string>> Model(
   };
   if (auth) put(auth->first, auth->second);
   for (const auto& [name, value] : j.items()) {
-    if (!value.is_string()) return std::nullopt;
+    if (!value.is_string() || queuebox::FramesTheRequest(LowerText(name))) return std::nullopt;
     put(name, value.get<std::string>());
   }
   for (const auto& [name, value] : merged) {

@@ -270,6 +270,13 @@ using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
 }  // namespace
 
+bool FramesTheRequest(std::string_view lower_name) {
+  static constexpr std::string_view kFraming[] = {"connection", "content-length",    "expect",
+                                                  "keep-alive", "proxy-connection",  "te",
+                                                  "trailer",    "transfer-encoding", "upgrade"};
+  return std::find(std::begin(kFraming), std::end(kFraming), lower_name) != std::end(kFraming);
+}
+
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth) {
@@ -306,6 +313,13 @@ Result<std::vector<std::string>> HttpRequestHeaders(
     }
     std::string text = value.get<std::string>();
     std::string lower = Lower(name);
+    // curl sends a custom header in place of its own: a row's Content-Length or
+    // Transfer-Encoding would make the receiver cut the body (or read the next request) wrongly.
+    if (FramesTheRequest(lower)) {
+      return InvalidArgument("invalid row header \"" + Truncate(name, 64) +
+                             "\": it frames the request or the connection, which the relay "
+                             "does itself");
+    }
     std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
     merged.emplace_back(name, std::move(text));
   }

@@ -98,7 +98,14 @@ Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path
 // the order above; `auth` is the auth header of the batch, if any. kInvalidArgument when they can
 // never be sent: the row's headers are not a JSON object of strings, a name is empty or holds
 // ':', ';', a space, a line break or NUL, a value or the row's topic or key holds a line break or
-// NUL. Pure (fuzz/http_request_fuzz.cc).
+// NUL, a row header would frame the request or the connection (FramesTheRequest). Pure
+// (fuzz/http_request_fuzz.cc).
+// True for the lower-case names of the headers that frame an HTTP/1.1 request or its connection
+// (Content-Length, Transfer-Encoding, Connection, Expect, Upgrade, TE, Trailer, Keep-Alive,
+// Proxy-Connection): curl's to send, never a row's. Host is not one (a row may name a virtual
+// host).
+bool FramesTheRequest(std::string_view lower_name);
+
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth);

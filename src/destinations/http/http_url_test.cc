@@ -96,6 +96,24 @@ TEST(HttpRequestHeadersTest, BlankValuesAreSentEmptyNotDropped) {
                                   "X-Blank;", "X-Set:  a "));
 }
 
+// curl sends a custom header in place of its own, so a row's Content-Length would frame the body.
+TEST(HttpRequestHeadersTest, RowHeadersThatFrameTheRequestAreRefused) {
+  OutboxRow row;
+  row.id = "id-1";
+  row.topic = "orders.created";
+  for (const char* name : {"Content-Length", "transfer-encoding", "Connection", "Expect", "Upgrade",
+                           "TE", "Trailer", "Keep-Alive", "Proxy-Connection"}) {
+    row.headers = std::string(R"({"X-Ok":"1",")") + name + R"(":"5"})";
+    Result<std::vector<std::string>> lines = HttpRequestHeaders(row, {}, std::nullopt);
+    ASSERT_FALSE(lines.ok()) << name;
+    EXPECT_EQ(lines.status().message(),
+              std::string("invalid row header \"") + name +
+                  "\": it frames the request or the connection, which the relay does itself");
+  }
+  row.headers = R"({"Host":"orders.internal","Content-Type":"text/plain"})";
+  EXPECT_TRUE(HttpRequestHeaders(row, {}, std::nullopt).ok());
+}
+
 TEST(RegistryTest, KnowsHttpAndFile) {
   EXPECT_THAT(KnownDestinationTypes(), HasSubstr("file, http"));
   const DestinationType* http = FindDestinationType("http");
