@@ -118,9 +118,9 @@ class RabbitMqDestination final : public Destination {
   std::string host_;
   int port_ = 5672;
 
-  // One batch at a time; guards conn_ and the backoff state. Timed: a batch waiting for it
-  // checks for lost claims.
-  std::timed_mutex mu_;
+  // One batch at a time; guards conn_ and the backoff state. A batch waiting for it polls
+  // (try_lock) and checks for lost claims.
+  std::mutex mu_;
   std::unique_ptr<Connection> conn_;
   int failures_ = 0;
   std::chrono::steady_clock::time_point next_connect_{};
