@@ -434,21 +434,31 @@ TEST(HttpDestinationNoServerTest, UnresolvableHostIsAnOutage) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
+// A TCP socket listening on 127.0.0.1 at a port the kernel picks, with `backlog`: its address
+// in `addr`, or -1 when a call failed.
+int ListenOnLoopback(int backlog, sockaddr_in& addr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A loopback listener whose accept queue is full and never drained: the kernel drops further
 // SYNs, so a connect to it neither succeeds nor is refused until the client gives up.
 class FullBacklogListener {
  public:
   FullBacklogListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd_, 0) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
+    fd_ = ListenOnLoopback(0, addr);
+    if (fd_ < 0) return;
     // Backlog 0 queues one connection: the first connect completes and fills the queue; two
     // more (non-blocking) wait in SYN-SENT behind it.
     for (int i = 0; i < 3; ++i) {
@@ -508,16 +518,9 @@ TEST_F(HttpDestinationTest, TlsFailureIsAnOutage) {
 class RawCapture {
  public:
   RawCapture() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd_, 4) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
+    fd_ = ListenOnLoopback(4, addr);
+    if (fd_ < 0) return;
     port_ = ntohs(addr.sin_port);
     thread_ = std::thread([this] { Serve(); });
   }
