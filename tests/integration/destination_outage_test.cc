@@ -328,6 +328,11 @@ class DestinationOutageTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<testing::StoreDb> db_;
   std::unique_ptr<OutboxStore> store_;
   std::unique_ptr<CountingClaims> counting_;
+  // The relay calls its observer until TearDown stops it, after the test body has returned, so
+  // the observer a test hands it lives here, before relay_ (a body local was stack-use-after-return
+  // under ASan).
+  Metrics metrics_;
+  CircuitStates states_{&metrics_};
   std::unique_ptr<Relay> relay_;
   testing::HttpReceiver steady_;
   std::string out_name_;
@@ -402,8 +407,8 @@ TEST_P(DestinationOutageTest, Http_RefusedAnd503SpendNoAttemptAndTheOtherDestina
 // the open breaker releases.
 TEST_P(DestinationOutageTest, Http_BreakerStateInTheMetricAndOneLogLinePerTransition) {
   testing::LogCapture logs;
-  Metrics metrics;
-  CircuitStates states(&metrics);
+  Metrics& metrics = metrics_;
+  CircuitStates& states = states_;
   testing::HttpReceiver receiver;
   ASSERT_TRUE(receiver.Start().ok());
   const int port = testing::UnusedLoopbackPort();

@@ -233,6 +233,9 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<OutboxStore> store_;
   std::unique_ptr<testing::MockKafkaCluster> mock_;
   rd_kafka_t* producer_ = nullptr;
+  // The metrics a test hands Start: the sources count into them until TearDown stops them,
+  // after the test body has returned.
+  Metrics metrics_;
   std::vector<std::unique_ptr<sources::BrokerSource>> sources_;
 };
 
@@ -302,7 +305,7 @@ TEST_P(KafkaSourceTest, DuplicateInsideOneBatchIsStoredOnce) {
   Produce(topic, {{0, std::nullopt, R"({"id":"same","n":1})", {}, 0},
                   {0, std::nullopt, R"({"id":"same","n":2})", {}, 0},
                   {0, std::nullopt, R"({"id":"other"})", {}, 0}});
-  Metrics metrics;
+  Metrics& metrics = metrics_;
   KafkaSourceSettings s = Settings(topic);
   Start(s, &metrics);
   ASSERT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 3; }));
@@ -319,7 +322,7 @@ TEST_P(KafkaSourceTest, FilteredRecordsLeaveNoRowAndAreCommitted) {
   Produce(topic, {{0, std::nullopt, R"({"id":"prod-1"})", {{"X-Env", "prod"}}, 0},
                   {0, std::nullopt, R"({"id":"test-1"})", {{"X-Env", "test"}}, 0},
                   {0, std::nullopt, R"({"id":"none-1"})", {}, 0}});
-  Metrics metrics;
+  Metrics& metrics = metrics_;
   KafkaSourceSettings s = Settings(topic);
   s.broker.keys.filter = json::parse(R"({"require":[{"header":"x-env","equals":"prod"}]})");
   Start(s, &metrics);

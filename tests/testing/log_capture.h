@@ -3,12 +3,15 @@
 //
 // Lines are the JSON lines the relay writes (log format "json"). One capture at a time per
 // process: the constructor replaces the sink and the destructor removes it.
-// Thread-safety: lines may be written from any thread; the accessors lock.
+// Thread-safety: lines may be written from any thread; the accessors lock. The sink owns the
+// lines it writes to (a shared_ptr), so a thread that took the sink just before the destructor ran
+// writes to live memory.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,9 +27,9 @@ class LogCapture {
   // `debug`: the DEBUG lines too (log level debug while the capture lives, info after).
   explicit LogCapture(bool debug = false) : debug_(debug) {
     if (debug_) log::Init("json", "debug");
-    log::SetSinkForTesting([this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
+    log::SetSinkForTesting([lines = lines_](std::string_view line) {
+      std::lock_guard<std::mutex> lock(lines->mu);
+      lines->all.emplace_back(line);
     });
   }
   ~LogCapture() {
@@ -37,8 +40,8 @@ class LogCapture {
   LogCapture& operator=(const LogCapture&) = delete;
 
   std::vector<std::string> Lines() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
+    std::lock_guard<std::mutex> lock(lines_->mu);
+    return lines_->all;
   }
   // Every line, each followed by a newline (for failure messages).
   std::string All() const {
@@ -77,9 +80,12 @@ class LogCapture {
   }
 
  private:
+  struct Captured {
+    std::mutex mu;
+    std::vector<std::string> all;
+  };
   const bool debug_;
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
+  const std::shared_ptr<Captured> lines_ = std::make_shared<Captured>();
 };
 
 }  // namespace queuebox::testing
