@@ -8,6 +8,7 @@
 #   bash scripts/fuzz.sh [seconds per target] [target...]   (default: 20 s, every target)
 #   FUZZ_RUNS=1000000 bash scripts/fuzz.sh 0 envelope       (a number of runs instead)
 #   FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh                   (build, run nothing)
+#   FUZZ_JOBS=2 bash scripts/fuzz.sh 30                      (two targets at a time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
@@ -33,38 +34,58 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitizers/lsan.supp}
-failed=()
-printf '%-16s %12s %8s %s\n' target executions seconds result
-for t in "${TARGETS[@]}"; do
-  bin="$BUILD_DIR/fuzz/${t}_fuzz"
-  [ -x "$bin" ] || { echo "fuzz.sh: no target $t ($bin)" >&2; exit 2; }
+# One target: its result line, and its findings when it fails, on stdout in one piece (so parallel
+# runs do not interleave); the exit status says whether it failed.
+run_one() {  # target
+  local t=$1 bin="$BUILD_DIR/fuzz/${1}_fuzz" work="$OUT/$1" start rc took runs limit report
   # The repo's seeds stay untouched: the run grows a copy.
-  work="$OUT/$t"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   cp fuzz/corpus/"$t"/* "$work/corpus/"
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
   start=$(date +%s)
-  set +e
+  rc=0
   "${NICE[@]}" "$bin" "${limit[@]}" -timeout=10 -rss_limit_mb=2560 -max_len=4096 \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
-  rc=$?
-  set -e
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1 ||
+    rc=$?
   took=$(($(date +%s) - start))
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
   if [ "$rc" -eq 0 ]; then
     printf '%-16s %12s %8s %s\n' "$t" "${runs:-?}" "$took" ok
-  else
-    printf '%-16s %12s %8s %s\n' "$t" "${runs:-?}" "$took" "FAILED (exit $rc)"
+    return 0
+  fi
+  report=$(printf '%-16s %12s %8s %s\n' "$t" "${runs:-?}" "$took" "FAILED (exit $rc)"
     grep -E 'ERROR|SUMMARY|fuzz property|runtime error|#[0-9]+ 0x' "$work/log" | head -40 || true
     for a in "$work"/artifacts/*; do
-      [ -f "$a" ] && echo "input $(basename "$a") (base64): $(base64 -w0 "$a")"
-    done
-    failed+=("$t")
-  fi
+      if [ -f "$a" ]; then echo "input $(basename "$a") (base64): $(base64 -w0 "$a")"; fi
+    done)
+  echo "$report"
+  return 1
+}
+
+for t in "${TARGETS[@]}"; do
+  [ -x "$BUILD_DIR/fuzz/${t}_fuzz" ] || { echo "fuzz.sh: no target $t" >&2; exit 2; }
 done
-if [ "${#failed[@]}" -gt 0 ]; then
-  echo "fuzz.sh: ${failed[*]} failed; logs and inputs in $OUT/<target>/" >&2
+# FUZZ_JOBS targets at a time (default 1). Each run's limit is wall time, so on a busy machine a
+# run at nice 19 does fewer executions in its seconds, never more seconds.
+JOBS_AT_ONCE=${FUZZ_JOBS:-1}
+printf '%-16s %12s %8s %s\n' target executions seconds result
+failed=0
+running=0
+for t in "${TARGETS[@]}"; do
+  if [ "$running" -ge "$JOBS_AT_ONCE" ]; then
+    wait -n || failed=$((failed + 1))
+    running=$((running - 1))
+  fi
+  run_one "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=$((failed + 1))
+  running=$((running - 1))
+done
+if [ "$failed" -gt 0 ]; then
+  echo "fuzz.sh: $failed target(s) failed (FAILED above); logs and inputs in $OUT/<target>/" >&2
   exit 1
 fi
