@@ -72,8 +72,8 @@ TEST(ElasticPool, BeyondTheCapTasksWaitAndStillRun) {
 }
 
 TEST(ElasticPool, IdleThreadsAboveTheFloorLeave) {
+  Gate gate;  // before pool: the pool's threads wait on it until the pool is gone
   ElasticPool pool(2, 64, 50ms);
-  Gate gate;
   for (int i = 0; i < 20; ++i) pool.enqueue([&gate] { gate.Task(); });
   ASSERT_TRUE(gate.WaitRunning(20));
   gate.Open();

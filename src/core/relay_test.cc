@@ -236,8 +236,8 @@ TEST(RelayTest, RenewsLeasesWhileASlowPublishRuns) {
 }
 
 TEST(RelayTest, ALostClaimIsCountedAndChangesNothing) {
+  std::atomic<bool> stolen{false};  // before h: the workers h joins read it
   Harness h;
-  std::atomic<bool> stolen{false};
   FakeStore* store = &h.store;
   h.configure = [&](FakeDestination& d) {
     d.set_decider([&, store](const OutboxRow&) {
@@ -464,8 +464,8 @@ TEST(RelayTest, InCaptureModeTheWaitEndsAtTheNextDueTime) {
 TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
   RelayOptions o = CaptureMode();
   o.outbox.retry_base_delay_ms = 100;
+  std::atomic<int> calls{0};  // before h: the workers h joins read it
   Harness h(o);
-  std::atomic<int> calls{0};
   h.configure = [&](FakeDestination& d) {
     d.set_decider([&](const OutboxRow&) {
       return calls.fetch_add(1) == 0 ? Outcome::Retry("HTTP 503: Service Unavailable")

@@ -106,6 +106,7 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
 
   metrics.SetCaptureProbe([] { return Metrics::CaptureReading{true, 3, 4096}; });
 
+  StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.metrics = &metrics;
   StartServer(std::move(deps));
@@ -136,6 +137,7 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
 TEST_P(MetricsDocTest, AStalledBacklogIsVisible) {
   Metrics metrics;
   metrics.StartPendingRefresher(store_.get(), std::chrono::milliseconds(20));
+  StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.metrics = &metrics;
   deps.poller_healthy = [&metrics] { return metrics.SecondsSinceLastPollCycle() < 30; };

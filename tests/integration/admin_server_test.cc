@@ -77,6 +77,7 @@ TEST_P(AdminServerTest, ReadinessListsComponentsAndTurnsUnhealthy) {
   std::atomic<bool> poller{true};
   BrokerDestination rabbit("events", "rabbitmq");
   BrokerDestination web("web", "http");
+  StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.poller_healthy = [&] { return poller.load(); };
   deps.retention_healthy = [] { return true; };
@@ -117,6 +118,7 @@ TEST_P(AdminServerTest, ReadinessListsComponentsAndTurnsUnhealthy) {
 
 TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
   std::atomic<bool> capture{true};
+  StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.poller_healthy = [] { return true; };
   deps.capture_healthy = [&] { return capture.load(); };
@@ -141,6 +143,7 @@ TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
 // cycles fail or stall makes /health/ready answer 503.
 TEST_P(AdminServerTest, TheInboxRelayComponentDecidesReadiness) {
   std::atomic<bool> relay{true};
+  StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.poller_healthy = [] { return true; };
   deps.inbox_relay_healthy = [&] { return relay.load(); };

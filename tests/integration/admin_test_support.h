@@ -36,6 +36,17 @@ class AdminStoreTest : public ::testing::TestWithParam<std::string> {
     config_.server.http_port = 0;
     config_.server.address = "127.0.0.1";
   }
+  // Stops the server when destroyed. A test declares one right after the locals its handlers
+  // and health checks read: Stop waits for a check that outlived its request, so none reads a
+  // local after the body returns (TearDown runs after the locals are gone), even on a failed
+  // ASSERT.
+  struct StopsServer {
+    AdminStoreTest* test;
+    ~StopsServer() {
+      if (test->server_) test->server_->Stop(std::chrono::milliseconds(0));
+    }
+  };
+
   void TearDown() override {
     if (server_) server_->Stop(std::chrono::milliseconds(0));
     server_.reset();

@@ -236,6 +236,7 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
   // The metrics a test hands Start: the sources count into them until TearDown stops them,
   // after the test body has returned.
   Metrics metrics_;
+  Metrics second_metrics_;  // a second replica's
   std::vector<std::unique_ptr<sources::BrokerSource>> sources_;
 };
 
@@ -340,7 +341,8 @@ TEST_P(KafkaSourceTest, ReplicasShareThePartitionsThroughTheGroup) {
   const std::string topic = NewTopic(kPartitions);
   KafkaSourceSettings s = Settings(topic);
   s.max_poll_records = 20;
-  Metrics a_metrics, b_metrics;
+  Metrics& a_metrics = metrics_;
+  Metrics& b_metrics = second_metrics_;
   sources::BrokerSource* a = Start(s, &a_metrics);
   ProduceNumbered(topic, kPartitions, 0, 50);
   ASSERT_TRUE(Eventually([&] { return Rows() == 200; })) << Rows();

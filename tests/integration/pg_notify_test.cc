@@ -19,6 +19,7 @@
 #include "store/open_store.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
+#include "testing/log_capture.h"
 #include "testing/pg.h"
 
 namespace queuebox::store {
@@ -89,18 +90,13 @@ TEST_F(PgNotifyTest, MigrationAddsADisabledStatementTriggerThatTheListenerEnable
 }
 
 TEST_F(PgNotifyTest, AMissingTriggerIsLoggedAndTheListenerStillListens) {
-  std::mutex mu;
-  std::string lines;
-  log::SetSinkForTesting([&](std::string_view line) {
-    std::lock_guard<std::mutex> lock(mu);
-    lines += std::string(line) + "\n";
-  });
+  testing::LogCapture logs;
   db_->Exec("DROP TRIGGER queuebox_outbox_notify ON outbox");
   auto listener = StartListener();
   ASSERT_NE(listener, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return listener->listening(); }, 10s));
   listener->Stop();
-  log::SetSinkForTesting(nullptr);
+  const std::string lines = logs.All();
   EXPECT_THAT(lines, ::testing::HasSubstr("cannot use its trigger"));
   EXPECT_THAT(lines, ::testing::HasSubstr("is missing (migration V13)"));
   EXPECT_THAT(lines, ::testing::HasSubstr(
