@@ -339,47 +339,70 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
   return out;
 }
 
+namespace {
+
+// One request to `s`'s route: the body under the cap, then Source::Handle.
+void ServeSource(const WebhookSources::Source& s, const httplib::Request& req,
+                 const WebhookSources::BodyReader& read_body, httplib::Response& res) {
+  Answer a;
+  try {
+    // The body, counted while it is read (a chunked body declares no length). Past the cap
+    // the rest is read and dropped up to as much again (at least 64 KiB), so a sender still
+    // writing gets the 413 rather than a reset connection; beyond that reading stops.
+    std::string body;
+    bool too_large = false;
+    size_t dropped = 0;
+    const size_t drop_limit = std::max<size_t>(s.max_body_bytes, 65536);
+    read_body([&](const char* data, size_t n) {
+      if (!too_large && body.size() + n <= s.max_body_bytes) {
+        body.append(data, n);
+        return true;
+      }
+      too_large = true;
+      body.clear();
+      dropped += n;
+      return dropped <= drop_limit;
+    });
+    if (too_large) {
+      s.Reject("body_too_large");
+      a = Error(413, "Request body exceeds " + std::to_string(s.max_body_bytes) + " bytes");
+      a.headers.emplace_back("Connection", "close");
+    } else {
+      a = s.Handle(req, std::move(body));
+    }
+  } catch (const std::exception& e) {
+    log::Error("A webhook failed.",
+               {{"source", s.settings.name}, {"reason", SanitizeError(e.what())}});
+    a = Error(500, "Internal error");
+  }
+  res.status = a.status;
+  for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
+  if (!a.body.empty()) res.set_content(a.body, "application/json");
+}
+
+}  // namespace
+
 void WebhookSources::Register(httplib::Server& server) {
   for (const auto& src : sources_) {
     const Source* s = src.get();
     server.Post(RegexLiteral(s->route), [s](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
-      Answer a;
-      try {
-        // The body, counted while it is read (a chunked body declares no length). Past the cap
-        // the rest is read and dropped up to as much again (at least 64 KiB), so a sender still
-        // writing gets the 413 rather than a reset connection; beyond that reading stops.
-        std::string body;
-        bool too_large = false;
-        size_t dropped = 0;
-        const size_t drop_limit = std::max<size_t>(s->max_body_bytes, 65536);
-        reader([&](const char* data, size_t n) {
-          if (!too_large && body.size() + n <= s->max_body_bytes) {
-            body.append(data, n);
-            return true;
-          }
-          too_large = true;
-          body.clear();
-          dropped += n;
-          return dropped <= drop_limit;
-        });
-        if (too_large) {
-          s->Reject("body_too_large");
-          a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
-          a.headers.emplace_back("Connection", "close");
-        } else {
-          a = s->Handle(req, std::move(body));
-        }
-      } catch (const std::exception& e) {
-        log::Error("A webhook failed.",
-                   {{"source", s->settings.name}, {"reason", SanitizeError(e.what())}});
-        a = Error(500, "Internal error");
-      }
-      res.status = a.status;
-      for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
-      if (!a.body.empty()) res.set_content(a.body, "application/json");
+      ServeSource(
+          *s, req, [&reader](const auto& receive) { return reader(receive); }, res);
     });
   }
+}
+
+bool WebhookSources::Serve(const httplib::Request& req, const BodyReader& read_body,
+                           httplib::Response& res) const {
+  if (req.method != "POST") return false;
+  for (const auto& s : sources_) {
+    if (s->route == req.path) {
+      ServeSource(*s, req, read_body, res);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool WebhookSources::Serves(std::string_view path) const {
