@@ -654,6 +654,42 @@ TEST_P(WebhookSourceTest, ServeWithoutAServerAnswersAsTheRoute) {
   EXPECT_EQ(rows[0], (std::vector<std::string>{answer["messageId"], "bearer", "b_1"}));
 }
 
+// Found by the webhook_request fuzz target: a header value with a NUL (cpp-httplib 0.11 keeps
+// raw NUL bytes and decodes %00 in header values) was read up to the NUL (get_header_value gives
+// a C string): the key of X-Delivery-Id "d-1\0a" (then a second X-Delivery-Id, which is the one
+// stored with the row's headers) was stored as "d-1", so "d-1\0b" would be its duplicate; a
+// valid signature followed by a NUL and junk passed. The value is read whole.
+TEST_P(WebhookSourceTest, AHeaderValueWithANulIsReadWhole) {
+  const std::string body = R"({"event":"ping"})";
+  const std::string ts = std::to_string(kNowMs);
+  auto serve = [this, &body](httplib::Headers headers) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/inbox/signed";
+    req.headers = std::move(headers);
+    httplib::Response res;
+    EXPECT_TRUE(sources_->Serve(
+        req,
+        [&body](const std::function<bool(const char*, size_t)>& receive) {
+          return receive(body.data(), body.size());
+        },
+        res));
+    return res;
+  };
+  httplib::Response nul_key = serve({{"X-Delivery-Id", std::string("d-1\0a", 5)},
+                                     {"X-Delivery-Id", "d-9"},
+                                     {"X-Timestamp", ts},
+                                     {"X-Signature", Sign(ts, body)}});
+  EXPECT_EQ(nul_key.status, 400) << nul_key.body;
+  httplib::Response junk_signature =
+      serve({{"X-Delivery-Id", "d-2"},
+             {"X-Timestamp", ts},
+             {"X-Signature", Sign(ts, body) + std::string("\0junk", 5)}});
+  EXPECT_EQ(junk_signature.status, 401);
+  EXPECT_EQ(junk_signature.body, R"({"error":"Invalid signature"})");
+  EXPECT_EQ(Rows(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dialects, WebhookSourceTest,
                          ::testing::Values(std::string("sqlite"), std::string("postgresql")),
                          DialectName);
