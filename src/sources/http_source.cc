@@ -50,6 +50,14 @@ bool ConnectionHeader(const std::string& name) {
   return false;
 }
 
+// The first value of header `name` (any case), whole; "" when absent. httplib's
+// get_header_value goes through a C string and cuts a value at a NUL byte, which cpp-httplib 0.11
+// lets through (raw, or decoded from %00).
+std::string HeaderValue(const httplib::Request& req, const std::string& name) {
+  auto range = req.headers.equal_range(name);
+  return range.first == range.second ? std::string() : range.first->second;
+}
+
 // cpp-httplib matches route patterns as regular expressions: the route, matched literally.
 std::string RegexLiteral(const std::string& route) {
   std::string out;
@@ -99,7 +107,7 @@ struct WebhookSources::Source {
                                   const std::optional<std::string>& expressed,
                                   const std::vector<JsonPath>& paths, const json& body) const {
     if (header) {
-      std::string v = Trimmed(req.get_header_value(header->c_str()));
+      std::string v = Trimmed(HeaderValue(req, *header));
       if (!v.empty()) return v;
     }
     if (expressed) {
@@ -122,9 +130,9 @@ struct WebhookSources::Source {
     }
     // 2. Auth over the raw bytes.
     if (auth) {
-      Status s = auth->Check(
-          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
-          body_text, now_ms());
+      Status s =
+          auth->Check([&req](std::string_view name) { return HeaderValue(req, std::string(name)); },
+                      body_text, now_ms());
       if (!s.ok()) {
         Reject("auth_failed");
         log::WriteLimited(*refusal_log, log::Level::kWarn, "A webhook was refused.",
@@ -138,7 +146,7 @@ struct WebhookSources::Source {
           filter.FirstFailure([&req](std::string_view name) -> std::optional<std::string> {
             std::string n(name);
             if (!req.has_header(n.c_str())) return std::nullopt;
-            return req.get_header_value(n.c_str());
+            return HeaderValue(req, n);
           });
       if (failed) {
         if (metrics != nullptr) metrics->OnInboxFiltered(settings.name);
@@ -147,7 +155,7 @@ struct WebhookSources::Source {
       }
     }
     // 4. Correlation id, echoed on every answer from here on.
-    std::string correlation = SanitizeCorrelationId(req.get_header_value("X-Correlation-Id"));
+    std::string correlation = SanitizeCorrelationId(HeaderValue(req, "X-Correlation-Id"));
     if (correlation.empty()) correlation = NewUuid();
     auto answer = [&correlation](Answer a) {
       a.headers.emplace_back("X-Correlation-Id", correlation);
@@ -204,7 +212,7 @@ struct WebhookSources::Source {
     if (settings.keys.scheduled_at_header || !publish_paths.empty()) {
       std::optional<std::string> raw;
       if (settings.keys.scheduled_at_header) {
-        std::string v = Trimmed(req.get_header_value(settings.keys.scheduled_at_header->c_str()));
+        std::string v = Trimmed(HeaderValue(req, *settings.keys.scheduled_at_header));
         if (!v.empty()) raw = v;
       }
       if (!raw) raw = FirstText(publish_paths, body);
@@ -339,47 +347,70 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
   return out;
 }
 
+namespace {
+
+// One request to `s`'s route: the body under the cap, then Source::Handle.
+void ServeSource(const WebhookSources::Source& s, const httplib::Request& req,
+                 const WebhookSources::BodyReader& read_body, httplib::Response& res) {
+  Answer a;
+  try {
+    // The body, counted while it is read (a chunked body declares no length). Past the cap
+    // the rest is read and dropped up to as much again (at least 64 KiB), so a sender still
+    // writing gets the 413 rather than a reset connection; beyond that reading stops.
+    std::string body;
+    bool too_large = false;
+    size_t dropped = 0;
+    const size_t drop_limit = std::max<size_t>(s.max_body_bytes, 65536);
+    read_body([&](const char* data, size_t n) {
+      if (!too_large && body.size() + n <= s.max_body_bytes) {
+        body.append(data, n);
+        return true;
+      }
+      too_large = true;
+      body.clear();
+      dropped += n;
+      return dropped <= drop_limit;
+    });
+    if (too_large) {
+      s.Reject("body_too_large");
+      a = Error(413, "Request body exceeds " + std::to_string(s.max_body_bytes) + " bytes");
+      a.headers.emplace_back("Connection", "close");
+    } else {
+      a = s.Handle(req, std::move(body));
+    }
+  } catch (const std::exception& e) {
+    log::Error("A webhook failed.",
+               {{"source", s.settings.name}, {"reason", SanitizeError(e.what())}});
+    a = Error(500, "Internal error");
+  }
+  res.status = a.status;
+  for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
+  if (!a.body.empty()) res.set_content(a.body, "application/json");
+}
+
+}  // namespace
+
 void WebhookSources::Register(httplib::Server& server) {
   for (const auto& src : sources_) {
     const Source* s = src.get();
     server.Post(RegexLiteral(s->route), [s](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
-      Answer a;
-      try {
-        // The body, counted while it is read (a chunked body declares no length). Past the cap
-        // the rest is read and dropped up to as much again (at least 64 KiB), so a sender still
-        // writing gets the 413 rather than a reset connection; beyond that reading stops.
-        std::string body;
-        bool too_large = false;
-        size_t dropped = 0;
-        const size_t drop_limit = std::max<size_t>(s->max_body_bytes, 65536);
-        reader([&](const char* data, size_t n) {
-          if (!too_large && body.size() + n <= s->max_body_bytes) {
-            body.append(data, n);
-            return true;
-          }
-          too_large = true;
-          body.clear();
-          dropped += n;
-          return dropped <= drop_limit;
-        });
-        if (too_large) {
-          s->Reject("body_too_large");
-          a = Error(413, "Request body exceeds " + std::to_string(s->max_body_bytes) + " bytes");
-          a.headers.emplace_back("Connection", "close");
-        } else {
-          a = s->Handle(req, std::move(body));
-        }
-      } catch (const std::exception& e) {
-        log::Error("A webhook failed.",
-                   {{"source", s->settings.name}, {"reason", SanitizeError(e.what())}});
-        a = Error(500, "Internal error");
-      }
-      res.status = a.status;
-      for (const auto& [name, value] : a.headers) res.set_header(name.c_str(), value);
-      if (!a.body.empty()) res.set_content(a.body, "application/json");
+      ServeSource(
+          *s, req, [&reader](const auto& receive) { return reader(receive); }, res);
     });
   }
+}
+
+bool WebhookSources::Serve(const httplib::Request& req, const BodyReader& read_body,
+                           httplib::Response& res) const {
+  if (req.method != "POST") return false;
+  for (const auto& s : sources_) {
+    if (s->route == req.path) {
+      ServeSource(*s, req, read_body, res);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool WebhookSources::Serves(std::string_view path) const {

@@ -48,7 +48,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace queuebox {
 
@@ -85,6 +87,17 @@ class WebhookSources {
   // Adds one POST route per http source. Bodies are read under `max_body_bytes`
   // (inbox.maxBodyBytes; a declared length over it is refused by the server before this).
   void Register(httplib::Server& server);
+  // Reads the request body chunk by chunk: calls `receive` per chunk until it returns false or
+  // the body ends; false when reading failed. The route passes its httplib::ContentReader.
+  using BodyReader =
+      std::function<bool(const std::function<bool(const char* data, size_t size)>& receive)>;
+  // What the route of one source does with one request, callable without a server (the
+  // webhook_request fuzz target): the body read through `read_body` under inbox.maxBodyBytes
+  // (413 past it), then steps 1-8 above; fills `res` (status, headers, JSON body). False, `res`
+  // untouched, when req.method is not POST or req.path (decoded) is no source's route: the
+  // server's router answers those. Blocks until the store answered; never throws (500).
+  bool Serve(const httplib::Request& req, const BodyReader& read_body,
+             httplib::Response& res) const;
   // "POST /inbox/stripe (stripe)", one per source, for the start log.
   std::vector<std::string> Routes() const;
   // True when `path` is the route of one of these sources (the data port counts a declared
