@@ -18,6 +18,7 @@
 #include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
+#include "admin/request_headers.h"
 #include "core/log.h"
 #include "core/router.h"
 
@@ -304,8 +305,7 @@ struct AdminServer::Impl {
                                       std::chrono::system_clock::now().time_since_epoch())
                                       .count();
       Status s = auth->Check(
-          [&req](std::string_view name) { return req.get_header_value(std::string(name).c_str()); },
-          body, now);
+          [&req](std::string_view name) { return HeaderValue(req, std::string(name)); }, body, now);
       if (!s.ok()) {
         log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
         error(res, 401, s.message());

@@ -11,6 +11,7 @@
 
 #include "admin/auth.h"
 #include "admin/metrics.h"
+#include "admin/request_headers.h"
 #include "config/sources.h"
 #include "core/header_filter.h"
 #include "core/json_path.h"
@@ -48,14 +49,6 @@ bool ConnectionHeader(const std::string& name) {
     if (strcasecmp(name.c_str(), n) == 0) return true;
   }
   return false;
-}
-
-// The first value of header `name` (any case), whole; "" when absent. httplib's
-// get_header_value goes through a C string and cuts a value at a NUL byte, which cpp-httplib 0.11
-// lets through (raw, or decoded from %00).
-std::string HeaderValue(const httplib::Request& req, const std::string& name) {
-  auto range = req.headers.equal_range(name);
-  return range.first == range.second ? std::string() : range.first->second;
 }
 
 // cpp-httplib matches route patterns as regular expressions: the route, matched literally.
