@@ -42,6 +42,8 @@
 // batch waits for its own messages only).
 #pragma once
 
+#include <nats/nats.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -79,6 +81,15 @@ DestinationType NatsDestinationType();
 // Cross-key checks of a nats block: username and password together, token or username (not
 // both), subject placeholders, subjectFrom column.
 std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block);
+
+// Sets the headers of `row` (§9.1) on `msg`: `headers` (MergeRowHeaders: static, then row) in
+// order, then x-message-id, x-topic, x-attempt, x-message-key (when the row has a key) and, for
+// JetStream, Nats-Msg-Id = row id. Each is natsMsgHeader_Set, which replaces a value of the exact
+// same name (names are case-sensitive): a later header of a name wins, the relay's last. Values
+// are C strings (the caller refused CR, LF and NUL: CheckHeaderListText). No I/O; the first
+// nats.c error is returned, with the headers set so far left on `msg`.
+natsStatus SetNatsHeaders(natsMsg* msg, const HeaderList& headers, const OutboxRow& row,
+                          bool jet_stream);
 
 class NatsDestination final : public Destination {
  public:
