@@ -398,6 +398,7 @@ Status Unsendable(const std::string& subject, const OutboundMessage& message,
                   const HeaderList& headers) {
   Status s = CheckNatsSubject(subject);
   if (s.ok()) s = CheckHeaderListText(headers);
+  if (s.ok()) s = CheckHeaderNames(headers);
   if (s.ok()) s = CheckHeaderText("topic", message.row->topic);
   if (s.ok() && message.row->key) s = CheckHeaderText("key", *message.row->key);
   if (s.ok()) s = CheckPayloadIsJson(message.body());

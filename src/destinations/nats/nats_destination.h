@@ -28,7 +28,8 @@
 //   maximum messages with discard new, sealed, ...), a PubAck timeout over a connection that
 //   stayed up. A message NATS can never take => Reject (dead at once, the batch goes
 //   on; broker_common.h): row headers not a JSON object of strings, a header, topic or key with
-//   CR, LF or NUL, a payload that is not JSON, a subject with an empty or wildcard token or
+//   CR, LF or NUL, a header name that is empty or holds ':', a space or a control character
+//   (CheckHeaderNames), a payload that is not JSON, a subject with an empty or wildcard token or
 //   whitespace.
 // Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
 //   to their message by Nats-Msg-Id through a registry of in-flight messages. Each message has
@@ -86,7 +87,8 @@ std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block);
 // order, then x-message-id, x-topic, x-attempt, x-message-key (when the row has a key) and, for
 // JetStream, Nats-Msg-Id = row id. Each is natsMsgHeader_Set, which replaces a value of the exact
 // same name (names are case-sensitive): a later header of a name wins, the relay's last. Values
-// are C strings (the caller refused CR, LF and NUL: CheckHeaderListText). No I/O; the first
+// are C strings (the caller refused CR, LF and NUL: CheckHeaderListText, and names that would not
+// read back as themselves: CheckHeaderNames). No I/O; the first
 // nats.c error is returned, with the headers set so far left on `msg`.
 natsStatus SetNatsHeaders(natsMsg* msg, const HeaderList& headers, const OutboxRow& row,
                           bool jet_stream);
