@@ -10,7 +10,8 @@
 //   "rendered an empty subject"; the route's routingKeyTemplate never changes it); body = the
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
 //   one), then x-message-id, x-topic, x-attempt and x-message-key (when the row has a key), which
-//   replace any header of the same name; JetStream also gets Nats-Msg-Id = outbox id, so the
+//   replace any header of the same name (exact letter case: NATS names are case-sensitive, so a
+//   row's X-Message-Id stays beside it); JetStream also gets Nats-Msg-Id = outbox id, so the
 //   stream drops a duplicate after a retry or a replica crash (within its duplicate window).
 // Outcomes: JetStream (jetStream: true, default): Delivered only on a PubAck (a duplicate PubAck
 //   counts: the stream holds the message). Core NATS (jetStream: false): publish, then flush
