@@ -163,6 +163,25 @@ Status CheckHeaderListText(const HeaderList& headers) {
   return Status::Ok();
 }
 
+Status CheckHeaderNames(const HeaderList& headers) {
+  for (const auto& header : headers) {
+    const std::string& name = header.first;
+    if (name.empty()) return InvalidArgument("headers: a name is empty");
+    const std::string field = "headers: \"" + Shown(name) + "\" (name): contains ";
+    if (name.find(':') != std::string::npos) {
+      return InvalidArgument(field + "':', which a header name cannot carry");
+    }
+    for (char c : name) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u <= ' ' || u == 0x7f) {
+        return InvalidArgument(field + "a space or a control character, which a header name " +
+                               "cannot carry");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckKafkaTopic(std::string_view topic) {
   constexpr size_t kMaxKafkaTopic = 249;
   if (topic.size() > kMaxKafkaTopic) {

@@ -106,6 +106,11 @@ Status CheckHeaderText(std::string_view field, std::string_view value);
 // CheckHeaderText on every name and value of `headers` (field "headers: \"<name>\"").
 Status CheckHeaderListText(const HeaderList& headers);
 
+// "headers: ..." unless every name of `headers` can begin a line "name: value" (NATS headers):
+// not empty, no ':', no space and no ASCII control character. Such a name is not read back as
+// itself: a row header "x-message-id: x" would arrive as a second x-message-id.
+Status CheckHeaderNames(const HeaderList& headers);
+
 // "topic: ..." unless `topic` is a legal Kafka topic name: 1 to 249 characters of
 // [a-zA-Z0-9._-], and neither "." nor "..".
 Status CheckKafkaTopic(std::string_view topic);

@@ -53,6 +53,23 @@ TEST(RowChecks, TextHeadersCarryNoLineBreakOrNul) {
   EXPECT_THAT(CheckHeaderListText({{"x\ra", "ok"}}).message(), HasSubstr("(name)"));
 }
 
+// Found while writing the broker_headers fuzz target: NATS headers travel as lines
+// "name: value", so a row header named "x-message-id: x" reached a NATS consumer as a second
+// x-message-id (nats.c encodes the name as it is), and an empty name failed every attempt
+// (natsMsgHeader_Set refuses it) instead of going dead at once.
+TEST(RowChecks, HeaderNamesAreFieldNames) {
+  EXPECT_TRUE(CheckHeaderNames({{"X-Trace", "a: b"}, {"ünï-code", ""}, {"a.b_c~!", "v"}}).ok());
+  EXPECT_EQ(CheckHeaderNames({{"x-a", "ok"}, {"x-message-id: spoof", "v"}}).message(),
+            "headers: \"x-message-id: spoof\" (name): contains ':', which a header name "
+            "cannot carry");
+  EXPECT_EQ(CheckHeaderNames({{"", "v"}}).message(), "headers: a name is empty");
+  for (const char* bad : {"a b", "\ta", "a\x7f", "a\x01"}) {
+    EXPECT_THAT(CheckHeaderNames({{bad, "v"}}).message(),
+                HasSubstr("a space or a control character"))
+        << bad;
+  }
+}
+
 TEST(RowChecks, KafkaTopicNames) {
   EXPECT_TRUE(CheckKafkaTopic("orders.created_v1-eu").ok());
   EXPECT_TRUE(CheckKafkaTopic(std::string(249, 'a')).ok());

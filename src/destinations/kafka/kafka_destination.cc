@@ -71,6 +71,15 @@ bool IsOutage(rd_kafka_resp_err_t err, bool brokers_down, bool partitioned) {
 
 }  // namespace
 
+rd_kafka_headers_t* KafkaRecordHeaders(const HeaderList& headers, const OutboxRow& row) {
+  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size() + 3);
+  for (const auto& [n, v] : headers) AddHeader(hdrs, n, v);
+  AddHeader(hdrs, "x-message-id", row.id);
+  AddHeader(hdrs, "x-topic", row.topic);
+  AddHeader(hdrs, "x-attempt", std::to_string(row.attempt));
+  return hdrs;
+}
+
 // Outcomes of one batch, filled by delivery reports (any polling thread).
 struct KafkaDestination::Batch {
   explicit Batch(size_t n) : outcomes(n) {}
@@ -361,11 +370,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
   }
   std::string key = message.routing_key ? *message.routing_key : key_template_.Render(ctx);
 
-  rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers->size() + 3);
-  for (const auto& [n, v] : *headers) AddHeader(hdrs, n, v);
-  AddHeader(hdrs, "x-message-id", row.id);
-  AddHeader(hdrs, "x-topic", row.topic);
-  AddHeader(hdrs, "x-attempt", std::to_string(row.attempt));
+  rd_kafka_headers_t* hdrs = KafkaRecordHeaders(*headers, row);
 
   auto* slot = new Slot{state, index};
   std::vector<rd_kafka_vu_t> vus;

@@ -40,6 +40,8 @@
 #include "destinations/registry.h"
 #include "queuebox/destination.h"
 
+typedef struct rd_kafka_headers_s rd_kafka_headers_t;  // librdkafka/rdkafka.h
+
 namespace queuebox {
 
 struct KafkaDestinationSettings {
@@ -64,6 +66,13 @@ DestinationType KafkaDestinationType();
 // Cross-key checks of a kafka block (defaults filled): SASL_* needs saslMechanism,
 // saslUsername and saslPassword; timeoutMs >= 2000; topic/keyTemplate placeholders; topicFrom.
 std::vector<std::string> ValidateKafkaBlock(const nlohmann::json& block);
+
+// The record headers of `row` (§9.1): `headers` (MergeRowHeaders: static, then row) in order,
+// then x-message-id, x-topic, x-attempt (UTF-8 text), each name and value as its bytes. Kafka
+// keeps repeated names, so a row header named like one of the relay's stays, before it: the
+// relay's is the last of its name. No I/O; the caller owns the result (rd_kafka_headers_destroy,
+// unless a produce took it over).
+rd_kafka_headers_t* KafkaRecordHeaders(const HeaderList& headers, const OutboxRow& row);
 
 class KafkaDestination final : public Destination {
  public:

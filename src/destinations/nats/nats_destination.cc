@@ -392,26 +392,24 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
 
 namespace {
 
-// A message with the headers of §9.1; nullptr + reason on failure.
 // Why a message can never be published (NATS headers are lines of text), or OK: the caller
 // rejects it, so it goes dead at once and the rest of the batch is published.
 Status Unsendable(const std::string& subject, const OutboundMessage& message,
                   const HeaderList& headers) {
   Status s = CheckNatsSubject(subject);
   if (s.ok()) s = CheckHeaderListText(headers);
+  if (s.ok()) s = CheckHeaderNames(headers);
   if (s.ok()) s = CheckHeaderText("topic", message.row->topic);
   if (s.ok() && message.row->key) s = CheckHeaderText("key", *message.row->key);
   if (s.ok()) s = CheckPayloadIsJson(message.body());
   return s;
 }
 
-natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message,
-                      const HeaderList& headers, bool jet_stream, std::string* reason) {
-  const OutboxRow& row = *message.row;
-  const std::string_view body = message.body();
-  natsMsg* m = nullptr;
-  natsStatus s =
-      natsMsg_Create(&m, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
+}  // namespace
+
+natsStatus SetNatsHeaders(natsMsg* m, const HeaderList& headers, const OutboxRow& row,
+                          bool jet_stream) {
+  natsStatus s = NATS_OK;
   for (const auto& [k, v] : headers) {
     if (s == NATS_OK) s = natsMsgHeader_Set(m, k.c_str(), v.c_str());
   }
@@ -420,6 +418,20 @@ natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message
   if (s == NATS_OK) s = natsMsgHeader_Set(m, "x-attempt", std::to_string(row.attempt).c_str());
   if (s == NATS_OK && row.key) s = natsMsgHeader_Set(m, "x-message-key", row.key->c_str());
   if (s == NATS_OK && jet_stream) s = natsMsgHeader_Set(m, "Nats-Msg-Id", row.id.c_str());
+  return s;
+}
+
+namespace {
+
+// A message with the headers of §9.1; nullptr + reason on failure.
+natsMsg* BuildMessage(const std::string& subject, const OutboundMessage& message,
+                      const HeaderList& headers, bool jet_stream, std::string* reason) {
+  const OutboxRow& row = *message.row;
+  const std::string_view body = message.body();
+  natsMsg* m = nullptr;
+  natsStatus s =
+      natsMsg_Create(&m, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size()));
+  if (s == NATS_OK) s = SetNatsHeaders(m, headers, row, jet_stream);
   if (s != NATS_OK) {
     *reason = "cannot build the NATS message: " + StatusText(s);
     natsMsg_Destroy(m);

@@ -10,7 +10,8 @@
 //   "rendered an empty subject"; the route's routingKeyTemplate never changes it); body = the
 //   payload bytes verbatim; headers = static, then row headers (a row header replaces a static
 //   one), then x-message-id, x-topic, x-attempt and x-message-key (when the row has a key), which
-//   replace any header of the same name; JetStream also gets Nats-Msg-Id = outbox id, so the
+//   replace any header of the same name (exact letter case: NATS names are case-sensitive, so a
+//   row's X-Message-Id stays beside it); JetStream also gets Nats-Msg-Id = outbox id, so the
 //   stream drops a duplicate after a retry or a replica crash (within its duplicate window).
 // Outcomes: JetStream (jetStream: true, default): Delivered only on a PubAck (a duplicate PubAck
 //   counts: the stream holds the message). Core NATS (jetStream: false): publish, then flush
@@ -28,7 +29,8 @@
 //   maximum messages with discard new, sealed, ...), a PubAck timeout over a connection that
 //   stayed up. A message NATS can never take => Reject (dead at once, the batch goes
 //   on; broker_common.h): row headers not a JSON object of strings, a header, topic or key with
-//   CR, LF or NUL, a payload that is not JSON, a subject with an empty or wildcard token or
+//   CR, LF or NUL, a header name that is empty or holds ':', a space or a control character
+//   (CheckHeaderNames), a payload that is not JSON, a subject with an empty or wildcard token or
 //   whitespace.
 // Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
 //   to their message by Nats-Msg-Id through a registry of in-flight messages. Each message has
@@ -41,6 +43,8 @@
 // Thread-safety: PublishBatch may run on several threads at once (nats.c is thread-safe; each
 // batch waits for its own messages only).
 #pragma once
+
+#include <nats/nats.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -79,6 +83,16 @@ DestinationType NatsDestinationType();
 // Cross-key checks of a nats block: username and password together, token or username (not
 // both), subject placeholders, subjectFrom column.
 std::vector<std::string> ValidateNatsBlock(const nlohmann::json& block);
+
+// Sets the headers of `row` (§9.1) on `msg`: `headers` (MergeRowHeaders: static, then row) in
+// order, then x-message-id, x-topic, x-attempt, x-message-key (when the row has a key) and, for
+// JetStream, Nats-Msg-Id = row id. Each is natsMsgHeader_Set, which replaces a value of the exact
+// same name (names are case-sensitive): a later header of a name wins, the relay's last. Values
+// are C strings (the caller refused CR, LF and NUL: CheckHeaderListText, and names that would not
+// read back as themselves: CheckHeaderNames). No I/O; the first
+// nats.c error is returned, with the headers set so far left on `msg`.
+natsStatus SetNatsHeaders(natsMsg* msg, const HeaderList& headers, const OutboxRow& row,
+                          bool jet_stream);
 
 class NatsDestination final : public Destination {
  public:

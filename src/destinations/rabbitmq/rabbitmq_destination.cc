@@ -475,6 +475,54 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
   b.Report(sink);
 }
 
+HeaderList RabbitMqStringHeaders(const std::string& topic, HeaderList merged,
+                                 const std::map<std::string, int64_t>& integer_headers) {
+  HeaderList out = {{"x-topic", topic}};
+  for (auto& header : merged) {  // not a structured binding: clang 14 cannot capture one
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const auto& h) { return h.first == header.first; });
+    if (same != out.end()) {
+      same->second = std::move(header.second);
+    } else {
+      out.emplace_back(std::move(header.first), std::move(header.second));
+    }
+  }
+  // Integer headers replace string headers of the same name.
+  std::erase_if(out, [&](const auto& h) { return integer_headers.count(h.first) > 0; });
+  return out;
+}
+
+std::vector<amqp_table_entry_t> RabbitMqHeaderEntries(
+    const HeaderList& headers, int32_t attempt,
+    const std::map<std::string, int64_t>& integer_headers) {
+  std::vector<amqp_table_entry_t> entries;
+  entries.reserve(headers.size() + 1 + integer_headers.size());
+  for (const auto& [k, v] : headers) {
+    entries.push_back(StringEntry(k, v));
+    if (k == "x-topic") {
+      // x-attempt (integer) right after x-topic, unless another header replaced it.
+      bool replaced = integer_headers.count("x-attempt") > 0 ||
+                      std::any_of(headers.begin(), headers.end(),
+                                  [](const auto& h) { return h.first == "x-attempt"; });
+      if (!replaced) {
+        amqp_table_entry_t e;
+        e.key = amqp_cstring_bytes("x-attempt");
+        e.value.kind = AMQP_FIELD_KIND_I32;
+        e.value.value.i32 = attempt;
+        entries.push_back(e);
+      }
+    }
+  }
+  for (const auto& [k, v] : integer_headers) {
+    amqp_table_entry_t e;
+    e.key = BytesOf(k);
+    e.value.kind = AMQP_FIELD_KIND_I64;
+    e.value.value.i64 = v;
+    entries.push_back(e);
+  }
+  return entries;
+}
+
 void RabbitMqDestination::Prepare(Batch& b) const {
   for (size_t i = 0; i < b.messages.size(); ++i) {
     const OutboundMessage& message = b.messages[i];
@@ -497,25 +545,13 @@ void RabbitMqDestination::Prepare(Batch& b) const {
       b.outcomes[i] = Outcome::Reject(FailureReason(sendable.message(), b.max_chars));
       continue;
     }
-    p.headers = {{"x-topic", row.topic}};
-    for (auto& header : *headers) {  // not a structured binding: clang 14 cannot capture one
-      auto same = std::find_if(p.headers.begin(), p.headers.end(),
-                               [&](const auto& h) { return h.first == header.first; });
-      if (same != p.headers.end()) {
-        same->second = std::move(header.second);
-      } else {
-        p.headers.emplace_back(std::move(header.first), std::move(header.second));
-      }
-    }
     const AmqpExtension& amqp = AmqpOf(message);
     std::string bad_property = CheckProperties(amqp.properties);
     if (!bad_property.empty()) {
       b.outcomes[i] = Outcome::Reject(FailureReason(bad_property, b.max_chars));
       continue;
     }
-    // Integer headers replace string headers of the same name.
-    std::erase_if(p.headers,
-                  [&](const auto& h) { return amqp.integer_headers.count(h.first) > 0; });
+    p.headers = RabbitMqStringHeaders(row.topic, std::move(*headers), amqp.integer_headers);
     auto message_id = amqp.properties.find("message_id");
     p.message_id = message_id != amqp.properties.end() ? message_id->second : row.id;
     p.routing_key = message.routing_key ? *message.routing_key : routing_key_.Render(ctx);
@@ -579,31 +615,8 @@ void RabbitMqDestination::Publish(Batch& b) {
     const OutboxRow& row = *message.row;
     const Batch::Prepared& p = b.prepared[i];
     const AmqpExtension& amqp = AmqpOf(message);
-    std::vector<amqp_table_entry_t> entries;
-    entries.reserve(p.headers.size() + 1 + amqp.integer_headers.size());
-    for (const auto& [k, v] : p.headers) {
-      entries.push_back(StringEntry(k, v));
-      if (k == "x-topic") {
-        // x-attempt (integer) right after x-topic, unless another header replaced it.
-        bool replaced = amqp.integer_headers.count("x-attempt") > 0 ||
-                        std::any_of(p.headers.begin(), p.headers.end(),
-                                    [](const auto& h) { return h.first == "x-attempt"; });
-        if (!replaced) {
-          amqp_table_entry_t e;
-          e.key = amqp_cstring_bytes("x-attempt");
-          e.value.kind = AMQP_FIELD_KIND_I32;
-          e.value.value.i32 = row.attempt;
-          entries.push_back(e);
-        }
-      }
-    }
-    for (const auto& [k, v] : amqp.integer_headers) {
-      amqp_table_entry_t e;
-      e.key = BytesOf(k);
-      e.value.kind = AMQP_FIELD_KIND_I64;
-      e.value.value.i64 = v;
-      entries.push_back(e);
-    }
+    std::vector<amqp_table_entry_t> entries =
+        RabbitMqHeaderEntries(p.headers, row.attempt, amqp.integer_headers);
     amqp_basic_properties_t props;
     std::memset(&props, 0, sizeof props);
     props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |

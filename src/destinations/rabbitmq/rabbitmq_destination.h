@@ -26,6 +26,8 @@
 // one at a time (a mutex); Health() does not wait for a running batch.
 #pragma once
 
+#include <amqp.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -62,6 +64,22 @@ DestinationType RabbitMqDestinationType();
 // Cross-key checks of a rabbitmq block: url parses as an AMQP URI, exchange placeholders,
 // exchangeFrom column.
 std::vector<std::string> ValidateRabbitMqBlock(const nlohmann::json& block);
+
+// The string headers of a message (§9.1): x-topic = `topic`, then `merged` (MergeRowHeaders:
+// static, then row), a later one of a name (exact case) replacing the earlier value in place, so
+// a row header x-topic or x-attempt wins over the relay's, as in QueueBox ("row wins"); minus the
+// names of `integer_headers` (AmqpExtension: those replace string headers). The message id is
+// the message_id property, never a header.
+HeaderList RabbitMqStringHeaders(const std::string& topic, HeaderList merged,
+                                 const std::map<std::string, int64_t>& integer_headers);
+
+// The AMQP header table of a message: each of `headers` (RabbitMqStringHeaders) as a long string
+// (field kind 'S'), x-attempt = `attempt` (kind 'I', signed 32-bit) right after x-topic unless
+// `headers` or `integer_headers` holds an x-attempt, then `integer_headers` (kind 'l'). The
+// entries point into `headers` and `integer_headers`, which must outlive them. No I/O.
+std::vector<amqp_table_entry_t> RabbitMqHeaderEntries(
+    const HeaderList& headers, int32_t attempt,
+    const std::map<std::string, int64_t>& integer_headers);
 
 class RabbitMqDestination final : public Destination {
  public:

@@ -268,14 +268,7 @@ BrokerMessage KafkaSource::Convert(const rd_kafka_message_t* m) const {
   // rd_kafka_message_headers wants a non-const message; it only reads (parses once, cached).
   if (rd_kafka_message_headers(const_cast<rd_kafka_message_t*>(m), &headers) ==
       RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* name = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      out.headers.emplace_back(name, Text(value, size));
-    }
+    out.headers = KafkaHeaderStrings(headers);
   }
   if (m->key != nullptr) out.record_key = Text(m->key, m->key_len);
   rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
@@ -454,6 +447,21 @@ void KafkaSource::OnLog(const rd_kafka_t* /*rk*/, int level, const char* fac, co
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
+    const rd_kafka_headers_t* headers) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (headers == nullptr) return out;
+  const char* name = nullptr;
+  const void* value = nullptr;
+  size_t size = 0;
+  for (size_t i = 0;
+       rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+       ++i) {
+    out.emplace_back(name, Text(value, size));
+  }
+  return out;
+}
 
 Result<std::unique_ptr<BrokerSource>> CreateKafkaSource(KafkaSourceSettings settings,
                                                         const BrokerSourceContext& context) {

@@ -23,12 +23,24 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "sources/broker_source.h"
 
+typedef struct rd_kafka_headers_s rd_kafka_headers_t;  // librdkafka/rdkafka.h
+
 namespace queuebox::sources {
+
+// A record's headers as BrokerMessage::headers: every header in record order, repeated names
+// kept (the intake takes the last of a name, any letter case); the name as librdkafka gives it
+// (up to a NUL byte), the value through HeaderText (UTF-8 without NUL, else "base64:"), a null
+// value as "". `headers` may be null (no headers). No I/O.
+std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
+    const rd_kafka_headers_t* headers);
 
 // No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings:
 // bootstrapServers/groupId empty, topics empty or with a blank entry, autoOffsetReset not

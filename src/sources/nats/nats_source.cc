@@ -23,6 +23,26 @@
 #include "sources/broker_intake.h"
 
 namespace queuebox::sources {
+
+std::vector<std::pair<std::string, std::string>> NatsHeaderStrings(natsMsg* msg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const char** keys = nullptr;
+  int count = 0;
+  if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
+    for (int i = 0; i < count; ++i) {
+      const char** values = nullptr;
+      int n = 0;
+      if (natsMsgHeader_Values(msg, keys[i], &values, &n) == NATS_OK && n > 0) {
+        // Last value per name (QueueBox reference §11.3).
+        out.emplace_back(keys[i], HeaderText(values[n - 1] ? values[n - 1] : ""));
+      }
+      free(static_cast<void*>(values));
+    }
+    free(static_cast<void*>(keys));
+  }
+  return out;
+}
+
 namespace {
 
 // How long one fetch waits for a first message: bounds how long Stop() waits for the thread.
@@ -64,20 +84,7 @@ BrokerMessage ToBrokerMessage(natsMsg* msg) {
   const char* data = natsMsg_GetData(msg);
   int len = natsMsg_GetDataLength(msg);
   if (data != nullptr && len > 0) out.body.assign(data, static_cast<size_t>(len));
-  const char** keys = nullptr;
-  int count = 0;
-  if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
-    for (int i = 0; i < count; ++i) {
-      const char** values = nullptr;
-      int n = 0;
-      if (natsMsgHeader_Values(msg, keys[i], &values, &n) == NATS_OK && n > 0) {
-        // Last value per name (QueueBox reference §11.3).
-        out.headers.emplace_back(keys[i], HeaderText(values[n - 1] ? values[n - 1] : ""));
-      }
-      free(static_cast<void*>(values));
-    }
-    free(static_cast<void*>(keys));
-  }
+  out.headers = NatsHeaderStrings(msg);
   const char* id = nullptr;
   if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && *id != '\0') {
     out.message_id = HeaderText(id);

@@ -23,13 +23,24 @@
 // healthy() is false while the connection or the consumer is down.
 #pragma once
 
+#include <nats/nats.h>
+
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "sources/broker_source.h"
 
 namespace queuebox::sources {
+
+// A NATS message's headers as BrokerMessage::headers: one pair per name (names are
+// case-sensitive; natsMsgHeader_Keys order, which is nats.c's hash order, not the sender's), the
+// last value of the name (QueueBox reference §11.3) through HeaderText (UTF-8 without NUL, else
+// "base64:"); a name without a value is left out. No I/O.
+std::vector<std::pair<std::string, std::string>> NatsHeaderStrings(natsMsg* msg);
 
 // No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings
 // (servers, stream, durable, batchSize, ackWaitMs, credentials).
