@@ -41,7 +41,10 @@ run_one() {  # target
   # The repo's seeds stay untouched: the run grows a copy.
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
-  cp fuzz/corpus/"$t"/* "$work/corpus/"
+  if ! cp fuzz/corpus/"$t"/* "$work/corpus/"; then
+    printf '%-16s %12s %8s %s\n' "$t" - - "FAILED (no seeds in fuzz/corpus/$t/)"
+    return 1
+  fi
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
   start=$(date +%s)
@@ -70,6 +73,7 @@ done
 # FUZZ_JOBS targets at a time (default 1). Each run's limit is wall time, so on a busy machine a
 # run at nice 19 does fewer executions in its seconds, never more seconds.
 JOBS_AT_ONCE=${FUZZ_JOBS:-1}
+[[ $JOBS_AT_ONCE =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_JOBS must be 1 or more" >&2; exit 2; }
 printf '%-16s %12s %8s %s\n' target executions seconds result
 failed=0
 running=0

@@ -62,6 +62,26 @@ TEST(NatsFactory, ErrorsNameTheDestinationAndKey) {
               HasSubstr("destinations.js.timeoutMs"));
 }
 
+// A static header NATS cannot carry stops the start (each row would otherwise go dead).
+TEST(NatsFactory, StaticHeaderNamesAreCheckedAtTheStart) {
+  NatsDestinationSettings s;
+  s.name = "js";
+  s.servers = "nats://127.0.0.1:4222";
+  s.subject = "x";
+  s.static_headers = {{"X-Team", "billing"}};
+  EXPECT_TRUE(NatsDestination::Create(s).ok());
+  s.static_headers = {{"X Team", "billing"}};
+  EXPECT_EQ(NatsDestination::Create(s).status().message(),
+            "destinations.js.headers: \"X Team\" (name): contains a space or a control "
+            "character, which a header name cannot carry");
+  s.static_headers = {{"x-message-id: spoof", "v"}};
+  EXPECT_THAT(NatsDestination::Create(s).status().message(),
+              HasSubstr("destinations.js.headers: \"x-message-id: spoof\" (name): contains ':'"));
+  s.static_headers = {{"", "v"}};
+  EXPECT_EQ(NatsDestination::Create(s).status().message(),
+            "destinations.js.headers: a name is empty");
+}
+
 }  // namespace
 }  // namespace queuebox
 #endif  // QB_WITH_NATS

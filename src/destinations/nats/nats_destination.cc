@@ -274,6 +274,12 @@ Result<std::unique_ptr<NatsDestination>> NatsDestination::Create(NatsDestination
   if (s.token) block["token"] = *s.token;
   std::vector<std::string> problems = ValidateNatsBlock(block);
   if (s.timeout_ms <= 0) problems.push_back("timeoutMs: must be greater than 0");
+  // Static headers travel as "name: value" lines as the row's do: one NATS cannot carry is a
+  // configuration error at the start, not a dead row per message.
+  const HeaderList statics(s.static_headers.begin(), s.static_headers.end());
+  for (const Status& checked : {CheckHeaderNames(statics), CheckHeaderListText(statics)}) {
+    if (!checked.ok()) problems.push_back(checked.message());
+  }
   if (!problems.empty()) return InvalidArgument(prefix + problems.front());
   Result<AddressSpec> subject =
       AddressSpec::Create(s.name, "subject", s.subject, "subjectFrom", s.subject_from);

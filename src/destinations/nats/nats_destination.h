@@ -96,7 +96,8 @@ natsStatus SetNatsHeaders(natsMsg* msg, const HeaderList& headers, const OutboxR
 
 class NatsDestination final : public Destination {
  public:
-  // kInvalidArgument (naming destinations.<name>.<key>) for bad settings.
+  // kInvalidArgument (naming destinations.<name>.<key>) for bad settings, among them a static
+  // header NATS cannot carry (CheckHeaderNames, CheckHeaderListText: destinations.<name>.headers).
   static Result<std::unique_ptr<NatsDestination>> Create(NatsDestinationSettings settings);
   ~NatsDestination() override;
 
