@@ -5,7 +5,10 @@
 //
 //   bench_receiver --port 18181 --expect 100000
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -77,6 +80,15 @@ int main(int argc, char** argv) {
   httplib::Server server;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_keep_alive_max_count(1000000);
+  // Debian's cpp-httplib listens with a backlog of 5: the relay opening its connections at once
+  // would see dropped SYNs, retried after 1 s, and that second would land in the latency tail.
+  int listen_socket = -1;
+  server.set_socket_options([&listen_socket](socket_t sock) {
+    int yes = 1;
+    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    (void)setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    listen_socket = sock;
+  });
   server.Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
     int64_t now = NowUs();
     int64_t ts = InsertTsUs(req.body);
@@ -95,6 +107,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_receiver: cannot listen on 127.0.0.1:%d\n", port);
     return 1;
   }
+  if (listen_socket >= 0) (void)::listen(listen_socket, 1024);
   std::thread t([&] { server.listen_after_bind(); });
   timespec slice{0, 50 * 1000 * 1000};
   while (!done) {

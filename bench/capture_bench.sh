@@ -17,6 +17,7 @@
 # capture (outbox.capture postgres-logical, reconciliationIntervalMs 1000).
 #
 #   BUILD_DIR=build bash bench/capture_bench.sh     # RATE=1000 DURATION=10 PGBENCH_SECONDS=10
+#   MODES="poll100 capture" FSYNCS=off REPEAT=3 ROUNDS=0 IDLE_SECONDS=0 ...   # a subset
 #
 # Needs root (the cluster runs as user postgres, as scripts/services.sh does). Writes
 # bench/results/capture.json and prints it. Take /tmp/queuebox-bench.lock around it on a shared
@@ -27,7 +28,10 @@ RATE=${RATE:-1000}
 DURATION=${DURATION:-10}
 PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
 ROUNDS=${ROUNDS:-2}
-IDLE_SECONDS=${IDLE_SECONDS:-30}
+IDLE_SECONDS=${IDLE_SECONDS:-30}  # 0: no idle cases
+MODES=${MODES:-poll100 notify capture}
+FSYNCS=${FSYNCS:-on off}
+REPEAT=${REPEAT:-1}  # latency runs per mode, alternating the modes
 PORT=${PORT:-18381}
 PG_PORT=${PG_PORT:-18391}
 BUILD_DIR=${BUILD_DIR:-build}
@@ -204,13 +208,17 @@ LAT="$WORK/latency.jsonl" PGB="$WORK/pgbench.jsonl" IDLE="$WORK/idle.jsonl"
 : >"$LAT"
 : >"$PGB"
 : >"$IDLE"
-for fsync in on off; do
+for fsync in $FSYNCS; do
   start_pg "$fsync"
-  for mode in poll100 notify capture; do latency_case "$fsync" "$mode" >>"$LAT"; done
-  for round in $(seq 1 "$ROUNDS"); do
-    for mode in none poll100 notify capture; do pgbench_case "$fsync" "$mode" "$round" >>"$PGB"; done
+  for _ in $(seq 1 "$REPEAT"); do
+    for mode in $MODES; do latency_case "$fsync" "$mode" >>"$LAT"; done
   done
-  for mode in poll100 notify capture; do idle_case "$fsync" "$mode" >>"$IDLE"; done
+  for round in $(seq 1 "$ROUNDS"); do
+    for mode in none $MODES; do pgbench_case "$fsync" "$mode" "$round" >>"$PGB"; done
+  done
+  if ((IDLE_SECONDS > 0)); then
+    for mode in $MODES; do idle_case "$fsync" "$mode" >>"$IDLE"; done
+  fi
   stop_pg
 done
 
