@@ -7,8 +7,10 @@
 #               queuebox binary delivers them to bench_receiver (HTTP 204), which reports p50/p99
 #               of receipt time minus the row's clock_timestamp() at the INSERT (commit included)
 #   producers   pgbench, single-row INSERT transactions, 4 clients, PGBENCH_SECONDS s, while the
-#               relay runs in that mode and delivers (rounds alternate between the modes); "none"
-#               is pgbench with no relay at all
+#               relay runs in that mode and delivers (rounds alternate between the modes): first
+#               at PRODUCER_RATE/s (each transaction's latency), then saturated (tps, the WAL
+#               sender's and the relay's CPU); "none" is no relay, "slot" no relay with
+#               pg_recvlogical decoding the publication (the cost of logical decoding alone)
 #   idle        the relay running IDLE_SECONDS with no traffic: statements/s (pg_stat_statements
 #               calls of the database), transactions/s (pg_stat_database), CPU ms/s of the
 #               database's backends (the WAL sender included) and of the relay (/proc)
@@ -27,11 +29,14 @@ cd "$(dirname "$0")/.."
 RATE=${RATE:-1000}
 DURATION=${DURATION:-10}
 PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
+PRODUCER_RATE=${PRODUCER_RATE:-1000}  # the fixed-rate producers' transactions/s
 ROUNDS=${ROUNDS:-2}
 IDLE_SECONDS=${IDLE_SECONDS:-30}  # 0: no idle cases
 MODES=${MODES:-poll100 notify capture}
 FSYNCS=${FSYNCS:-on off}
 REPEAT=${REPEAT:-1}  # latency runs per mode, alternating the modes
+# What the publication carries: QueueBox's documented one by default (every column, every change)
+PUBLICATION=${PUBLICATION:-FOR TABLE outbox}
 PORT=${PORT:-18381}
 PG_PORT=${PG_PORT:-18391}
 BUILD_DIR=${BUILD_DIR:-build}
@@ -90,7 +95,7 @@ fresh_db() {  # mode: a migrated database, the publication for capture, no slot,
   config "$1"
   "$QB" --config "$WORK/qb.yml" migrate >/dev/null 2>&1
   psql -q "$BASE/$DB" -c "CREATE EXTENSION pg_stat_statements" \
-    -c "CREATE PUBLICATION queuebox_outbox FOR TABLE outbox" >/dev/null
+    -c "CREATE PUBLICATION queuebox_outbox $PUBLICATION" >/dev/null
 }
 
 wait_for_log() {  # file text timeout_s
@@ -143,21 +148,77 @@ latency_case() {  # fsync mode -> one JSON line
 cat >"$WORK/insert.sql" <<'SQL'
 INSERT INTO outbox (topic, key, payload) VALUES ('bench.pgbench', 'k', '{"ts":0}');
 SQL
-pgbench_case() {  # fsync mode round -> one JSON line (mode none: no relay)
-  fresh_db "$([[ $2 == none ]] && echo poll100 || echo "$2")"
+# Producers in each mode: first PRODUCER_RATE single-row INSERT transactions/s (pgbench -R, each
+# transaction's latency logged: what a producer waits for at a realistic rate), then as many as
+# 4 clients can (the saturated rate, on a machine whose two cores the relay, the receiver and the
+# WAL sender share with PostgreSQL). Mode "none": no relay; "slot": no relay, pg_recvlogical
+# streams the publication from a slot (logical decoding alone, nothing delivered).
+pgbench_case() {  # fsync mode round -> one JSON line
+  fresh_db "$(case $2 in none | slot) echo poll100 ;; *) echo "$2" ;; esac)"
   psql -q "$BASE/$DB" -c "CHECKPOINT" >/dev/null
   "$BUILD_DIR/bench/bench_receiver" --port "$PORT" >/dev/null &
   local recv=$!
   PIDS+=("$recv")
-  if [[ $2 != none ]]; then start_relay "$2"; fi
+  local relay_pid="" decoder=""
+  case $2 in
+  none) ;;
+  slot)
+    pg_recvlogical -d "$BASE/$DB" --slot qb_bench_decode --create-slot -P pgoutput >/dev/null
+    pg_recvlogical -d "$BASE/$DB" --slot qb_bench_decode --start -o proto_version=1 \
+      -o publication_names=queuebox_outbox -f /dev/null &
+    decoder=$!
+    PIDS+=("$decoder")
+    ;;
+  *)
+    start_relay "$2"
+    relay_pid=$RELAY
+    ;;
+  esac
+  sleep 1  # start-up settles (the capture's first wake, the slot's first status update)
+  rm -f "$WORK"/pgb_log*
+  pgbench -n -c 4 -j 2 -R "$PRODUCER_RATE" -T "$PGBENCH_SECONDS" -l --log-prefix="$WORK/pgb_log" \
+    -f "$WORK/insert.sql" "$BASE/$DB" >/dev/null 2>&1
+  local fixed
+  fixed=$(cat "$WORK"/pgb_log* | python3 -c '
+import sys
+lat = sorted(int(l.split()[2]) for l in sys.stdin if l.strip())
+pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] / 1000.0
+print("{\"transactions\":%d,\"p50_ms\":%.3f,\"p99_ms\":%.3f}" % (len(lat), pick(0.5), pick(0.99)))')
+  # Saturated: where the CPU goes (the WAL sender, the relay) and what the relay sends.
+  local walsender sent0
+  walsender=$(psql -Atq "$BASE/postgres" -c "SELECT coalesce(string_agg(pid::text, ' '), '') \
+FROM pg_stat_activity WHERE backend_type = 'walsender'")
+  psql -Atq "$BASE/$DB" -c "SELECT pg_stat_statements_reset()" >/dev/null
+  sent0=$(psql -Atq "$BASE/$DB" -c "SELECT count(*) FROM outbox WHERE state = 'sent'")
+  local ws0 relay0
+  # shellcheck disable=SC2086
+  ws0=$(cpu_ticks $walsender)
+  relay0=$(cpu_ticks $relay_pid)
   local tps
   tps=$(pgbench -n -c 4 -j 2 -T "$PGBENCH_SECONDS" -f "$WORK/insert.sql" "$BASE/$DB" 2>/dev/null |
     sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
-  if [[ $2 != none ]]; then stop_relay; fi
+  local ws1 relay1 relay_statements sent1
+  # shellcheck disable=SC2086
+  ws1=$(cpu_ticks $walsender)
+  relay1=$(cpu_ticks $relay_pid)
+  sent1=$(psql -Atq "$BASE/$DB" -c "SELECT count(*) FROM outbox WHERE state = 'sent'")
+  relay_statements=$(psql -Atq "$BASE/$DB" -c "SELECT coalesce(sum(calls), 0) FROM \
+pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+AND query NOT LIKE 'INSERT INTO outbox (topic, key, payload) VALUES%' \
+AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'SELECT count(*) FROM outbox%'")
+  if [[ -n $relay_pid ]]; then stop_relay; fi
+  if [[ -n $decoder ]]; then
+    kill -TERM "$decoder" 2>/dev/null || true
+    wait "$decoder" 2>/dev/null || true
+  fi
   kill -TERM "$recv" 2>/dev/null || true
   wait "$recv" || true
-  echo "== fsync=$1 producers $2 round $3: $tps tps" >&2
-  printf '{"fsync":"%s","mode":"%s","round":%s,"tps":%s}\n' "$1" "$2" "$3" "$tps"
+  local hz
+  hz=$(getconf CLK_TCK)
+  echo "== fsync=$1 producers $2 round $3: $tps tps; at $PRODUCER_RATE/s $fixed" >&2
+  printf '{"fsync":"%s","mode":"%s","round":%s,"tps":%s,"seconds":%s,"hz":%s,"walsender_ticks":%s,"relay_ticks":%s,"relay_statements":%s,"sent":%s,"fixed_rate":%s}\n' \
+    "$1" "$2" "$3" "$tps" "$PGBENCH_SECONDS" "$hz" "$((ws1 - ws0))" "$((relay1 - relay0))" \
+    "$relay_statements" "$((sent1 - sent0))" "$fixed"
 }
 
 cpu_ticks() {  # pids... -> summed utime+stime ticks
@@ -168,6 +229,10 @@ cpu_ticks() {  # pids... -> summed utime+stime ticks
     fi
   done
   echo "$total"
+}
+cluster_ticks() {  # postmaster pid -> ticks of it, its live children and its reaped ones
+  # shellcheck disable=SC2046
+  echo $(($(awk '{print $16 + $17}' "/proc/$1/stat") + $(cpu_ticks "$1" $(pgrep -P "$1"))))
 }
 idle_case() {  # fsync mode -> one JSON line
   echo "== fsync=$1 idle $2: $IDLE_SECONDS s without traffic" >&2
@@ -214,7 +279,7 @@ for fsync in $FSYNCS; do
     for mode in $MODES; do latency_case "$fsync" "$mode" >>"$LAT"; done
   done
   for round in $(seq 1 "$ROUNDS"); do
-    for mode in none $MODES; do pgbench_case "$fsync" "$mode" "$round" >>"$PGB"; done
+    for mode in none slot $MODES; do pgbench_case "$fsync" "$mode" "$round" >>"$PGB"; done
   done
   if ((IDLE_SECONDS > 0)); then
     for mode in $MODES; do idle_case "$fsync" "$mode" >>"$IDLE"; done
@@ -222,7 +287,7 @@ for fsync in $FSYNCS; do
   stop_pg
 done
 
-python3 - "$LAT" "$PGB" "$IDLE" "$RATE" "$DURATION" "$PGBENCH_SECONDS" >"$OUT" <<'PY'
+PUBLICATION="$PUBLICATION" PRODUCER_RATE="$PRODUCER_RATE" python3 - "$LAT" "$PGB" "$IDLE" "$RATE" "$DURATION" "$PGBENCH_SECONDS" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 lat = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 pgb = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -234,6 +299,7 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 out = {
   "benchmark": "change capture vs NOTIFY vs polling: latency, producers' insert rate, idle load",
   "insert_rate_per_s": rate, "duration_s": duration,
+  "publication": "CREATE PUBLICATION queuebox_outbox " + os.environ["PUBLICATION"],
   "targets_capture": {"p50_ms": 5, "p99_ms": 25, "producer_rate": "no measurable loss"},
   "latency": [{
       "fsync": c["fsync"], "mode": c["mode"],
@@ -245,10 +311,25 @@ out = {
   } for c in lat],
   "producers": {
       "tool": f"pgbench -n -c 4 -j 2 -T {pgb_s}, one single-row INSERT per transaction, the relay "
-              "running in the mode and delivering (none: no relay)",
+              "running in the mode and delivering (none: no relay; slot: no relay, pg_recvlogical "
+              "decoding the publication); first at a fixed rate (-R), then saturated",
       "runs": pgb,
       "mean_tps": {f"{f}/{m}": mean([r["tps"] for r in pgb if r["fsync"] == f and r["mode"] == m])
-                   for f in ("on", "off") for m in ("none", "poll100", "notify", "capture")},
+                   for f in ("on", "off") for m in ("none", "slot", "poll100", "notify", "capture")},
+      # saturated, per producer transaction: CPU µs of the WAL sender and of the relay, the
+      # relay's statements; and the rows the relay sent in that window
+      "saturated": [{
+          "fsync": r["fsync"], "mode": r["mode"], "round": r["round"], "tps": r["tps"],
+          "walsender_cpu_us": round(1e6 * r["walsender_ticks"] / r["hz"] / (r["tps"] * r["seconds"]), 1),
+          "relay_cpu_us_per_sent": round(1e6 * r["relay_ticks"] / r["hz"] / r["sent"], 1) if r["sent"] else None,
+          "sent_per_s": round(r["sent"] / r["seconds"], 1),
+          "relay_statements_per_insert": round(r["relay_statements"] / (r["tps"] * r["seconds"]), 3),
+      } for r in pgb if r.get("tps")],
+      "fixed_rate": {
+          "rate_per_s": int(os.environ["PRODUCER_RATE"]),
+          "runs": [{"fsync": r["fsync"], "mode": r["mode"], "round": r["round"], **r["fixed_rate"]}
+                   for r in pgb],
+      },
   },
   "idle": [{
       "fsync": i["fsync"], "mode": i["mode"], "seconds": i["seconds"],
