@@ -5,10 +5,11 @@
 //
 // jsonata 2.x evaluates with async/await, so every evaluation goes through promises. Nothing
 // QueueBox binds is asynchronous, so the rewrite removes `async`, `await` and the
-// `await Promise.all(...)` wrappers (5-10x faster in the embedded engine), and the lookups of
-// debugging hooks that no QueueBox binding can set (see 'hooks' below). The step FAILS when the
-// bundle no longer has the shape it rewrites (a new jsonata version), when any async/await/Promise
-// is left in executable code, or when the result does not evaluate synchronously under Node.
+// `await Promise.all(...)` wrappers (5-10x faster in the embedded engine), the lookups of
+// debugging hooks that no QueueBox binding can set (see 'hooks' below), and some per-evaluation
+// allocations (see replaceBlock). The step FAILS when the bundle no longer has the shape it
+// rewrites (a new jsonata version), when any async/await/Promise is left in executable code, or
+// when the result does not evaluate synchronously under Node.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -55,6 +56,58 @@ const hooks = rewrite('hooks',
     /\b(?:environment|enclosingEnvironment)\.lookup\(Symbol\.for\('jsonata\.__(?:evaluate_entry|evaluate_exit|createFrame_push)'\)\)/g,
     'undefined', 3);
 if (hooks !== 3) fail(`rewrite 'hooks' applied ${hooks} times, expected exactly 3`);
+
+// Allocations per evaluation: a 30-field reshape allocated ~85 KB of short-lived objects, so a
+// minor collection fell every ~60 evaluations and set the p99 (bench/README.md, issue 16). Each
+// rewrite below replaces one exact block (it must occur exactly once) by code with the same
+// result that allocates less.
+function replaceBlock(name, block, replacement) {
+  const count = source.split(block).length - 1;
+  if (count !== 1) fail(`rewrite '${name}' found its block ${count} times, expected exactly 1`);
+  source = source.replace(block, () => replacement);
+}
+// evaluateStep flattens its results through two closures per step: plain loops, same order.
+replaceBlock('flatten loops', `
+            Array.prototype.forEach.call(result, function(res) {
+                if (!Array.isArray(res) || res.cons) {
+                    // it's not an array - just push into the result sequence
+                    resultSequence.push(res);
+                } else {
+                    // res is a sequence - flatten it into the parent sequence
+                    Array.prototype.forEach.call(res, val => resultSequence.push(val));
+                }
+            });`, `
+            for (var qbI = 0; qbI < result.length; qbI++) {
+                var qbRes = result[qbI];
+                if (!Array.isArray(qbRes) || qbRes.cons) {
+                    resultSequence.push(qbRes);
+                } else {
+                    for (var qbJ = 0; qbJ < qbRes.length; qbJ++) resultSequence.push(qbRes[qbJ]);
+                }
+            }`);
+// evaluateName builds an object per name step only to give lookup a `this` with createSequence
+// (all that lookup reads from it, recursion included); the evaluation's base frame has the same
+// createSequence.
+replaceBlock('name focus', `
+        var focus = {
+            createSequence: environment.base.createSequence
+        };
+        return fn.lookup.call(focus, input, expr.value);`, `
+        return fn.lookup.call(environment.base, input, expr.value);`);
+// A signature's validate runs its regular expression (no flags, so no lastIndex state) on the
+// argument types' string at every call; the match only depends on that string and is only read,
+// so it is kept per signature (at most 64 strings).
+replaceBlock('signature matches', `
+        var regex = new RegExp(regexStr);`, `
+        var regex = new RegExp(regexStr);
+        var qbMatches = new Map();`);
+replaceBlock('signature match', `
+                var isValid = regex.exec(suppliedSig);`, `
+                var isValid = qbMatches.get(suppliedSig);
+                if (isValid === undefined) {
+                    isValid = regex.exec(suppliedSig);
+                    if (qbMatches.size < 64) qbMatches.set(suppliedSig, isValid);
+                }`);
 
 // A small JavaScript lexer: yields identifier tokens of executable code with their neighbours,
 // skipping comments, string and template literals and regular expression literals.
@@ -201,4 +254,5 @@ ${chunks(driver)}};
 fs.writeFileSync(outJs, wrapped);
 fs.writeFileSync(outCc, cc);
 process.stdout.write(`make_sync: jsonata ${version}: ${promiseAll} Promise.all, ${asyncFns} async, ` +
-    `${awaits} await, ${hooks} hook lookups removed; ${smoke.length} smoke evaluations passed\n`);
+    `${awaits} await, ${hooks} hook lookups removed, 4 allocation rewrites; ${smoke.length} smoke ` +
+    `evaluations passed\n`);
