@@ -177,6 +177,25 @@ TEST_F(PgCaptureTest, UpdatesDeletesAndOtherTablesDoNotWake) {
   EXPECT_EQ(c->outbox_changes_ignored(), 2);  // the update and the delete were read, not woken
 }
 
+// A publication of the inserts and the id column only (docs/capture.md): capture needs no more
+// than "an outbox insert committed", so it wakes as with QueueBox's documented one, and the
+// relay's updates and deletes never reach the stream.
+TEST_F(PgCaptureTest, AnInsertOnlyPublicationOfTheIdColumnWakes) {
+  db_->Exec(
+      "DROP PUBLICATION queuebox_outbox; "
+      "CREATE PUBLICATION queuebox_outbox FOR TABLE outbox (id) WITH (publish = 'insert')");
+  PgCapture* c = Streaming(Options());
+  ASSERT_NE(c, nullptr);
+  InsertOutbox();
+  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() == 1; }));
+  db_->Exec("UPDATE outbox SET state = 'sent'");
+  db_->Exec("DELETE FROM outbox");
+  InsertOutbox();
+  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() >= 2; }));
+  EXPECT_EQ(c->insert_wakes(), 2);
+  EXPECT_EQ(c->outbox_changes_ignored(), 0);  // not published: nothing to read
+}
+
 TEST_F(PgCaptureTest, ConfirmedPositionAdvancesWithInsertsAndWhileTheOutboxIsQuiet) {
   PgCapture* c = Streaming(Options());
   ASSERT_NE(c, nullptr);
