@@ -44,7 +44,8 @@ RELAY_PID=
 pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
 source bench/nginx_sink.sh
 cleanup() {
-  [ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+  # run_case runs in a pipeline's subshell: its relay's pid is in a file, not in RELAY_PID
+  [ -f "$WORK/relay.pid" ] && kill "$(cat "$WORK/relay.pid")" 2>/dev/null
   nginx_sink_stop "$WORK/nginx"
   pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -85,6 +86,8 @@ port, rate, seconds, conns, keys = int(port), int(rate), int(seconds), int(conns
 total = rate * seconds
 lat, codes = [], {}
 async def worker(w, start):
+    # Keep-alive; the server ends a connection after its request limit (Connection: close) or
+    # when idle: open a new one then, and send again a request that got no answer.
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     for i in range(w, total, conns):
         due = start + i / rate
@@ -93,11 +96,20 @@ async def worker(w, start):
             await asyncio.sleep(delay)
         body = '{"id":"%s-%d","customer":"c-%d","type":"order.created","total":%d}' % (
             prefix, i, i % keys, i)
-        writer.write(("POST /inbox/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
-        await writer.drain()
-        status = await reader.readline()
-        length = 0
+        request = ("POST /inbox/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode()
+        for attempt in range(3):
+            writer.write(request)
+            try:
+                await writer.drain()
+                status = await reader.readline()
+            except ConnectionError:
+                status = b""
+            if status:
+                break
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        length, close = 0, False
         while True:
             line = await reader.readline()
             if line in (b"\r\n", b""):
@@ -105,11 +117,16 @@ async def worker(w, start):
             k, _, v = line.decode().partition(":")
             if k.lower() == "content-length":
                 length = int(v)
+            elif k.lower() == "connection" and v.strip().lower() == "close":
+                close = True
         if length:
             await reader.readexactly(length)
         lat.append((time.perf_counter() - due) * 1000)
-        code = status.split()[1].decode()
+        code = status.split()[1].decode() if status else "no answer"
         codes[code] = codes.get(code, 0) + 1
+        if close:
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.close()
 async def main():
     start = time.perf_counter() + 0.2
@@ -128,6 +145,7 @@ run_case() {  # fsync -> JSON line
   "$QB" --config "$WORK/qb.yml" migrate >/dev/null 2>&1
   "$QB" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
   RELAY_PID=$!
+  echo "$RELAY_PID" >"$WORK/relay.pid"
   local i=0
   until curl -fsS "http://127.0.0.1:$PORT/health/ready" >/dev/null 2>&1; do
     i=$((i + 1))
@@ -143,6 +161,7 @@ run_case() {  # fsync -> JSON line
   done
   kill -TERM "$RELAY_PID"
   wait "$RELAY_PID" || true
+  rm -f "$WORK/relay.pid"
   RELAY_PID=
   local e2e
   e2e=$(q "SELECT json_build_object('rows', count(*),
