@@ -119,6 +119,24 @@ class PgCaptureTest : public ::testing::Test {
 
   void InsertOutbox() { db_->Exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')"); }
 
+  // With publication `publication`: an outbox insert wakes once, `changes` wake nothing, and
+  // `ignored` of them were read from the stream as outbox changes.
+  void ExpectOnlyTheInsertsWake(const std::string& publication,
+                                const std::vector<std::string>& changes, int64_t ignored) {
+    db_->Exec("DROP PUBLICATION queuebox_outbox; CREATE PUBLICATION queuebox_outbox " +
+              publication);
+    PgCapture* c = Streaming(Options());
+    ASSERT_NE(c, nullptr);
+    InsertOutbox();
+    ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() == 1; }));
+    for (const std::string& change : changes) db_->Exec(change);
+    // The marker: its wake comes after every change above was read (the stream is ordered).
+    InsertOutbox();
+    ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() >= 2; }));
+    EXPECT_EQ(c->insert_wakes(), 2);
+    EXPECT_EQ(c->outbox_changes_ignored(), ignored);
+  }
+
   // Waits until the slot confirmed `lsn` (text) or later.
   bool ConfirmedAtLeast(const std::string& lsn) {
     return WaitUntil([&] {
@@ -159,41 +177,20 @@ TEST_F(PgCaptureTest, FirstStartCreatesTheSlotAndRecordsTheStateThenAnInsertWake
 }
 
 TEST_F(PgCaptureTest, UpdatesDeletesAndOtherTablesDoNotWake) {
-  db_->Exec(
-      "DROP PUBLICATION queuebox_outbox; CREATE TABLE orders (id int PRIMARY KEY); "
-      "CREATE PUBLICATION queuebox_outbox FOR ALL TABLES");
-  PgCapture* c = Streaming(Options());
-  ASSERT_NE(c, nullptr);
-  InsertOutbox();
-  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() == 1; }));
-  db_->Exec("UPDATE outbox SET state = 'sent'");
-  db_->Exec("DELETE FROM outbox");
-  db_->Exec("INSERT INTO orders VALUES (1)");
-  db_->Exec("UPDATE orders SET id = 2");
-  // The marker: its wake comes after every change above was read (the stream is ordered).
-  InsertOutbox();
-  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() >= 2; }));
-  EXPECT_EQ(c->insert_wakes(), 2);
-  EXPECT_EQ(c->outbox_changes_ignored(), 2);  // the update and the delete were read, not woken
+  db_->Exec("CREATE TABLE orders (id int PRIMARY KEY)");
+  ExpectOnlyTheInsertsWake("FOR ALL TABLES",
+                           {"UPDATE outbox SET state = 'sent'", "DELETE FROM outbox",
+                            "INSERT INTO orders VALUES (1)", "UPDATE orders SET id = 2"},
+                           2);  // the update and the delete were read, not woken
 }
 
 // A publication of the inserts and the id column only (docs/capture.md): capture needs no more
 // than "an outbox insert committed", so it wakes as with QueueBox's documented one, and the
 // relay's updates and deletes never reach the stream.
 TEST_F(PgCaptureTest, AnInsertOnlyPublicationOfTheIdColumnWakes) {
-  db_->Exec(
-      "DROP PUBLICATION queuebox_outbox; "
-      "CREATE PUBLICATION queuebox_outbox FOR TABLE outbox (id) WITH (publish = 'insert')");
-  PgCapture* c = Streaming(Options());
-  ASSERT_NE(c, nullptr);
-  InsertOutbox();
-  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() == 1; }));
-  db_->Exec("UPDATE outbox SET state = 'sent'");
-  db_->Exec("DELETE FROM outbox");
-  InsertOutbox();
-  ASSERT_TRUE(WaitUntil([&] { return c->insert_wakes() >= 2; }));
-  EXPECT_EQ(c->insert_wakes(), 2);
-  EXPECT_EQ(c->outbox_changes_ignored(), 0);  // not published: nothing to read
+  ExpectOnlyTheInsertsWake("FOR TABLE outbox (id) WITH (publish = 'insert')",
+                           {"UPDATE outbox SET state = 'sent'", "DELETE FROM outbox"},
+                           0);  // not published: nothing to read
 }
 
 TEST_F(PgCaptureTest, ConfirmedPositionAdvancesWithInsertsAndWhileTheOutboxIsQuiet) {
