@@ -10,10 +10,12 @@
 #   nohmac     new ids on a source without auth (what hmac costs)
 #
 # Rates: wrk's requests/s, the non-2xx count, and for `new` the rows the inbox holds / DURATION.
+# CPU per request (microseconds, over the wrk run / its requests): the queuebox process, the
+# PostgreSQL cluster (postmaster, live and reaped children), wrk, and the machine's busy time.
 #
 #   bash bench/webhook_bench.sh     # DURATION=10s CONNS=64 THREADS=2 EVENTS=400000
 #
-# Needs root (the cluster runs as user postgres) and wrk. Writes bench/results/webhook.json and
+# Needs root (the cluster runs as user postgres) and wrk (apt-get install wrk). Writes bench/results/webhook.json and
 # prints it. On a shared machine: flock /tmp/queuebox-bench.lock bash bench/webhook_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,8 @@ OUT=${OUT:-bench/results/webhook.json}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 SECRET=bench-secret
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+HZ=$(getconf CLK_TCK)
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
 if [ -z "${QB_BIN:-}" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja >/dev/null
@@ -56,6 +60,21 @@ start_pg() {  # fsync on|off
     >/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }
 stop_pg() { pg_ctl -m fast -w stop >/dev/null; }
+cpu_ticks() {  # pids... -> summed utime+stime ticks
+  local total=0 p
+  for p in "$@"; do
+    if [[ -r /proc/$p/stat ]]; then
+      total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    fi
+  done
+  echo "$total"
+}
+cluster_ticks() {  # the postmaster, its live children and the reaped ones
+  local pm
+  pm=$(head -1 "$PGDATA/postmaster.pid")
+  echo $(($(awk '{print $16 + $17}' "/proc/$pm/stat") + $(cpu_ticks "$pm" $(pgrep -P "$pm"))))
+}
+machine_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 q() { psql -qtAX "$BASE/$DB" -c "$1"; }
 
 cat >"$WORK/qb.yml" <<YAML
@@ -142,16 +161,28 @@ stop_relay() {
 run_case() {  # fsync case path events_file -> JSON line
   fresh_db
   start_relay
-  local out
-  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$WORK/post.lua" \
-    "http://127.0.0.1:$PORT/inbox/$3" -- "$4" "$THREADS")
+  local out qb0 pg0 m0 qb1 pg1 m1
+  qb0=$(cpu_ticks "$RELAY_PID")
+  pg0=$(cluster_ticks)
+  m0=$(machine_ticks)
+  out=$(/usr/bin/time -f '%U %S' -o "$WORK/wrk.time" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
+    -s "$WORK/post.lua" "http://127.0.0.1:$PORT/inbox/$3" -- "$4" "$THREADS")
+  qb1=$(cpu_ticks "$RELAY_PID")
+  pg1=$(cluster_ticks)
+  m1=$(machine_ticks)
   stop_relay
-  local rps non2xx rows secs
+  local rps non2xx rows secs requests cpu
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+  requests=$(echo "$out" | awk '/requests in/ {print $1}')
   rows=$(q "SELECT count(*) FROM inbox")
   secs=${DURATION%s}
-  echo "{\"fsync\":\"$1\",\"case\":\"$2\",\"requests_per_s\":$rps,\"non_2xx\":${non2xx:-0},\"rows\":$rows,\"rows_per_s\":$(python3 -c "print(round($rows/$secs,1))")}"
+  cpu=$(python3 -c "
+hz, n = $HZ, max(1, $requests)
+wrk = sum(map(float, '$(cat "$WORK/wrk.time")'.split())) * hz
+us = lambda t: round(1e6 * t / hz / n, 1)
+print('{\"queuebox\":%s,\"postgres\":%s,\"wrk\":%s,\"machine\":%s}' % (us($qb1 - $qb0), us($pg1 - $pg0), us(wrk), us($m1 - $m0)))")
+  echo "{\"fsync\":\"$1\",\"case\":\"$2\",\"requests_per_s\":$rps,\"non_2xx\":${non2xx:-0},\"rows\":$rows,\"rows_per_s\":$(python3 -c "print(round($rows/$secs,1))"),\"cpu_us_per_request\":$cpu}"
 }
 
 make_events new "$EVENTS" "$WORK/new.tsv"
@@ -178,7 +209,7 @@ ratios["new_fsync_on_over_off"] = round(rate("on", "new") / rate("off", "new"), 
 out = {
     "benchmark": "stored webhook requests/s, wrk keep-alive -> queuebox data port -> PostgreSQL 15",
     "settings": {"duration": "$DURATION", "connections": $CONNS, "wrk_threads": $THREADS,
-                 "database.poolSize": 10, "server": "cpp-httplib 0.11.4, 64 pool threads"},
+                 "database.poolSize": 10, "server": "cpp-httplib 0.11.4, a thread per open connection (elastic pool)"},
     "goal": "requests_per_s >= 10000 (new, hmac)",
     "results": lines, "ratios": ratios,
     "load_before": "$LOAD_BEFORE",

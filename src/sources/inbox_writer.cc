@@ -1,6 +1,7 @@
 #include "sources/inbox_writer.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace queuebox::sources {
 
@@ -65,9 +66,10 @@ void InboxWriter::Loop() {
 }
 
 void InboxWriter::StoreBatch(std::vector<Item>& batch) {
+  // Moved, not copied: the items keep only their `done` from here on.
   std::vector<NewInboxMessage> messages;
   messages.reserve(batch.size());
-  for (Item& item : batch) messages.push_back(item.message);
+  for (Item& item : batch) messages.push_back(std::move(item.message));
   Result<std::vector<InboxStoreOutcome>> stored = intake_->Store(messages);
   if (stored.ok() && stored->size() == batch.size()) {
     for (size_t i = 0; i < batch.size(); ++i) batch[i].done((*stored)[i]);
@@ -82,13 +84,13 @@ void InboxWriter::StoreBatch(std::vector<Item>& batch) {
     return;
   }
   // One message the database refuses must not fail the others: store each alone.
-  for (Item& item : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
     Result<std::vector<InboxStoreOutcome>> one =
-        intake_->Store(std::span<const NewInboxMessage>(&item.message, 1));
+        intake_->Store(std::span<const NewInboxMessage>(&messages[i], 1));
     if (one.ok() && one->size() == 1) {
-      item.done((*one)[0]);
+      batch[i].done((*one)[0]);
     } else {
-      item.done(one.ok() ? Internal("the inbox store answered no outcome") : one.status());
+      batch[i].done(one.ok() ? Internal("the inbox store answered no outcome") : one.status());
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/header_filter.h"
 #include "core/json_path.h"
@@ -140,6 +141,27 @@ TEST(CorrelationIdTest, SanitisedAndBounded) {
   EXPECT_EQ(SanitizeCorrelationId("\x01\x02"), "");
   EXPECT_EQ(NewUuid().size(), 36u);
   EXPECT_NE(NewUuid(), NewUuid());
+}
+
+// NewUuid hands out 16 bytes at a time from a 512-byte per-thread pool: ids across several
+// refills are lowercase version-4 UUIDs (RFC 4122 variant) and all different.
+TEST(CorrelationIdTest, NewUuidIsALowercaseVersion4UuidAcrossRefills) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = NewUuid();
+    ASSERT_EQ(id.size(), 36u) << id;
+    for (size_t k = 0; k < id.size(); ++k) {
+      if (k == 8 || k == 13 || k == 18 || k == 23) {
+        ASSERT_EQ(id[k], '-') << id;
+      } else {
+        ASSERT_TRUE((id[k] >= '0' && id[k] <= '9') || (id[k] >= 'a' && id[k] <= 'f')) << id;
+      }
+    }
+    EXPECT_EQ(id[14], '4') << id;
+    EXPECT_NE(std::string("89ab").find(id[19]), std::string::npos) << id;
+    seen.insert(id);
+  }
+  EXPECT_EQ(seen.size(), 200u);
 }
 
 TEST(StoredHeadersTest, CredentialsDroppedLastValueWins) {

@@ -221,12 +221,16 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
       std::string(kMs) + " ELSE qb_created + qb_delay" + std::string(kMs) +
       " END FROM qb_first ORDER BY qb_source, qb_key "
       "ON CONFLICT DO NOTHING RETURNING {id}::text, {source}, {idempotency_key}";
-  QB_ASSIGN_OR_RETURN(
-      SqlRows rows,
-      Run(tmpl, {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs), PgArrayOrNull(events),
-                 PgArrayOrNull(corrs), PgArray(payloads), PgArray(headers), PgArray(consumptions),
-                 PgArray(states), PgArrayOrNull(errors), PgArray(delays), PgArrayOrNull(publish),
-                 PgArrayOrNull(ids)}));
+  // Prepared once per connection (kCached): the statement joins no table, so a generic plan
+  // cannot pick a bad join for a large batch, and an unnamed statement cost a parse, analysis
+  // and plan per batch (bench/README.md, "Stored webhook requests/s").
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl,
+                                        {PgArray(sources), PgArray(keys), PgArrayOrNull(aggs),
+                                         PgArrayOrNull(events), PgArrayOrNull(corrs),
+                                         PgArray(payloads), PgArray(headers), PgArray(consumptions),
+                                         PgArray(states), PgArrayOrNull(errors), PgArray(delays),
+                                         PgArrayOrNull(publish), PgArrayOrNull(ids)},
+                                        nullptr, PgConnection::Plan::kCached));
   std::map<std::pair<std::string, std::string>, std::string> inserted;
   for (const SqlRow& r : rows) {
     if (r.size() < 3 || !r[0] || !r[1] || !r[2])

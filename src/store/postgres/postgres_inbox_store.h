@@ -6,7 +6,8 @@
 //              rows inserted in (source, idempotency_key) order (two writers of overlapping
 //              batches take the unique index's locks in one order, so they cannot deadlock);
 //              created_at = the statement's clock + n microseconds for the n-th message, so the
-//              batch keeps its arrival order.
+//              batch keeps its arrival order. Prepared once per connection (the others here are
+//              planned per call).
 //   ClaimPush  one transaction: pg_advisory_xact_lock on QueueBox's key for the inbox table (the
 //              Java hash of its name, so QueueBox replicas on the same database serialise with
 //              ours), then ONE claim statement for the whole batch: the first due pending push

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Stored webhook requests/s of two queuebox binaries, alternating in one run, with the CPU each
+# component spends per stored request (issue 14). The `new` case of webhook_bench.sh (hmac over
+# the body, every request a new event id, wrk keep-alive on loopback) on one private PostgreSQL 15
+# cluster; each round runs A then B (odd rounds) or B then A (even rounds) on a fresh database.
+#
+#   QB_A=/tmp/qb-a QB_B=/tmp/qb-b flock /tmp/queuebox-bench.lock bash bench/webhook_ab.sh
+#   # ROUNDS=3 DURATION=10s CONNS=64 THREADS=2 FSYNC=off POOL_SIZE=10 OUT=bench/results/webhook_ab.json
+#
+# Per run: wrk's requests/s, the rows stored, and CPU microseconds per stored row of the queuebox
+# process (all its threads), the PostgreSQL cluster (postmaster, its live children and the reaped
+# ones), wrk (/usr/bin/time), and the whole machine (/proc/stat busy time; "other" is what none of
+# the three accounts for), plus the machine's idle share. QB_B may be unset (A only). PERF_OUT=file
+# records `perf record -a -g` over the middle of each run of A (the figures of that run are then
+# perturbed; use it for profiles, not for the A/B).
+#
+# Needs root (the cluster runs as user postgres), wrk (apt-get install wrk) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${QB_A:?set QB_A to a queuebox binary}"
+QB_B=${QB_B:-}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-2}
+FSYNC=${FSYNC:-off}
+POOL_SIZE=${POOL_SIZE:-10}
+EVENTS=${EVENTS:-400000}
+PORT=${PORT:-18582}
+PG_PORT=${PG_PORT:-18592}
+OUT=${OUT:-bench/results/webhook_ab.json}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+PERF_OUT=${PERF_OUT:-}
+SECRET=bench-secret
+HZ=$(getconf CLK_TCK)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+
+WORK=$(mktemp -d)
+chown postgres:postgres "$WORK"
+chmod 755 "$WORK"
+PGDATA="$WORK/pg"
+BASE="postgresql://postgres@127.0.0.1:$PG_PORT"
+DB=qb_bench_webhook
+RELAY_PID=
+pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
+cleanup() {
+  [ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+  pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+runuser -u postgres -- "$PG_BIN/initdb" -D "$PGDATA" -U postgres -A trust >/dev/null
+pg_ctl -l "$WORK/pg.log" -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $WORK \
+  -c fsync=$FSYNC -c synchronous_commit=on -c max_connections=100" start \
+  >/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+POSTMASTER=$(head -1 "$PGDATA/postmaster.pid")
+q() { psql -qtAX "$BASE/$DB" -c "$1"; }
+
+cat >"$WORK/qb.yml" <<YAML
+database: {type: postgresql, url: "$BASE/$DB", poolSize: $POOL_SIZE}
+server: {address: 127.0.0.1, httpPort: $PORT}
+inbox: {relay: {enabled: false}}
+sources:
+  signed:
+    path: /signed
+    topic: "{{ source }}"
+    idempotencyKeyPath: \$.id
+    auth: {type: hmac, secret: $SECRET, headerName: X-Signature}
+logging: {format: json, level: warn}
+YAML
+
+python3 - "$EVENTS" "$WORK/new.tsv" "$SECRET" <<'PY'
+import hashlib, hmac, sys
+n, path, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+with open(path, "w") as f:
+    for i in range(n):
+        body = '{"id":"new-%d","type":"invoice.paid","data":{"amount":%d,"currency":"eur"}}' % (i, i)
+        sig = "sha256=" + hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
+        f.write(sig + "\t" + body + "\n")
+PY
+
+# The request script of webhook_bench.sh: each wrk thread posts its own share of the lines.
+cat >"$WORK/post.lua" <<'LUA'
+local counter = 0
+function setup(thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+end
+function init(args)
+  reqs, n, i = {}, 0, 0
+  local nthreads = tonumber(args[2])
+  local line_no = 0
+  for line in io.lines(args[1]) do
+    if line_no % nthreads == tid then
+      local sig, body = line:match("([^\t]+)\t(.*)")
+      n = n + 1
+      reqs[n] = wrk.format("POST", nil,
+        {["Content-Type"] = "application/json", ["X-Signature"] = sig}, body)
+    end
+    line_no = line_no + 1
+  end
+end
+function request()
+  i = i % n + 1
+  return reqs[i]
+end
+LUA
+
+cpu_ticks() {  # pids... -> summed utime+stime ticks
+  local total=0 p
+  for p in "$@"; do
+    if [[ -r /proc/$p/stat ]]; then
+      total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    fi
+  done
+  echo "$total"
+}
+cluster_ticks() {  # the postmaster, its live children and the reaped ones
+  echo $(($(awk '{print $16 + $17}' "/proc/$POSTMASTER/stat") + $(cpu_ticks "$POSTMASTER" $(pgrep -P "$POSTMASTER"))))
+}
+machine_ticks() {  # busy idle (all CPUs)
+  awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat
+}
+
+run_one() {  # label binary round -> JSON line
+  local label=$1 qb=$2 round=$3
+  psql -q "$BASE/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+  "$qb" --config "$WORK/qb.yml" migrate >/dev/null 2>&1
+  psql -q "$BASE/postgres" -c "CHECKPOINT" >/dev/null
+  "$qb" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
+  RELAY_PID=$!
+  local ok=
+  for _ in $(seq 1 100); do
+    if curl -fs "http://127.0.0.1:$PORT/health/live" >/dev/null 2>&1; then ok=1; break; fi
+    sleep 0.1
+  done
+  [ -n "$ok" ] || { echo "the relay did not start:" >&2; tail -20 "$WORK/relay.log" >&2; exit 1; }
+  local qb0 pg0 m0 qb1 pg1 m1 perf_pid=
+  qb0=$(cpu_ticks "$RELAY_PID")
+  pg0=$(cluster_ticks)
+  m0=$(machine_ticks)
+  if [ -n "$PERF_OUT" ] && [ "$label" = A ]; then
+    (sleep 2 && perf record -a -g -o "$PERF_OUT" -- sleep 5 >/dev/null 2>&1) &
+    perf_pid=$!
+  fi
+  /usr/bin/time -f '%U %S' -o "$WORK/wrk.time" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
+    -s "$WORK/post.lua" "http://127.0.0.1:$PORT/inbox/signed" -- "$WORK/new.tsv" "$THREADS" \
+    >"$WORK/wrk.out"
+  qb1=$(cpu_ticks "$RELAY_PID")
+  pg1=$(cluster_ticks)
+  m1=$(machine_ticks)
+  [ -n "$perf_pid" ] && wait "$perf_pid"
+  kill -TERM "$RELAY_PID"
+  wait "$RELAY_PID" || true
+  RELAY_PID=
+  local rps non2xx rows
+  rps=$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' "$WORK/wrk.out")
+  rows=$(q "SELECT count(*) FROM inbox")
+  python3 - "$label" "$qb" "$round" "$rps" "${non2xx:-0}" "$rows" "$HZ" "$qb0" "$qb1" "$pg0" "$pg1" \
+    "$m0" "$m1" "$(cat "$WORK/wrk.time")" <<'PY'
+import json, sys
+a = sys.argv[1:]
+label, qb, rnd, rps, non2xx, rows, hz = a[0], a[1], int(a[2]), float(a[3]), int(a[4]), int(a[5]), int(a[6])
+qb_t = int(a[8]) - int(a[7]); pg_t = int(a[10]) - int(a[9])
+b0, i0 = map(int, a[11].split()); b1, i1 = map(int, a[12].split())
+wu, ws = map(float, a[13].split())
+us = lambda ticks: round(1e6 * ticks / hz / rows, 1) if rows else None
+busy, idle = b1 - b0, i1 - i0
+wrk_t = (wu + ws) * hz
+print(json.dumps({"binary": label, "path": qb, "round": rnd, "requests_per_s": rps, "non_2xx": non2xx,
+                  "rows": rows, "cpu_us_per_row": {"queuebox": us(qb_t), "postgres": us(pg_t),
+                  "wrk": us(wrk_t), "other": us(busy - qb_t - pg_t - wrk_t), "machine": us(busy)},
+                  "idle_share": round(idle / (busy + idle), 3) if busy + idle else None}))
+PY
+}
+
+LINES="$WORK/lines.jsonl"
+for round in $(seq 1 "$ROUNDS"); do
+  order="A B"
+  [ $((round % 2)) -eq 0 ] && order="B A"
+  for label in $order; do
+    bin=$QB_A
+    if [ "$label" = B ]; then
+      [ -n "$QB_B" ] || continue
+      bin=$QB_B
+    fi
+    run_one "$label" "$bin" "$round" | tee -a "$LINES" >&2
+  done
+done
+
+python3 - "$LINES" "$OUT" <<PY
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def med(label, f):
+    v = [f(l) for l in lines if l["binary"] == label]
+    return statistics.median(v) if v else None
+summary = {}
+for label in ("A", "B"):
+    if med(label, lambda l: l["requests_per_s"]) is None:
+        continue
+    summary[label] = {"requests_per_s": med(label, lambda l: l["requests_per_s"]),
+                      "cpu_us_per_row": {k: med(label, lambda l, k=k: l["cpu_us_per_row"][k])
+                                         for k in ("queuebox", "postgres", "wrk", "other", "machine")}}
+if "B" in summary:
+    summary["B_over_A_requests_per_s"] = round(summary["B"]["requests_per_s"] / summary["A"]["requests_per_s"], 3)
+    summary["B_over_A_queuebox_cpu"] = round(summary["B"]["cpu_us_per_row"]["queuebox"] / summary["A"]["cpu_us_per_row"]["queuebox"], 3)
+out = {"benchmark": "webhook new (hmac) A/B, wrk keep-alive -> queuebox -> PostgreSQL 15",
+       "settings": {"duration": "$DURATION", "connections": $CONNS, "wrk_threads": $THREADS,
+                    "fsync": "$FSYNC", "database.poolSize": $POOL_SIZE, "rounds": $ROUNDS},
+       "A": "$QB_A", "B": "$QB_B", "load_before": "$LOAD_BEFORE",
+       "runs": lines, "median": summary}
+json.dump(out, open(sys.argv[2], "w"), indent=2)
+print(json.dumps(summary, indent=2))
+PY
