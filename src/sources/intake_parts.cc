@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace queuebox::sources {
 namespace {
@@ -194,7 +196,15 @@ std::string NewUuid() {
     size_t filled = 0;
     while (filled < sizeof pool) {
       ssize_t n = getrandom(pool + filled, sizeof pool - filled, 0);
-      if (n > 0) filled += static_cast<size_t>(n);  // EINTR: try again
+      if (n > 0) {
+        filled += static_cast<size_t>(n);
+      } else if (n < 0 && errno != EINTR) {
+        // No getrandom (an old kernel, a seccomp filter): never spin, take the library's source.
+        std::random_device device;
+        for (; filled < sizeof pool; ++filled) {
+          pool[filled] = static_cast<unsigned char>(device());
+        }
+      }
     }
     used = 0;
   }
