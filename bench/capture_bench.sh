@@ -221,19 +221,7 @@ AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'SELECT count(*) FR
     "$relay_statements" "$((sent1 - sent0))" "$fixed"
 }
 
-cpu_ticks() {  # pids... -> summed utime+stime ticks
-  local total=0 p
-  for p in "$@"; do
-    if [[ -r /proc/$p/stat ]]; then
-      total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    fi
-  done
-  echo "$total"
-}
-cluster_ticks() {  # postmaster pid -> ticks of it, its live children and its reaped ones
-  # shellcheck disable=SC2046
-  echo $(($(awk '{print $16 + $17}' "/proc/$1/stat") + $(cpu_ticks "$1" $(pgrep -P "$1"))))
-}
+source bench/proc_cpu.sh
 idle_case() {  # fsync mode -> one JSON line
   echo "== fsync=$1 idle $2: $IDLE_SECONDS s without traffic" >&2
   fresh_db "$2"

@@ -80,45 +80,8 @@ with open(path, "w") as f:
         f.write(sig + "\t" + body + "\n")
 PY
 
-# The request script of webhook_bench.sh: each wrk thread posts its own share of the lines.
-cat >"$WORK/post.lua" <<'LUA'
-local counter = 0
-function setup(thread)
-  thread:set("tid", counter)
-  counter = counter + 1
-end
-function init(args)
-  reqs, n, i = {}, 0, 0
-  local nthreads = tonumber(args[2])
-  local line_no = 0
-  for line in io.lines(args[1]) do
-    if line_no % nthreads == tid then
-      local sig, body = line:match("([^\t]+)\t(.*)")
-      n = n + 1
-      reqs[n] = wrk.format("POST", nil,
-        {["Content-Type"] = "application/json", ["X-Signature"] = sig}, body)
-    end
-    line_no = line_no + 1
-  end
-end
-function request()
-  i = i % n + 1
-  return reqs[i]
-end
-LUA
 
-cpu_ticks() {  # pids... -> summed utime+stime ticks
-  local total=0 p
-  for p in "$@"; do
-    if [[ -r /proc/$p/stat ]]; then
-      total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    fi
-  done
-  echo "$total"
-}
-cluster_ticks() {  # the postmaster, its live children and the reaped ones
-  echo $(($(awk '{print $16 + $17}' "/proc/$POSTMASTER/stat") + $(cpu_ticks "$POSTMASTER" $(pgrep -P "$POSTMASTER"))))
-}
+source bench/proc_cpu.sh
 machine_ticks() {  # busy idle (all CPUs)
   awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat
 }
@@ -138,17 +101,17 @@ run_one() {  # label binary round -> JSON line
   [ -n "$ok" ] || { echo "the relay did not start:" >&2; tail -20 "$WORK/relay.log" >&2; exit 1; }
   local qb0 pg0 m0 qb1 pg1 m1 perf_pid=
   qb0=$(cpu_ticks "$RELAY_PID")
-  pg0=$(cluster_ticks)
+  pg0=$(cluster_ticks "$POSTMASTER")
   m0=$(machine_ticks)
   if [ -n "$PERF_OUT" ] && [ "$label" = A ]; then
     (sleep 2 && perf record -a -g -o "$PERF_OUT" -- sleep 5 >/dev/null 2>&1) &
     perf_pid=$!
   fi
   /usr/bin/time -f '%U %S' -o "$WORK/wrk.time" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
-    -s "$WORK/post.lua" "http://127.0.0.1:$PORT/inbox/signed" -- "$WORK/new.tsv" "$THREADS" \
+    -s bench/webhook_post.lua "http://127.0.0.1:$PORT/inbox/signed" -- "$WORK/new.tsv" "$THREADS" \
     >"$WORK/wrk.out"
   qb1=$(cpu_ticks "$RELAY_PID")
-  pg1=$(cluster_ticks)
+  pg1=$(cluster_ticks "$POSTMASTER")
   m1=$(machine_ticks)
   [ -n "$perf_pid" ] && wait "$perf_pid"
   kill -TERM "$RELAY_PID"

@@ -60,20 +60,7 @@ start_pg() {  # fsync on|off
     >/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }
 stop_pg() { pg_ctl -m fast -w stop >/dev/null; }
-cpu_ticks() {  # pids... -> summed utime+stime ticks
-  local total=0 p
-  for p in "$@"; do
-    if [[ -r /proc/$p/stat ]]; then
-      total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    fi
-  done
-  echo "$total"
-}
-cluster_ticks() {  # the postmaster, its live children and the reaped ones
-  local pm
-  pm=$(head -1 "$PGDATA/postmaster.pid")
-  echo $(($(awk '{print $16 + $17}' "/proc/$pm/stat") + $(cpu_ticks "$pm" $(pgrep -P "$pm"))))
-}
+source bench/proc_cpu.sh
 machine_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 q() { psql -qtAX "$BASE/$DB" -c "$1"; }
 
@@ -107,34 +94,6 @@ with open(path, "w") as f:
 PY
 }
 
-# Each wrk thread posts its own share of the lines (line % threads == thread id), cycling.
-cat >"$WORK/post.lua" <<'LUA'
-local threads = {}
-local counter = 0
-function setup(thread)
-  thread:set("tid", counter)
-  counter = counter + 1
-  table.insert(threads, thread)
-end
-function init(args)
-  reqs, n, i = {}, 0, 0
-  local nthreads = tonumber(args[2])
-  local line_no = 0
-  for line in io.lines(args[1]) do
-    if line_no % nthreads == tid then
-      local sig, body = line:match("([^\t]+)\t(.*)")
-      n = n + 1
-      reqs[n] = wrk.format("POST", nil,
-        {["Content-Type"] = "application/json", ["X-Signature"] = sig}, body)
-    end
-    line_no = line_no + 1
-  end
-end
-function request()
-  i = i % n + 1
-  return reqs[i]
-end
-LUA
 
 fresh_db() {
   psql -q "$BASE/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
@@ -163,12 +122,12 @@ run_case() {  # fsync case path events_file -> JSON line
   start_relay
   local out qb0 pg0 m0 qb1 pg1 m1
   qb0=$(cpu_ticks "$RELAY_PID")
-  pg0=$(cluster_ticks)
+  pg0=$(cluster_ticks "$(head -1 "$PGDATA/postmaster.pid")")
   m0=$(machine_ticks)
   out=$(/usr/bin/time -f '%U %S' -o "$WORK/wrk.time" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
-    -s "$WORK/post.lua" "http://127.0.0.1:$PORT/inbox/$3" -- "$4" "$THREADS")
+    -s bench/webhook_post.lua "http://127.0.0.1:$PORT/inbox/$3" -- "$4" "$THREADS")
   qb1=$(cpu_ticks "$RELAY_PID")
-  pg1=$(cluster_ticks)
+  pg1=$(cluster_ticks "$(head -1 "$PGDATA/postmaster.pid")")
   m1=$(machine_ticks)
   stop_relay
   local rps non2xx rows secs requests cpu
