@@ -45,7 +45,8 @@ RELAY_PID=
 pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
 source bench/nginx_sink.sh
 cleanup() {
-  [ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+  # The relay may run in a pipeline's subshell (case | tee): its pid is in a file
+  [ -f "$WORK/relay.pid" ] && kill "$(cat "$WORK/relay.pid")" 2>/dev/null
   nginx_sink_stop "$WORK/nginx"
   pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -81,6 +82,7 @@ fresh_db() {
 relay_until_sent() {
   "$QB" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
   RELAY_PID=$!
+  echo "$RELAY_PID" >"$WORK/relay.pid"
   local deadline=$((SECONDS + 600))
   while [ "$(q "SELECT count(*) FROM outbox WHERE state = 'sent'")" != "$ROWS" ]; do
     if [ $SECONDS -gt $deadline ] || ! kill -0 "$RELAY_PID" 2>/dev/null; then
@@ -92,6 +94,7 @@ relay_until_sent() {
   done
   kill -TERM "$RELAY_PID"
   wait "$RELAY_PID" || true
+  rm -f "$WORK/relay.pid"
   RELAY_PID=
 }
 

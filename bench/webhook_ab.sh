@@ -45,7 +45,8 @@ DB=qb_bench_webhook
 RELAY_PID=
 pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
 cleanup() {
-  [ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+  # The relay may run in a pipeline's subshell (case | tee): its pid is in a file
+  [ -f "$WORK/relay.pid" ] && kill "$(cat "$WORK/relay.pid")" 2>/dev/null
   pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
@@ -93,6 +94,7 @@ run_one() {  # label binary round -> JSON line
   psql -q "$BASE/postgres" -c "CHECKPOINT" >/dev/null
   "$qb" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
   RELAY_PID=$!
+  echo "$RELAY_PID" >"$WORK/relay.pid"
   local ok=
   for _ in $(seq 1 100); do
     if curl -fs "http://127.0.0.1:$PORT/health/live" >/dev/null 2>&1; then ok=1; break; fi
@@ -116,6 +118,7 @@ run_one() {  # label binary round -> JSON line
   [ -n "$perf_pid" ] && wait "$perf_pid"
   kill -TERM "$RELAY_PID"
   wait "$RELAY_PID" || true
+  rm -f "$WORK/relay.pid"
   RELAY_PID=
   local rps non2xx rows
   rps=$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.out")

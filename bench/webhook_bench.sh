@@ -47,7 +47,8 @@ DB=qb_bench_webhook
 RELAY_PID=
 pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
 cleanup() {
-  [ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+  # The relay may run in a pipeline's subshell (case | tee): its pid is in a file
+  [ -f "$WORK/relay.pid" ] && kill "$(cat "$WORK/relay.pid")" 2>/dev/null
   pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
@@ -103,6 +104,7 @@ fresh_db() {
 start_relay() {
   "$QB" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
   RELAY_PID=$!
+  echo "$RELAY_PID" >"$WORK/relay.pid"
   for _ in $(seq 1 100); do
     curl -fs "http://127.0.0.1:$PORT/health/live" >/dev/null 2>&1 && return 0
     sleep 0.1
@@ -114,6 +116,7 @@ start_relay() {
 stop_relay() {
   kill -TERM "$RELAY_PID"
   wait "$RELAY_PID" || true
+  rm -f "$WORK/relay.pid"
   RELAY_PID=
 }
 
