@@ -36,25 +36,10 @@ HZ=$(getconf CLK_TCK)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 
-WORK=$(mktemp -d)
-chown postgres:postgres "$WORK"
-chmod 755 "$WORK"
-PGDATA="$WORK/pg"
-BASE="postgresql://postgres@127.0.0.1:$PG_PORT"
+source bench/private_pg.sh
 DB=qb_bench_webhook
 RELAY_PID=
-pg_ctl() { runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PGDATA" "$@"; }
-cleanup() {
-  # The relay may run in a pipeline's subshell (case | tee): its pid is in a file
-  [ -f "$WORK/relay.pid" ] && kill "$(cat "$WORK/relay.pid")" 2>/dev/null
-  pg_ctl -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-runuser -u postgres -- "$PG_BIN/initdb" -D "$PGDATA" -U postgres -A trust >/dev/null
-pg_ctl -l "$WORK/pg.log" -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $WORK \
-  -c fsync=$FSYNC -c synchronous_commit=on -c max_connections=100" start \
-  >/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+start_pg "$FSYNC"
 POSTMASTER=$(head -1 "$PGDATA/postmaster.pid")
 q() { psql -qtAX "$BASE/$DB" -c "$1"; }
 
