@@ -1,16 +1,15 @@
 #include "sources/intake_parts.h"
 
-#include <sys/random.h>
+#include <openssl/rand.h>
+#include <uuid/uuid.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
-#include <random>
 
 namespace queuebox::sources {
 namespace {
@@ -187,31 +186,15 @@ std::string SanitizeCorrelationId(std::string_view value) {
 }
 
 std::string NewUuid() {
-  // Kernel random bytes, fetched 512 at a time per thread: libuuid's uuid_generate_random cost a
-  // getrandom call plus a srandom/random crank and a getpid per id (one per webhook without an
-  // X-Correlation-Id).
-  thread_local unsigned char pool[512];
-  thread_local size_t used = sizeof pool;
-  if (used + 16 > sizeof pool) {
-    size_t filled = 0;
-    while (filled < sizeof pool) {
-      ssize_t n = getrandom(pool + filled, sizeof pool - filled, 0);
-      if (n > 0) {
-        filled += static_cast<size_t>(n);
-      } else if (n < 0 && errno != EINTR) {
-        // No getrandom (an old kernel, a seccomp filter): never spin, take the library's source.
-        std::random_device device;
-        for (; filled < sizeof pool; ++filled) {
-          pool[filled] = static_cast<unsigned char>(device());
-        }
-      }
-    }
-    used = 0;
-  }
+  // OpenSSL's per-thread generator: no system call per id (libuuid's uuid_generate_random made a
+  // getrandom call, a random() crank and a getpid per id; one id per webhook without an
+  // X-Correlation-Id). libuuid stays the fallback should the generator ever fail.
   unsigned char u[16];
-  std::copy(pool + used, pool + used + 16, u);
-  std::fill(pool + used, pool + used + 16, 0);  // not kept once handed out
-  used += 16;
+  if (RAND_bytes(u, sizeof u) != 1) {
+    uuid_t fallback;
+    uuid_generate_random(fallback);
+    std::copy(fallback, fallback + sizeof u, u);
+  }
   u[6] = static_cast<unsigned char>((u[6] & 0x0F) | 0x40);  // version 4
   u[8] = static_cast<unsigned char>((u[8] & 0x3F) | 0x80);  // RFC 4122 variant
   static constexpr char kHex[] = "0123456789abcdef";
