@@ -456,9 +456,17 @@ void NatsDestination::PublishJetStream(Connection& conn, std::span<const Outboun
     for (size_t i = 0; i < batch.size(); ++i) state->outcomes[i] = outcomes[i];
   }
   const uint64_t disconnects = conn.signals->disconnects.load();
+  bool queued = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!outcomes[i]) PublishAsync(conn, batch[i], i, state);
+    if (!outcomes[i]) {
+      PublishAsync(conn, batch[i], i, state);
+      queued = true;
+    }
   }
+  // nats.c's flusher thread waits 1 ms before each write, and this batch waits for its PubAcks:
+  // a PING writes the queued messages now, in one write. Its result is not the batch's: each
+  // message is settled by its own PubAck (or its timeout) below.
+  if (queued && conn.connected()) (void)natsConnection_FlushTimeout(conn.nc, settings_.timeout_ms);
   // A PubAck that did not come while the connection was lost (or lost meanwhile) is an outage;
   // one that did not come over a connection that stayed up is not known to be (Retry).
   auto lost = [&] { return !conn.connected() || conn.signals->disconnects.load() != disconnects; };
