@@ -182,8 +182,9 @@ class WeightedSummary {
   }
   static int CellOf(double v) {
     if (!(v > 0)) return std::numeric_limits<int>::min();  // zero, negative, NaN
+    if (std::isinf(v)) return std::numeric_limits<int>::max();
     static const double kStep = std::log1p(0.01);
-    return static_cast<int>(std::floor(std::log(v) / kStep));
+    return static_cast<int>(std::floor(std::log(v) / kStep));  // within +-75,000 for finite v > 0
   }
 
   std::mutex mu_;
