@@ -35,6 +35,16 @@ class RelayObserver {
   virtual void OnProcessError() {}                          // queuebox_outbox_process_errors_total
   virtual void OnProcessingDuration(double /*seconds*/) {}  // claim -> outcome written
   virtual void OnPublish(const Destination& /*d*/, bool /*success*/, double /*seconds*/) {}
+  // n rows of one outcome write, or the messages of one publish, that took the same time: one
+  // call instead of one per message (the default makes the per-message calls).
+  virtual void OnProcessingDurations(double seconds, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) OnProcessingDuration(seconds);
+  }
+  virtual void OnPublishes(const Destination& d, int64_t successes, int64_t failures,
+                           double seconds) {
+    for (int64_t i = 0; i < successes; ++i) OnPublish(d, true, seconds);
+    for (int64_t i = 0; i < failures; ++i) OnPublish(d, false, seconds);
+  }
   virtual void OnQueueDepth(const std::string& /*destination*/, int64_t /*delta*/) {}
   virtual void OnPollCycle(bool /*ok*/) {}  // the poller's liveness for health
   // A route or destination transform failed; strategy: "fail" | "skip" | "dead"

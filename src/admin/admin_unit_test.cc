@@ -271,6 +271,36 @@ TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
   EXPECT_LT(m.SecondsSinceLastPollCycle(), 60.0);
 }
 
+// The relay reports a publish's messages, and an outcome write's rows, in one call each: every
+// message is still one observation of the summaries, and the counters count messages.
+TEST(MetricsTest, ObservationsOfOneCallCountPerMessage) {
+  Metrics m("9.9.9");
+  testing::FakeDestination web("web", "http");
+  m.OnProcessingDurations(0.25, 3);
+  m.OnProcessingDuration(0.5);
+  m.OnPublishes(web, 4, 1, 0.125);
+  std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE queuebox_outbox_processing_duration_seconds summary\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_processing_duration_seconds_count 4\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_processing_duration_seconds_sum 1.25\n"));
+  EXPECT_THAT(text,
+              HasSubstr("queuebox_outbox_processing_duration_seconds{quantile=\"0.5\"} 0.25\n"));
+  EXPECT_THAT(text,
+              HasSubstr("queuebox_outbox_processing_duration_seconds{quantile=\"0.99\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE queuebox_outbox_publish_duration_seconds summary\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("queuebox_outbox_publish_duration_seconds_count{destination_type=\"http\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_publish_duration_seconds{destination_type=\"http\","
+                              "quantile=\"0.95\"} 0.125\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_destination_messages_total{destination=\"web\","
+                              "outcome=\"success\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_destination_messages_total{destination=\"web\","
+                              "outcome=\"failure\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("queuebox_outbox_publish_duration_seconds_max{destination_type="
+                              "\"http\"} 0.125\n"));
+}
+
 // Counters whose label values are known are scraped at 0 before their first event, so an
 // increase() alert sees the first one (QueueBox shows them only after it).
 TEST(MetricsTest, CircuitStateIsAGaugePerDestination) {

@@ -54,6 +54,9 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnProcessError() override;
   void OnProcessingDuration(double seconds) override;
   void OnPublish(const Destination& d, bool success, double seconds) override;
+  void OnProcessingDurations(double seconds, int64_t n) override;
+  void OnPublishes(const Destination& d, int64_t successes, int64_t failures,
+                   double seconds) override;
   void OnQueueDepth(const std::string& destination, int64_t delta) override;
   void OnPollCycle(bool ok) override;
   // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.

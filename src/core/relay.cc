@@ -541,6 +541,7 @@ class RelayImpl final : public Relay {
     double seconds = std::chrono::duration<double>(done - start).count();
     std::vector<Outcome> published = sink.Take();
     std::vector<char> recorded(end - begin, 0);
+    int64_t successes = 0, failures = 0;
     for (size_t j = 0; j < index.size(); ++j) {
       if (published[j].kind == Outcome::Kind::kCancelled) {
         // Only a lost claim cancels; a destination that cancels a held claim failed it.
@@ -552,8 +553,7 @@ class RelayImpl final : public Relay {
         }
       }
       Outcome& o = published[j];
-      const bool success = o.kind == Outcome::Kind::kDelivered;
-      observer_->OnPublish(*task.destination, success, seconds);
+      ++(o.kind == Outcome::Kind::kDelivered ? successes : failures);
       if (breaker != nullptr) {
         const size_t i = index[j];
         const bool outage = o.kind == Outcome::Kind::kUnavailable;
@@ -563,6 +563,7 @@ class RelayImpl final : public Relay {
       }
       task.outcomes[index[j]] = std::move(o);
     }
+    observer_->OnPublishes(*task.destination, successes, failures, seconds);
     // A probe a transform kept from the destination has no verdict.
     if (breaker != nullptr) {
       for (size_t k = 0; k < probe.size(); ++k) {
@@ -761,7 +762,7 @@ class RelayImpl final : public Relay {
       if (written > 0) observer_->OnMessages(status, written);
     }
     double seconds = std::chrono::duration<double>(Clock::now() - claimed_at).count();
-    for (size_t i = 0; i < rows.size(); ++i) observer_->OnProcessingDuration(seconds);
+    observer_->OnProcessingDurations(seconds, static_cast<int64_t>(rows.size()));
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const OutboxRow* row : rows) {

@@ -99,6 +99,10 @@ Result<HeaderList> ParseRowHeaders(std::string_view headers);
 // one's own may hold the payload as text, so a destination checks what it sends.
 Status CheckPayloadIsJson(std::string_view body);
 
+// True when `text` is one JSON document, as nlohmann::json::accept(text) decides for text without
+// NUL (one pass, no allocation; a NUL byte is refused).
+bool IsJsonDocument(std::string_view text);
+
 // "<field>: ..." when `value` holds CR, LF or NUL, which a header carried as a line of text
 // (HTTP, NATS) cannot carry. `field` names it: "key", "topic", "headers: \"X-Name\"".
 Status CheckHeaderText(std::string_view field, std::string_view value);

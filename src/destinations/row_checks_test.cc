@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "destinations/broker_common.h"
 
@@ -40,6 +42,129 @@ TEST(RowChecks, PayloadMustBeOneJsonDocument) {
   EXPECT_EQ(CheckPayloadIsJson(std::string_view("{\"a\":1}\0junk", 12)).message(),
             "payload: not valid JSON (a NUL byte at offset 7; the payload must be one JSON "
             "document)");
+}
+
+// IsJsonDocument gives nlohmann::json::accept's answer: on the edges of the grammar, and on
+// every one-byte change of valid documents (a fixed seed).
+TEST(RowChecks, JsonDocumentAgreesWithNlohmannAccept) {
+  const std::vector<std::string> cases = {
+      "{}",
+      "[]",
+      " {} ",
+      "\t[ ]\r\n",
+      "0",
+      "-0",
+      "01",
+      "-",
+      "1.",
+      "1.5",
+      ".5",
+      "1e5",
+      "1E+5",
+      "1e-5",
+      "1e",
+      "1e+",
+      "-1.5e300",
+      "1e309",
+      "-1e309",
+      "1e-400",
+      "123456789012345678901234",
+      "-99999999999999999999",
+      std::string(309, '9'),
+      std::string(400, '1'),
+      "+1",
+      "true",
+      "false",
+      "null",
+      "tru",
+      "truex",
+      "nul",
+      "True",
+      "\"\"",
+      "\"a\\\"b\"",
+      "\"\\/\\b\\f\\n\\r\\t\"",
+      "\"\\x\"",
+      "\"\\u00e9\"",
+      "\"\\u00G9\"",
+      "\"\\ud83d\\ude00\"",
+      "\"\\ud83d\"",
+      "\"\\ude00\"",
+      "\"\\ud83dx\"",
+      "\"\\ud83d\\u0041\"",
+      "\"caf\xc3\xa9\"",
+      "\"\xc3\"",
+      "\"\xc0\xaf\"",
+      "\"\xe0\x80\xaf\"",
+      "\"\xed\xa0\x80\"",
+      "\"\xf0\x9f\x98\x80\"",
+      "\"\xf4\x90\x80\x80\"",
+      "\"\xf5\x80\x80\x80\"",
+      "\"\x80\"",
+      "\"\xff\"",
+      "\"\x7f\"",
+      "\"\x01\"",
+      "\"a\tb\"",
+      "\"unterminated",
+      "{\"a\":1}",
+      "{\"a\":1,}",
+      "{,}",
+      "{\"a\"}",
+      "{\"a\":}",
+      "{1:2}",
+      "{\"a\":1 \"b\":2}",
+      "[1,2,]",
+      "[,1]",
+      "[1 2]",
+      "[[[[[]]]]]",
+      "[[[[[]]]]",
+      "[]]",
+      "{}}",
+      "{} {}",
+      "[] x",
+      "\xef\xbb\xbf{}",
+      "\xef\xbb{}",
+      "\xef{}",
+      "\xef\xbb\xbf",
+      "",
+      "  ",
+      "{\"a\":[1,{\"b\":null,\"c\":[true,false]},\"x\"],\"d\":-0.5e-3}",
+      "[1,2,3]{}",
+      "{\"k\":\"v\",\"n\":{\"m\":[]}}",
+      "/* c */ {}",
+      "{} // c",
+      "'a'",
+      "[\"a\",]",
+      std::string(1000, '[') + std::string(1000, ']')};
+  for (const std::string& text : cases) {
+    EXPECT_EQ(IsJsonDocument(text), nlohmann::json::accept(text)) << "input: " << text;
+  }
+  const std::vector<std::string> seeds = {
+      R"({"id":"b1f0","items":[{"n":1,"price":12.50,"tags":["a","b"]},{"n":-2e3,"ok":true}],)"
+      R"("note":"caf\u00e9 \ud83d\ude00 \"q\"","none":null,"f":false})",
+      "[0,-1,2.5e-3,\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",{},[],{\"a\":{\"b\":[null]}}]"};
+  const std::string bytes = "{}[]\":,.-+0123456789eE \\/utfnalsrbx\x80\xbf\xc3\xed\xf0\x01";
+  std::mt19937 rng(18);
+  for (const std::string& seed : seeds) {
+    ASSERT_TRUE(IsJsonDocument(seed));
+    for (size_t i = 0; i < seed.size(); ++i) {
+      for (int k = 0; k < 8; ++k) {
+        std::string changed = seed;
+        const char b = bytes[rng() % bytes.size()];
+        switch (k % 3) {
+          case 0:
+            changed[i] = b;
+            break;
+          case 1:
+            changed.insert(changed.begin() + static_cast<std::ptrdiff_t>(i), b);
+            break;
+          default:
+            changed.erase(i, 1);
+            break;
+        }
+        EXPECT_EQ(IsJsonDocument(changed), nlohmann::json::accept(changed)) << "input: " << changed;
+      }
+    }
+  }
 }
 
 TEST(RowChecks, TextHeadersCarryNoLineBreakOrNul) {

@@ -495,6 +495,12 @@ class HttpDestination::Worker {
  public:
   explicit Worker(HttpDestination& owner) : owner_(owner), settings_(owner.settings_) {
     multi_ = curl_multi_init();
+    // Idle connections kept: by default 4 x the handles in the multi handle now, so as a batch's
+    // last requests finish the cache shrinks and closes connections the next batch reopens.
+    // The permits bound the requests (and so the connections) this handle ever has at once.
+    if (multi_ != nullptr) {
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(settings_.max_in_flight));
+    }
   }
   ~Worker() {
     if (multi_ != nullptr) curl_multi_cleanup(multi_);
@@ -502,13 +508,13 @@ class HttpDestination::Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  void Run(const std::string& url, std::span<const OutboundMessage> batch, OutcomeSink& sink);
+  void Run(std::span<const OutboundMessage> batch, OutcomeSink& sink);
 
  private:
   CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
   void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
-  Status Prepare(const std::string& url, const OutboundMessage& message, Request& r);
+  Status Prepare(const OutboundMessage& message, Request& r);
   Outcome Finish(Request& r, CURLcode result);
   // Removes the auth secrets from a failure text (no-op without auth).
   std::string Scrub(std::string text) const {
@@ -523,8 +529,7 @@ class HttpDestination::Worker {
   CURLM* multi_ = nullptr;
 };
 
-Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMessage& message,
-                                        Request& r) {
+Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request& r) {
   const OutboxRow& row = *message.row;
   if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
   Result<std::vector<std::string>> lines =
@@ -546,34 +551,18 @@ Status HttpDestination::Worker::Prepare(const std::string& url, const OutboundMe
   r.easy = TakeEasy();
   if (r.easy == nullptr) return Internal("curl_easy_init failed");
   CURL* e = r.easy;
-  long timeout = static_cast<long>(settings_.timeout_ms);
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  // The options every request shares (URL, timeouts, callbacks) were set when the handle was made
+  // (HttpDestination::TakeEasy); these are this request's, over the previous request's.
   // Not copied: the message (and its body) outlives the request.
   const std::string_view body = message.body();
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers.get());
-  curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(ConnectTimeoutMs(settings_.timeout_ms)));
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  // The receive buffer of each request in flight (16 KiB by default): answers are read for their
-  // status and at most a short error body, which the callbacks collect across reads, so curl's
-  // minimum, 1 KiB, is enough (headers are buffered apart). bench/README.md "Memory".
-  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 1024L);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &r);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r.error);
   curl_easy_setopt(e, CURLOPT_PRIVATE, &r);
   r.message = &message;
-  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, OnPrereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, &r);
   return Status::Ok();
 }
@@ -624,8 +613,7 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
   return Outcome::Retry(std::move(error));
 }
 
-void HttpDestination::Worker::Run(const std::string& url, std::span<const OutboundMessage> batch,
-                                  OutcomeSink& sink) {
+void HttpDestination::Worker::Run(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
   if (multi_ == nullptr) {
     for (size_t i = 0; i < batch.size(); ++i) {
       sink.Report(i, Outcome::Retry("Publish failed: curl_multi_init failed"));
@@ -675,7 +663,7 @@ void HttpDestination::Worker::Run(const std::string& url, std::span<const Outbou
       size_t i = next++;
       auto r = std::make_unique<Request>();
       r->index = i;
-      Status prepared = Prepare(url, batch[i], *r);
+      Status prepared = Prepare(batch[i], *r);
       if (!prepared.ok()) {
         if (r->easy != nullptr) GiveBack(r->easy);
         owner_.ReleasePermit();
@@ -838,8 +826,28 @@ void* HttpDestination::TakeEasy() {
       free_easy_.pop_back();
     }
   }
-  if (e == nullptr) return curl_easy_init();
-  curl_easy_reset(e);  // drops options; connections live in the multi handles' caches
+  // A handle from the pool keeps the shared options: each request sets its own over the last
+  // one's (Worker::Prepare), with no curl_easy_reset and ~20 options set again per request.
+  if (e != nullptr) return e;
+  e = curl_easy_init();
+  if (e == nullptr) return nullptr;
+  curl_easy_setopt(e, CURLOPT_URL, url_.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "queuebox-cpp/" QUEUEBOX_VERSION);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(settings_.timeout_ms));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(ConnectTimeoutMs(settings_.timeout_ms)));
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  // The receive buffer of each request in flight (16 KiB by default): answers are read for their
+  // status and at most a short error body, which the callbacks collect across reads, so curl's
+  // minimum, 1 KiB, is enough (headers are buffered apart). bench/README.md "Memory".
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 1024L);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, OnPrereq);
   return e;
 }
 
@@ -851,7 +859,7 @@ void HttpDestination::GiveBackEasy(void* easy) {
 void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
   if (batch.empty()) return;
   std::unique_ptr<Worker> worker = Borrow();
-  worker->Run(url_, batch, sink);
+  worker->Run(batch, sink);
   Return(std::move(worker));
 }
 

@@ -137,7 +137,7 @@ class HttpDestination final : public Destination {
   // may wait, so permits are always released by someone); otherwise false when none is free.
   bool TakePermit(bool wait);
   void ReleasePermit();
-  // The shared pool of easy handles (reset before reuse). nullptr when curl_easy_init fails.
+  // The shared pool of easy handles, configured once (TakeEasy). nullptr when curl_easy_init fails.
   void* TakeEasy();
   void GiveBackEasy(void* easy);
 
