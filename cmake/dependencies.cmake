@@ -6,6 +6,7 @@ find_package(SQLite3 REQUIRED)
 find_package(CURL REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
+find_package(simdjson 3 REQUIRED)  # libsimdjson-dev: the per-message payload check
 find_package(yaml-cpp REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)

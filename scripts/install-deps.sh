@@ -7,7 +7,7 @@ PKGS=(
   dpkg-dev systemd
   libpq-dev libsqlite3-dev sqlite3 uuid-dev libssl-dev
   librdkafka-dev librabbitmq-dev libnats-dev libcurl4-openssl-dev
-  libcpp-httplib-dev prometheus-cpp-dev nlohmann-json3-dev libyaml-cpp-dev
+  libcpp-httplib-dev prometheus-cpp-dev nlohmann-json3-dev libsimdjson-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql postgresql-contrib rabbitmq-server nats-server amqp-tools

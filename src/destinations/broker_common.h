@@ -100,7 +100,7 @@ Result<HeaderList> ParseRowHeaders(std::string_view headers);
 Status CheckPayloadIsJson(std::string_view body);
 
 // True when `text` is one JSON document, as nlohmann::json::accept(text) decides for text without
-// NUL (one pass, no allocation; a NUL byte is refused).
+// NUL (simdjson first, accept for what it refuses; a NUL byte is refused). Thread-safe.
 bool IsJsonDocument(std::string_view text);
 
 // "<field>: ..." when `value` holds CR, LF or NUL, which a header carried as a line of text
