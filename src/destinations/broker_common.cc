@@ -1,10 +1,10 @@
 #include "destinations/broker_common.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
 
 #include "core/backoff.h"
 #include "core/log.h"
