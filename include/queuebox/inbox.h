@@ -201,6 +201,14 @@ class InboxRelayClaims {
   // the lane it returns at once with lane_busy and nothing claimed. A store without lanes
   // answers 1 (ForwardDue is its only lane).
   virtual int ForwardLanes() const { return 1; }
+  // The lanes holding due pending push rows among the first `probe_rows` of them in claim order,
+  // ascending; every lane when there are `probe_rows` or more (the rest may be in any lane). One
+  // cheap read, so a relay woken for a few rows forwards only their lanes.
+  virtual Result<std::vector<int>> DueLanes(int /*probe_rows*/) {
+    std::vector<int> all;
+    for (int lane = 0; lane < ForwardLanes(); ++lane) all.push_back(lane);
+    return all;
+  }
   virtual Result<InboxForwardDue> ForwardDueInLane(int /*lane*/, int limit,
                                                    const InboxForwardPlanner& plan) {
     return ForwardDue(limit, plan);

@@ -23,6 +23,9 @@ using std::chrono::milliseconds;
 
 class NoopInboxObserver : public InboxRelayObserver {};
 
+// Due rows DueLanes reads: below it the lanes are exact, at it every lane is tried.
+constexpr int kDueLanesProbeRows = 32;
+
 // The outbox's topic column: VARCHAR(255).
 constexpr size_t kMaxTopicChars = 255;
 
@@ -79,19 +82,20 @@ class InboxRelayImpl final : public InboxRelay {
     return Status::Ok();
   }
 
+  // One worker runs for a wake; a worker whose claim takes a full batch wakes another (Loop).
   void Wake() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ++wake_gen_;
+      woken_ = true;
     }
-    cv_.notify_all();
+    cv_.notify_one();
   }
 
   Status WaitIdle(milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!started_) return FailedPrecondition("the inbox relay is not started");
     const uint64_t target = cycle_seq_ + 1;
-    ++wake_gen_;
+    woken_ = true;
     cv_.notify_all();
     if (!idle_cv_.wait_for(lock, timeout, [&] { return idle_seq_ >= target || stopping_; })) {
       return DeadlineExceeded("the inbox relay did not become idle in time");
@@ -145,11 +149,11 @@ class InboxRelayImpl final : public InboxRelay {
     int failures = 0;
     const int lanes = Lanes();
     while (true) {
-      uint64_t seq, seen_wake;
+      uint64_t seq;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
-        seen_wake = wake_gen_;
+        woken_ = false;  // this cycle starts after every wake so far
         seq = ++cycle_seq_;
       }
       Cycle cycle = RunOneCycle(lanes);
@@ -169,13 +173,15 @@ class InboxRelayImpl final : public InboxRelay {
       if (cycle.status.ok()) {
         if (failures > 0) log::Info("The inbox relay reaches the database again; it resumes");
         failures = 0;
-        if (cycle.full) continue;
+        if (cycle.full) {  // more may be waiting: go on, and have an idle worker join
+          if (Workers() > 1) Wake();
+          continue;
+        }
       } else {
         wait_ms = ReconnectDelayMs(failures++, options_.relay.poll_interval_ms, 30000);
       }
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, milliseconds(wait_ms),
-                   [&] { return wake_gen_ != seen_wake || stopping_; });
+      cv_.wait_for(lock, milliseconds(wait_ms), [&] { return woken_ || stopping_; });
     }
   }
 
@@ -223,9 +229,27 @@ class InboxRelayImpl final : public InboxRelay {
     if (claims_->HasForwardDue()) {
       // Each worker starts its pass at the next lane, so the passes spread over the lanes.
       const int start = static_cast<int>(next_lane_.fetch_add(1) % static_cast<uint64_t>(lanes));
+      std::vector<bool> due_lanes(static_cast<size_t>(lanes), true);
+      if (lanes > 1) {  // only the lanes with due rows (all when there are many)
+        Result<std::vector<int>> due = claims_->DueLanes(kDueLanesProbeRows);
+        if (!due.ok()) {
+          cycle.status = due.status();
+          CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+          last_ok_ = false;
+          return cycle;
+        }
+        due_lanes.assign(static_cast<size_t>(lanes), false);
+        for (int lane : *due) {
+          if (lane >= 0 && lane < lanes) due_lanes[static_cast<size_t>(lane)] = true;
+        }
+      }
       bool refused = false;
       for (int i = 0; i < lanes && !refused; ++i) {
         const int lane = (start + i) % lanes;
+        if (!due_lanes[static_cast<size_t>(lane)]) {
+          cycle.empty_lanes[static_cast<size_t>(lane)] = true;
+          continue;
+        }
         DeadReasons reasons;
         auto plan = [&](const ClaimedInboxRow& row) { return Plan(row, reasons); };
         Result<InboxForwardDue> due =
@@ -450,7 +474,7 @@ class InboxRelayImpl final : public InboxRelay {
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   bool started_ = false, stopping_ = false;
-  uint64_t wake_gen_ = 0;  // bumped by Wake: a waiting worker that saw another value runs
+  bool woken_ = false;  // set by Wake, cleared by the worker whose cycle starts next
   std::atomic<bool> stop_flag_{false};
   std::atomic<bool> last_ok_{true};
   uint64_t cycle_seq_ = 0, idle_seq_ = 0;

@@ -572,6 +572,34 @@ TEST_P(InboxRelayTest, ALaneForwardsOnlyItsRowsSkipsAHeldLaneAndRunsBesideAnothe
   EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
 }
 
+// DueLanes: the lanes of the first due rows, exactly while there are fewer than the probe, every
+// lane at the probe or more; none when nothing is due (a relay then claims in no lane).
+TEST_P(InboxRelayTest, DueLanesNamesTheLanesOfTheFirstDueRows) {
+  if (!db_->pg()) GTEST_SKIP() << "SQLite has one writer and no lanes";
+  auto none = inbox_->DueLanes(4);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  const std::string a = Add("evt_1", "cus_1");
+  auto one = inbox_->DueLanes(4);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_THAT(*one, ::testing::ElementsAre(LaneOfRow(a)));
+  std::set<int> lanes = {LaneOfRow(a)};
+  for (int i = 2; lanes.size() < 2; ++i) {
+    lanes.insert(LaneOfRow(Add("evt_" + std::to_string(i), "cus_" + std::to_string(i))));
+  }
+  const int rows = std::stoi(Count("SELECT COUNT(*) FROM inbox"));
+  auto exact = inbox_->DueLanes(rows + 1);
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(std::set<int>(exact->begin(), exact->end()), lanes);
+  auto all = inbox_->DueLanes(rows);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_THAT(*all, ::testing::ElementsAre(0, 1, 2, 3));
+  db_->Exec("UPDATE inbox SET scheduled_at = " + db_->NowPlus(3600));
+  auto later = inbox_->DueLanes(4);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_TRUE(later->empty()) << "rows not yet due are in no lane's claim";
+}
+
 // The two-step claim (ClaimPush, the path of a refused batch and of claimers without lanes)
 // racing a lane's forward: it waits for the lane's transaction (the table's key exclusive against
 // the lane's shared) and then sees its rows `processed`, so it takes only the next head of their

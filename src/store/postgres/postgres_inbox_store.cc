@@ -336,6 +336,27 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueInLane(int lane, int limit
   return ForwardDueInTransaction(*conn, limit, lane, plan);
 }
 
+Result<std::vector<int>> PostgresInboxStore::DueLanes(int probe_rows) {
+  if (probe_rows <= 0) return InvalidArgument("The probe must be above 0 rows.");
+  // The window's first rows (idx_inbox_push_due, in order), their lanes.
+  static const std::string tmpl =
+      "SELECT " + LaneExpr("{aggregate_id}", "{id}") +
+      " FROM {T} WHERE {consumption} = 'push' AND {state} = 'pending' AND {scheduled_at} <= "
+      "clock_timestamp() ORDER BY {scheduled_at}, {created_at}, {id} LIMIT $1::int";
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {int64_t{probe_rows}}));
+  std::vector<bool> seen(kInboxLanes, rows.size() >= static_cast<size_t>(probe_rows));
+  for (const SqlRow& r : rows) {
+    if (r.empty() || !r[0]) continue;
+    const int lane = std::stoi(*r[0]);
+    if (lane >= 0 && lane < kInboxLanes) seen[static_cast<size_t>(lane)] = true;
+  }
+  std::vector<int> out;
+  for (int lane = 0; lane < kInboxLanes; ++lane) {
+    if (seen[static_cast<size_t>(lane)]) out.push_back(lane);
+  }
+  return out;
+}
+
 Result<InboxForwardDue> PostgresInboxStore::ForwardDueInTransaction(
     PgConnection& conn, int limit, std::optional<int> lane, const InboxForwardPlanner& plan) {
   Result<InboxForwardDue> done = Internal("the forward did not run");

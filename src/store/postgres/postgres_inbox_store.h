@@ -51,6 +51,7 @@ class PostgresInboxStore final : public InboxStore {
   bool HasForwardDue() const override { return true; }
   Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override;
   int ForwardLanes() const override { return kInboxLanes; }
+  Result<std::vector<int>> DueLanes(int probe_rows) override;
   Result<InboxForwardDue> ForwardDueInLane(int lane, int limit,
                                            const InboxForwardPlanner& plan) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
