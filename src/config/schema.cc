@@ -173,7 +173,7 @@ OptionTable<InboxRelayConfig> InboxRelayOptions() {
       opt::Int("batchSize", &S::batch_size, 100,
                "Inbox rows claimed and forwarded per cycle (one claim, one forward statement)")
           .Min(1),
-      opt::Int("workers", &S::workers, 2,
+      opt::Int("workers", &S::workers, 4,
                "Forward workers per replica, each forwarding one lane of the inbox at a time "
                "(PostgreSQL has 4 lanes, so at most 4 count; SQLite forwards with one)")
           .Range(1, 64),
