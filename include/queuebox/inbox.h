@@ -170,6 +170,12 @@ struct InboxForwardDue {
   bool lane_busy = false;              // ForwardDueInLane: another claimer holds the lane
 };
 
+// The answer of InboxRelayClaims::DueLanes.
+struct InboxDueLanes {
+  std::vector<int> lanes;   // ascending
+  bool probe_full = false;  // the probe read its every row: more may be due, in any lane
+};
+
 // The relay's path through the inbox (QueueBox reference §4.5, §4.6, §11.6).
 class InboxRelayClaims {
  public:
@@ -201,12 +207,14 @@ class InboxRelayClaims {
   // the lane it returns at once with lane_busy and nothing claimed. A store without lanes
   // answers 1 (ForwardDue is its only lane).
   virtual int ForwardLanes() const { return 1; }
-  // The lanes holding due pending push rows among the first `probe_rows` of them in claim order,
-  // ascending; every lane when there are `probe_rows` or more (the rest may be in any lane). One
-  // cheap read, so a relay woken for a few rows forwards only their lanes.
-  virtual Result<std::vector<int>> DueLanes(int /*probe_rows*/) {
-    std::vector<int> all;
-    for (int lane = 0; lane < ForwardLanes(); ++lane) all.push_back(lane);
+  // The lanes holding due pending push rows among the first `probe_rows` of them in claim order;
+  // every lane, probe_full, when there are `probe_rows` or more (the rest may be in any lane).
+  // One cheap read: the relay forwards fewer due rows than a batch in one ForwardDue, and more
+  // in the lanes, side by side.
+  virtual Result<InboxDueLanes> DueLanes(int /*probe_rows*/) {
+    InboxDueLanes all;
+    for (int lane = 0; lane < ForwardLanes(); ++lane) all.lanes.push_back(lane);
+    all.probe_full = true;
     return all;
   }
   virtual Result<InboxForwardDue> ForwardDueInLane(int /*lane*/, int limit,

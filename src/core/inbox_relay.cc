@@ -23,9 +23,6 @@ using std::chrono::milliseconds;
 
 class NoopInboxObserver : public InboxRelayObserver {};
 
-// Due rows DueLanes reads: below it the lanes are exact, at it every lane is tried.
-constexpr int kDueLanesProbeRows = 32;
-
 // The outbox's topic column: VARCHAR(255).
 constexpr size_t kMaxTopicChars = 255;
 
@@ -227,38 +224,46 @@ class InboxRelayImpl final : public InboxRelay {
       return cycle;
     }
     if (claims_->HasForwardDue()) {
-      // Each worker starts its pass at the next lane, so the passes spread over the lanes.
-      const int start = static_cast<int>(next_lane_.fetch_add(1) % static_cast<uint64_t>(lanes));
-      std::vector<bool> due_lanes(static_cast<size_t>(lanes), true);
-      if (lanes > 1) {  // only the lanes with due rows (all when there are many)
-        Result<std::vector<int>> due = claims_->DueLanes(kDueLanesProbeRows);
+      // The claims of this cycle: -1 for one ForwardDue of every lane, else lanes. Without lanes,
+      // or with fewer due rows than a batch, one ForwardDue takes them all (one transaction, as
+      // without lanes); with more, the lanes side by side, each worker starting its pass at the
+      // next lane so the passes spread over them.
+      std::vector<int> steps = {-1};
+      if (lanes > 1) {
+        Result<InboxDueLanes> due = claims_->DueLanes(options_.relay.batch_size);
         if (!due.ok()) {
           cycle.status = due.status();
           CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
           last_ok_ = false;
           return cycle;
         }
-        due_lanes.assign(static_cast<size_t>(lanes), false);
-        for (int lane : *due) {
-          if (lane >= 0 && lane < lanes) due_lanes[static_cast<size_t>(lane)] = true;
+        if (due->lanes.empty()) {
+          steps.clear();
+          cycle.empty_lanes.assign(static_cast<size_t>(lanes), true);
+        } else if (due->probe_full) {
+          steps.clear();
+          const int start =
+              static_cast<int>(next_lane_.fetch_add(1) % static_cast<uint64_t>(lanes));
+          for (int i = 0; i < lanes; ++i) steps.push_back((start + i) % lanes);
         }
       }
       bool refused = false;
-      for (int i = 0; i < lanes && !refused; ++i) {
-        const int lane = (start + i) % lanes;
-        if (!due_lanes[static_cast<size_t>(lane)]) {
-          cycle.empty_lanes[static_cast<size_t>(lane)] = true;
-          continue;
-        }
+      for (int step : steps) {
         DeadReasons reasons;
         auto plan = [&](const ClaimedInboxRow& row) { return Plan(row, reasons); };
         Result<InboxForwardDue> due =
-            lanes > 1 ? claims_->ForwardDueInLane(lane, options_.relay.batch_size, plan)
-                      : claims_->ForwardDue(options_.relay.batch_size, plan);
+            step < 0 ? claims_->ForwardDue(options_.relay.batch_size, plan)
+                     : claims_->ForwardDueInLane(step, options_.relay.batch_size, plan);
         if (due.ok()) {
           if (due->lane_busy) continue;  // another claimer is on it
           cycle.claimed += due->claimed;
-          cycle.empty_lanes[static_cast<size_t>(lane)] = due->claimed == 0;
+          if (due->claimed == 0) {
+            if (step < 0) {
+              cycle.empty_lanes.assign(static_cast<size_t>(lanes), true);
+            } else {
+              cycle.empty_lanes[static_cast<size_t>(step)] = true;
+            }
+          }
           cycle.full = cycle.full || due->claimed >= batch;
           const auto forwarded = static_cast<int64_t>(due->forwarded.size());
           cycle.forwarded += forwarded;
@@ -279,6 +284,7 @@ class InboxRelayImpl final : public InboxRelay {
         // way, whose row-by-row retry lets the other rows through.
         CycleFailed(due.status(), "Forwarding inbox rows failed; retrying them one at a time");
         refused = true;
+        break;
       }
       if (!refused) {
         last_ok_ = true;

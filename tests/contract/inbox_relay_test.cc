@@ -573,16 +573,19 @@ TEST_P(InboxRelayTest, ALaneForwardsOnlyItsRowsSkipsAHeldLaneAndRunsBesideAnothe
 }
 
 // DueLanes: the lanes of the first due rows, exactly while there are fewer than the probe, every
-// lane at the probe or more; none when nothing is due (a relay then claims in no lane).
+// lane (probe_full) at the probe or more; none when nothing is due. The relay probes one batch:
+// fewer due rows go in one ForwardDue, more in the lanes.
 TEST_P(InboxRelayTest, DueLanesNamesTheLanesOfTheFirstDueRows) {
   if (!db_->pg()) GTEST_SKIP() << "SQLite has one writer and no lanes";
   auto none = inbox_->DueLanes(4);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
-  EXPECT_TRUE(none->empty());
+  EXPECT_TRUE(none->lanes.empty());
+  EXPECT_FALSE(none->probe_full);
   const std::string a = Add("evt_1", "cus_1");
   auto one = inbox_->DueLanes(4);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
-  EXPECT_THAT(*one, ::testing::ElementsAre(LaneOfRow(a)));
+  EXPECT_THAT(one->lanes, ::testing::ElementsAre(LaneOfRow(a)));
+  EXPECT_FALSE(one->probe_full);
   std::set<int> lanes = {LaneOfRow(a)};
   for (int i = 2; lanes.size() < 2; ++i) {
     lanes.insert(LaneOfRow(Add("evt_" + std::to_string(i), "cus_" + std::to_string(i))));
@@ -590,14 +593,16 @@ TEST_P(InboxRelayTest, DueLanesNamesTheLanesOfTheFirstDueRows) {
   const int rows = std::stoi(Count("SELECT COUNT(*) FROM inbox"));
   auto exact = inbox_->DueLanes(rows + 1);
   ASSERT_TRUE(exact.ok()) << exact.status().ToString();
-  EXPECT_EQ(std::set<int>(exact->begin(), exact->end()), lanes);
+  EXPECT_EQ(std::set<int>(exact->lanes.begin(), exact->lanes.end()), lanes);
+  EXPECT_FALSE(exact->probe_full);
   auto all = inbox_->DueLanes(rows);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_THAT(*all, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(all->lanes, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_TRUE(all->probe_full);
   db_->Exec("UPDATE inbox SET scheduled_at = " + db_->NowPlus(3600));
   auto later = inbox_->DueLanes(4);
   ASSERT_TRUE(later.ok()) << later.status().ToString();
-  EXPECT_TRUE(later->empty()) << "rows not yet due are in no lane's claim";
+  EXPECT_TRUE(later->lanes.empty()) << "rows not yet due are in no lane's claim";
 }
 
 // The two-step claim (ClaimPush, the path of a refused batch and of claimers without lanes)
@@ -630,8 +635,11 @@ TEST_P(InboxRelayTest, AClaimPushRacingALaneForwardWaitsAndTakesNoneOfItsRows) {
     }));
   };
   CountingObserver observer;
-  auto relay = MakeRelay(&hooked, &observer);
-  ASSERT_NE(relay, nullptr);
+  InboxRelayOptions o = Options();
+  o.relay.batch_size = 1;  // the two due rows fill the probe of one batch: the relay uses lanes
+  auto created = InboxRelay::Create(o, &hooked, inbox_, &observer);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto relay = std::move(created).value();
   auto n = relay->RunCycle();
   ASSERT_TRUE(racer.joinable());
   racer.join();

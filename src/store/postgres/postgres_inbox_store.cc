@@ -162,10 +162,12 @@ void SortInClaimOrder(std::vector<ClaimedInboxRow>& rows) {
 
 }  // namespace
 
-PostgresInboxStore::PostgresInboxStore(DatabaseConfig config, PgPool& pool)
+PostgresInboxStore::PostgresInboxStore(DatabaseConfig config, PgPool& pool,
+                                       ClaimWindowState* outbox_window)
     : config_(std::move(config)),
       pool_(pool),
-      claim_lock_key_(JavaStringHash(config_.inbox_table)) {}
+      claim_lock_key_(JavaStringHash(config_.inbox_table)),
+      outbox_window_(outbox_window) {}
 
 std::string PostgresInboxStore::Sql(std::string_view tmpl) const {
   return RenderInboxSql(tmpl, config_);
@@ -336,7 +338,7 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueInLane(int lane, int limit
   return ForwardDueInTransaction(*conn, limit, lane, plan);
 }
 
-Result<std::vector<int>> PostgresInboxStore::DueLanes(int probe_rows) {
+Result<InboxDueLanes> PostgresInboxStore::DueLanes(int probe_rows) {
   if (probe_rows <= 0) return InvalidArgument("The probe must be above 0 rows.");
   // The window's first rows (idx_inbox_push_due, in order), their lanes.
   static const std::string tmpl =
@@ -350,9 +352,10 @@ Result<std::vector<int>> PostgresInboxStore::DueLanes(int probe_rows) {
     const int lane = std::stoi(*r[0]);
     if (lane >= 0 && lane < kInboxLanes) seen[static_cast<size_t>(lane)] = true;
   }
-  std::vector<int> out;
+  InboxDueLanes out;
+  out.probe_full = rows.size() >= static_cast<size_t>(probe_rows);
   for (int lane = 0; lane < kInboxLanes; ++lane) {
-    if (seen[static_cast<size_t>(lane)]) out.push_back(lane);
+    if (seen[static_cast<size_t>(lane)]) out.lanes.push_back(lane);
   }
   return out;
 }
@@ -360,8 +363,9 @@ Result<std::vector<int>> PostgresInboxStore::DueLanes(int probe_rows) {
 Result<InboxForwardDue> PostgresInboxStore::ForwardDueInTransaction(
     PgConnection& conn, int limit, std::optional<int> lane, const InboxForwardPlanner& plan) {
   Result<InboxForwardDue> done = Internal("the forward did not run");
+  std::string first_outbox_row;
   try {
-    done = ForwardDueLocked(conn, limit, lane, plan);
+    done = ForwardDueLocked(conn, limit, lane, plan, first_outbox_row);
   } catch (const std::exception& e) {  // roll back rather than return a connection mid-transaction
     done = Internal(std::string("the forward failed: ") + e.what());
   }
@@ -370,12 +374,19 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueInTransaction(
     return done.status();
   }
   QB_RETURN_IF_ERROR(conn.Exec("COMMIT"));
+  // Lanes commit side by side, so these outbox rows may sit behind the outbox claim's window
+  // start (docs/inbox.md, "Lanes"): without this the outbox relay finds them only when its window
+  // next reads from the beginning (up to a second later).
+  if (outbox_window_ != nullptr && !first_outbox_row.empty()) {
+    outbox_window_->RowsCommitted(first_outbox_row);
+  }
   return done;
 }
 
 Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn, int limit,
                                                              std::optional<int> lane,
-                                                             const InboxForwardPlanner& plan) {
+                                                             const InboxForwardPlanner& plan,
+                                                             std::string& first_outbox_row) {
   std::vector<SqlParam> params = {int64_t{limit}, int64_t{0}, int64_t{limit} * kClaimWindowFactor};
   if (lane) params.push_back(int64_t{*lane});
   QB_ASSIGN_OR_RETURN(SqlRows rows,
@@ -419,14 +430,17 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn,
       "qb_f.qb_error), "
       "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
       "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
-      "qb_done WHERE qb_error IS NULL ORDER BY qb_ord RETURNING 1) "
-      "SELECT qb_id::text, qb_error IS NULL FROM qb_done";
+      "qb_done WHERE qb_error IS NULL ORDER BY qb_ord RETURNING {o.scheduled_at} AS qb_at, "
+      "{o.sequence} AS qb_seq) "
+      "SELECT qb_id::text, qb_error IS NULL, (SELECT " +
+      Ts("qb_at") + " || ' ' || qb_seq FROM qb_out ORDER BY qb_at, qb_seq LIMIT 1) FROM qb_done";
   QB_ASSIGN_OR_RETURN(
       SqlRows done, conn.Query(Sql(tmpl), {PgArray(ids), PgArray(topics), PgArray(headers),
                                            PgArray(maxes), PgArray(ords), PgArrayOrNull(errors)}));
   for (const SqlRow& r : done) {
-    if (r.size() < 2 || !r[0]) return Internal("The inbox forward returned no id.");
+    if (r.size() < 3 || !r[0]) return Internal("The inbox forward returned no id.");
     (r[1].value_or("f") == "t" ? out.forwarded : out.dead).push_back(*r[0]);
+    if (r[2]) first_outbox_row = *r[2];
   }
   return out;
 }

@@ -36,6 +36,7 @@
 #include "queuebox/inbox.h"
 #include "queuebox/store.h"
 #include "store/common.h"
+#include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store {
@@ -43,7 +44,10 @@ namespace queuebox::store {
 class PostgresInboxStore final : public InboxStore {
  public:
   // `pool` is the outbox store's and must outlive this store. `config` names both tables.
-  PostgresInboxStore(DatabaseConfig config, PgPool& pool);
+  // `outbox_window` (nullable, must outlive this store): the outbox claim's window state, told of
+  // each forward's outbox rows, which lanes may commit behind its start.
+  PostgresInboxStore(DatabaseConfig config, PgPool& pool,
+                     ClaimWindowState* outbox_window = nullptr);
 
   Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override;
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override;
@@ -51,7 +55,7 @@ class PostgresInboxStore final : public InboxStore {
   bool HasForwardDue() const override { return true; }
   Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override;
   int ForwardLanes() const override { return kInboxLanes; }
-  Result<std::vector<int>> DueLanes(int probe_rows) override;
+  Result<InboxDueLanes> DueLanes(int probe_rows) override;
   Result<InboxForwardDue> ForwardDueInLane(int lane, int limit,
                                            const InboxForwardPlanner& plan) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
@@ -87,8 +91,10 @@ class PostgresInboxStore final : public InboxStore {
   Result<InboxForwardDue> ForwardDueInTransaction(PgConnection& conn, int limit,
                                                   std::optional<int> lane,
                                                   const InboxForwardPlanner& plan);
+  // `first_outbox_row`: "<scheduled_at> <sequence>" of the first outbox row inserted, if any.
   Result<InboxForwardDue> ForwardDueLocked(PgConnection& conn, int limit, std::optional<int> lane,
-                                           const InboxForwardPlanner& plan);
+                                           const InboxForwardPlanner& plan,
+                                           std::string& first_outbox_row);
   std::string Sql(std::string_view tmpl) const;
   Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
                       int64_t* changes = nullptr,
@@ -99,6 +105,7 @@ class PostgresInboxStore final : public InboxStore {
   DatabaseConfig config_;
   PgPool& pool_;
   int64_t claim_lock_key_;  // JavaStringHash(inbox table name)
+  ClaimWindowState* outbox_window_;
 };
 
 }  // namespace queuebox::store
