@@ -13,7 +13,11 @@
 #            updated_at - first inbox claimed_at).
 #
 # Settings: QueueBox's defaults (outbox batchSize 100, concurrency 8; inbox.relay.batchSize 100),
-# or BATCH/CONCURRENCY/INBOX_BATCH to compare others.
+# or BATCH/CONCURRENCY/INBOX_BATCH to compare others; WORKERS sets inbox.relay.workers (builds
+# with lanes only).
+#
+# A/B in one run: QB_BIN_BEFORE=<binary> measures that binary too (outbox and inbox case, label
+# "before", without WORKERS), right before QB_BIN ("after") at each fsync setting.
 #
 #   bash bench/inbox_relay_bench.sh      # ROWS=50000 KEYS=1000 PAD=960
 #
@@ -36,6 +40,8 @@ PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 cmake -S . -B "$BUILD_DIR" -G Ninja >/dev/null
 cmake --build "$BUILD_DIR" --target queuebox >/dev/null
 QB="${QB_BIN:-$BUILD_DIR/apps/queuebox/queuebox}"
+QB_BEFORE="${QB_BIN_BEFORE:-}"
+WORKERS=${WORKERS:-}
 WORK=$(mktemp -d)
 chown postgres:postgres "$WORK"
 PGDATA="$WORK/pg"
@@ -63,24 +69,30 @@ start_pg() {  # fsync on|off
 stop_pg() { pg_ctl -m fast -w stop >/dev/null; }
 q() { psql -qtAX "$BASE/$DB" -c "$1"; }
 
-cat >"$WORK/qb.yml" <<YAML
+write_config() {  # file, extra inbox.relay settings
+  cat >"$1" <<YAML
 database: {type: postgresql, url: "$BASE/$DB", poolSize: 10}
 server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 outbox: {batchSize: $BATCH, concurrency: $CONCURRENCY}
-inbox: {relay: {batchSize: $INBOX_BATCH}}
+inbox: {relay: {batchSize: $INBOX_BATCH$2}}
 routes: [{topicPattern: "**", destination: sink}]
 destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events}}
 logging: {format: json, level: warn}
 YAML
+}
+write_config "$WORK/after.yml" "${WORKERS:+, workers: $WORKERS}"
+write_config "$WORK/before.yml" ""
+LABEL=after
+CFG="$WORK/after.yml"
 
 fresh_db() {
   psql -q "$BASE/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
-  "$QB" --config "$WORK/qb.yml" migrate >/dev/null 2>&1
+  "$QB" --config "$CFG" migrate >/dev/null 2>&1
 }
 
 # Runs the relay until every outbox row is sent (ROWS of them), then stops it.
 relay_until_sent() {
-  "$QB" --config "$WORK/qb.yml" run >"$WORK/relay.log" 2>&1 &
+  "$QB" --config "$CFG" run >"$WORK/relay.log" 2>&1 &
   RELAY_PID=$!
   echo "$RELAY_PID" >"$WORK/relay.pid"
   local deadline=$((SECONDS + 600))
@@ -104,7 +116,7 @@ outbox_case() {  # fsync -> JSON line
      SELECT 'bench.event', 'key-' || (i % $KEYS), jsonb_build_object('i', i, 'pad', repeat('x', $PAD))
      FROM generate_series(1, $ROWS) AS i; ANALYZE outbox" >/dev/null
   relay_until_sent
-  q "SELECT json_build_object('fsync', '$1', 'case', 'outbox', 'rows', count(*),
+  q "SELECT json_build_object('fsync', '$1', 'case', 'outbox', 'bin', '$LABEL', 'rows', count(*),
        'drain_per_s', round((count(*) / extract(epoch FROM max(updated_at) - min(claimed_at)))::numeric, 1))
      FROM outbox"
 }
@@ -116,7 +128,7 @@ inbox_case() {  # fsync -> JSON line
             jsonb_build_object('i', i, 'pad', repeat('x', $PAD)), 'push'
      FROM generate_series(1, $ROWS) AS i; ANALYZE inbox" >/dev/null
   relay_until_sent
-  q "SELECT json_build_object('fsync', '$1', 'case', 'inbox', 'rows', (SELECT count(*) FROM inbox WHERE state = 'processed'),
+  q "SELECT json_build_object('fsync', '$1', 'case', 'inbox', 'bin', '$LABEL', 'rows', (SELECT count(*) FROM inbox WHERE state = 'processed'),
        'forward_per_s', round(($ROWS / extract(epoch FROM (SELECT max(processed_at) - min(claimed_at) FROM inbox)))::numeric, 1),
        'end_to_end_per_s', round(($ROWS / extract(epoch FROM (SELECT max(updated_at) FROM outbox) - (SELECT min(claimed_at) FROM inbox)))::numeric, 1))"
 }
@@ -125,6 +137,12 @@ LINES="$WORK/lines.jsonl"
 for fsync in on off; do
   start_pg "$fsync"
   echo "== fsync=$fsync" >&2
+  if [ -n "$QB_BEFORE" ]; then
+    AFTER_QB=$QB QB=$QB_BEFORE LABEL=before CFG="$WORK/before.yml"
+    outbox_case "$fsync" | tee -a "$LINES" >&2
+    inbox_case "$fsync" | tee -a "$LINES" >&2
+    QB=$AFTER_QB LABEL=after CFG="$WORK/after.yml"
+  fi
   outbox_case "$fsync" | tee -a "$LINES" >&2
   inbox_case "$fsync" | tee -a "$LINES" >&2
   stop_pg
@@ -134,16 +152,19 @@ python3 - "$LINES" "$OUT" <<PY
 import json, platform, subprocess, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ratios = {}
-for f in ("on", "off"):
-    o = next(l for l in lines if l["fsync"] == f and l["case"] == "outbox")
-    i = next(l for l in lines if l["fsync"] == f and l["case"] == "inbox")
-    ratios[f] = {"forward_over_outbox_drain": round(i["forward_per_s"] / o["drain_per_s"], 3),
-                 "end_to_end_over_outbox_drain": round(i["end_to_end_per_s"] / o["drain_per_s"], 3)}
+for b in sorted({l["bin"] for l in lines}):
+    for f in ("on", "off"):
+        o = next(l for l in lines if l["fsync"] == f and l["case"] == "outbox" and l["bin"] == b)
+        i = next(l for l in lines if l["fsync"] == f and l["case"] == "inbox" and l["bin"] == b)
+        ratios[b + " fsync " + f] = {
+            "forward_over_outbox_drain": round(i["forward_per_s"] / o["drain_per_s"], 3),
+            "end_to_end_over_outbox_drain": round(i["end_to_end_per_s"] / o["drain_per_s"], 3)}
 out = {
     "benchmark": "inbox relay forwarding vs outbox drain, PostgreSQL 15 -> nginx (204, keep-alive)",
     "rows": $ROWS, "keys": $KEYS, "payload_pad_bytes": $PAD,
     "settings": {"outbox.batchSize": $BATCH, "outbox.concurrency": $CONCURRENCY,
-                 "inbox.relay.batchSize": $INBOX_BATCH},
+                 "inbox.relay.batchSize": $INBOX_BATCH, "inbox.relay.workers": "${WORKERS:-default}"},
+    "before": "$QB_BEFORE",
     "goal": "forward_over_outbox_drain >= 0.70",
     "results": lines, "ratios": ratios,
     "machine": {"cpus": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip(),

@@ -74,6 +74,7 @@ struct InboxRelayConfig {
   bool enabled = true;                       // inbox.relay.enabled
   int64_t poll_interval_ms = 100;            // wait between cycles that found nothing
   int batch_size = 100;                      // rows claimed (and forwarded) per cycle
+  int workers = 4;                           // forward workers (one lane each at a time)
   int64_t claim_timeout_ms = 300000;         // the lease of a claimed inbox row
   int64_t pending_gauge_interval_ms = 5000;  // queuebox_inbox_oldest_pending_age_seconds refresh
   std::optional<int> max_attempts;           // max_attempts of the outbox rows; unset: outbox's

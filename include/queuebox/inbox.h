@@ -167,6 +167,13 @@ struct InboxForwardDue {
   size_t claimed = 0;                  // rows the claim took (forwarded + dead)
   std::vector<std::string> forwarded;  // inbox ids now `processed`, outbox rows inserted
   std::vector<std::string> dead;       // inbox ids now `dead` (their plan's dead_error)
+  bool lane_busy = false;              // ForwardDueInLane: another claimer holds the lane
+};
+
+// The answer of InboxRelayClaims::DueLanes.
+struct InboxDueLanes {
+  std::vector<int> lanes;   // ascending
+  bool probe_full = false;  // the probe read its every row: more may be due, in any lane
 };
 
 // The relay's path through the inbox (QueueBox reference §4.5, §4.6, §11.6).
@@ -191,6 +198,28 @@ class InboxRelayClaims {
   virtual bool HasForwardDue() const { return false; }
   virtual Result<InboxForwardDue> ForwardDue(int /*limit*/, const InboxForwardPlanner& /*plan*/) {
     return FailedPrecondition("this inbox store has no one-transaction forward");
+  }
+
+  // Lanes (docs/inbox.md, "Lanes"): the push rows split into ForwardLanes() fixed lanes by a
+  // hash of aggregate_id (of id without one), so one aggregate is always in one lane; each lane
+  // is claimed by one transaction at a time, lanes side by side. ForwardDueInLane is ForwardDue
+  // restricted to the rows of `lane` (0 <= lane < ForwardLanes()); when another claimer holds
+  // the lane it returns at once with lane_busy and nothing claimed. A store without lanes
+  // answers 1 (ForwardDue is its only lane).
+  virtual int ForwardLanes() const { return 1; }
+  // The lanes holding due pending push rows among the first `probe_rows` of them in claim order;
+  // every lane, probe_full, when there are `probe_rows` or more (the rest may be in any lane).
+  // One cheap read: the relay forwards fewer due rows than a batch in one ForwardDue, and more
+  // in the lanes, side by side.
+  virtual Result<InboxDueLanes> DueLanes(int /*probe_rows*/) {
+    InboxDueLanes all;
+    for (int lane = 0; lane < ForwardLanes(); ++lane) all.lanes.push_back(lane);
+    all.probe_full = true;
+    return all;
+  }
+  virtual Result<InboxForwardDue> ForwardDueInLane(int /*lane*/, int limit,
+                                                   const InboxForwardPlanner& plan) {
+    return ForwardDue(limit, plan);
   }
 
   // In ONE transaction: marks `processed` every inbox row whose fence holds (id, token,

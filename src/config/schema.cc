@@ -173,6 +173,10 @@ OptionTable<InboxRelayConfig> InboxRelayOptions() {
       opt::Int("batchSize", &S::batch_size, 100,
                "Inbox rows claimed and forwarded per cycle (one claim, one forward statement)")
           .Min(1),
+      opt::Int("workers", &S::workers, 4,
+               "Forward workers per replica, each forwarding one lane of the inbox at a time "
+               "(PostgreSQL has 4 lanes, so at most 4 count; SQLite forwards with one)")
+          .Range(1, 64),
       opt::Millis("claimTimeoutMs", &S::claim_timeout_ms, 300000,
                   "Lease of a claimed inbox row; an expired claim returns to pending")
           .Range(1, INT_MAX),

@@ -1,4 +1,4 @@
-// The inbox relay (inbox_relay.h): one thread that claims, renders and forwards in cycles.
+// The inbox relay (inbox_relay.h): worker threads that claim, render and forward in cycles.
 #include "core/inbox_relay.h"
 
 #include <algorithm>
@@ -32,6 +32,9 @@ struct Forwarded {
   std::vector<std::string> done;
   size_t refused = 0;
 };
+
+// Inbox id -> (source, why) of the rows a cycle planned dead.
+using DeadReasons = std::map<std::string, std::pair<std::string, std::string>>;
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -71,23 +74,25 @@ class InboxRelayImpl final : public InboxRelay {
     if (started_) return FailedPrecondition("the inbox relay is already started");
     started_ = true;
     last_cycle_ = Clock::now();
-    thread_ = std::thread([this] { Loop(); });
+    lane_empty_seq_.assign(static_cast<size_t>(Lanes()), 0);
+    for (int w = 0; w < Workers(); ++w) threads_.emplace_back([this] { Loop(); });
     return Status::Ok();
   }
 
+  // One worker runs for a wake; a worker whose claim takes a full batch wakes another (Loop).
   void Wake() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      wake_ = true;
+      woken_ = true;
     }
-    cv_.notify_all();
+    cv_.notify_one();
   }
 
   Status WaitIdle(milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!started_) return FailedPrecondition("the inbox relay is not started");
     const uint64_t target = cycle_seq_ + 1;
-    wake_ = true;
+    woken_ = true;
     cv_.notify_all();
     if (!idle_cv_.wait_for(lock, timeout, [&] { return idle_seq_ >= target || stopping_; })) {
       return DeadlineExceeded("the inbox relay did not become idle in time");
@@ -104,7 +109,9 @@ class InboxRelayImpl final : public InboxRelay {
     stop_flag_ = true;
     cv_.notify_all();
     idle_cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
 
   double SecondsSinceLastCycle() const override {
@@ -115,48 +122,63 @@ class InboxRelayImpl final : public InboxRelay {
   bool LastCycleOk() const override { return last_ok_.load(); }
 
   Result<int64_t> RunCycle() override {
-    Cycle cycle = RunOneCycle();
+    Cycle cycle = RunOneCycle(Lanes());
     if (!cycle.status.ok()) return cycle.status;
     return cycle.forwarded;
   }
 
  private:
+  // One cycle: a pass over every lane (docs/inbox.md, "Lanes"), or the one claim of a store
+  // without lanes.
   struct Cycle {
     Status status;
     size_t claimed = 0;
     int64_t forwarded = 0;
+    bool full = false;              // some claim took a whole batch: more may be waiting
+    std::vector<bool> empty_lanes;  // lanes whose claim found nothing (not held elsewhere)
   };
+
+  int Lanes() const { return claims_->HasForwardDue() ? std::max(1, claims_->ForwardLanes()) : 1; }
+  // Worker threads: inbox.relay.workers, at most one per lane.
+  int Workers() const { return std::clamp(options_.relay.workers, 1, Lanes()); }
 
   void Loop() {
     int failures = 0;
+    const int lanes = Lanes();
     while (true) {
       uint64_t seq;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
-        wake_ = false;
+        woken_ = false;  // this cycle starts after every wake so far
         seq = ++cycle_seq_;
       }
-      Cycle cycle = RunOneCycle();
+      Cycle cycle = RunOneCycle(lanes);
       int64_t wait_ms = options_.relay.poll_interval_ms;
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_cycle_ = Clock::now();
-        if (cycle.status.ok() && cycle.claimed == 0) {
-          idle_seq_ = seq;
+        if (cycle.status.ok()) {
+          // Idle once every lane was found empty by a cycle begun after WaitIdle's call.
+          for (size_t l = 0; l < cycle.empty_lanes.size() && l < lane_empty_seq_.size(); ++l) {
+            if (cycle.empty_lanes[l]) lane_empty_seq_[l] = std::max(lane_empty_seq_[l], seq);
+          }
+          idle_seq_ = *std::min_element(lane_empty_seq_.begin(), lane_empty_seq_.end());
           idle_cv_.notify_all();
         }
       }
       if (cycle.status.ok()) {
         if (failures > 0) log::Info("The inbox relay reaches the database again; it resumes");
         failures = 0;
-        // A full batch: more may be waiting right now.
-        if (cycle.claimed == static_cast<size_t>(options_.relay.batch_size)) continue;
+        if (cycle.full) {  // more may be waiting: go on, and have an idle worker join
+          if (Workers() > 1) Wake();
+          continue;
+        }
       } else {
         wait_ms = ReconnectDelayMs(failures++, options_.relay.poll_interval_ms, 30000);
       }
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
+      cv_.wait_for(lock, milliseconds(wait_ms), [&] { return woken_ || stopping_; });
     }
   }
 
@@ -170,18 +192,16 @@ class InboxRelayImpl final : public InboxRelay {
     }
   }
 
-  Cycle RunOneCycle() {
-    Cycle cycle;
+  // Reclaims expired leases when due and refreshes the gauge; one worker at a time (a worker
+  // that finds another at it goes on).
+  Status Maintain() {
+    std::unique_lock<std::mutex> lock(maintenance_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return Status::Ok();
     const auto reclaim_every =
         milliseconds(std::max<int64_t>(1, options_.relay.claim_timeout_ms / 5));
     if (!reclaimed_once_ || Clock::now() - last_reclaim_ >= reclaim_every) {
       Result<int64_t> n = claims_->ReclaimExpired();
-      if (!n.ok()) {
-        cycle.status = n.status();
-        CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
-        last_ok_ = false;
-        return cycle;
-      }
+      if (!n.ok()) return n.status();
       reclaimed_once_ = true;
       last_reclaim_ = Clock::now();
       if (*n > 0) {
@@ -190,31 +210,97 @@ class InboxRelayImpl final : public InboxRelay {
       }
     }
     RefreshGauge();
-    dead_reasons_.clear();
+    return Status::Ok();
+  }
+
+  Cycle RunOneCycle(int lanes) {
+    Cycle cycle;
+    cycle.empty_lanes.assign(static_cast<size_t>(lanes), false);
+    const size_t batch = static_cast<size_t>(options_.relay.batch_size);
+    if (Status m = Maintain(); !m.ok()) {
+      cycle.status = m;
+      CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+      last_ok_ = false;
+      return cycle;
+    }
     if (claims_->HasForwardDue()) {
-      Result<InboxForwardDue> due = claims_->ForwardDue(
-          options_.relay.batch_size, [this](const ClaimedInboxRow& row) { return Plan(row); });
-      if (due.ok()) {
-        cycle.claimed = due->claimed;
-        cycle.forwarded = static_cast<int64_t>(due->forwarded.size());
-        ReportDead(due->dead);
-        if (cycle.forwarded > 0) {
-          observer_->OnInboxForwarded(cycle.forwarded);
-          if (options_.on_forwarded) options_.on_forwarded();
+      // The claims of this cycle: -1 for one ForwardDue of every lane, else lanes. Without lanes,
+      // or with fewer due rows than a batch, one ForwardDue takes them all (one transaction, as
+      // without lanes); with more, the lanes side by side, each worker starting its pass at the
+      // next lane so the passes spread over them.
+      std::vector<int> steps = {-1};
+      if (lanes > 1) {
+        Result<InboxDueLanes> due = claims_->DueLanes(options_.relay.batch_size);
+        if (!due.ok()) {
+          cycle.status = due.status();
+          CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+          last_ok_ = false;
+          return cycle;
         }
+        if (due->lanes.empty()) {
+          steps.clear();
+          cycle.empty_lanes.assign(static_cast<size_t>(lanes), true);
+        } else if (due->probe_full) {
+          steps.clear();
+          const int start =
+              static_cast<int>(next_lane_.fetch_add(1) % static_cast<uint64_t>(lanes));
+          for (int i = 0; i < lanes; ++i) steps.push_back((start + i) % lanes);
+        }
+      }
+      bool refused = false;
+      for (int step : steps) {
+        DeadReasons reasons;
+        auto plan = [&](const ClaimedInboxRow& row) { return Plan(row, reasons); };
+        Result<InboxForwardDue> due =
+            step < 0 ? claims_->ForwardDue(options_.relay.batch_size, plan)
+                     : claims_->ForwardDueInLane(step, options_.relay.batch_size, plan);
+        if (due.ok()) {
+          if (due->lane_busy) continue;  // another claimer is on it
+          cycle.claimed += due->claimed;
+          if (due->claimed == 0) {
+            if (step < 0) {
+              cycle.empty_lanes.assign(static_cast<size_t>(lanes), true);
+            } else {
+              cycle.empty_lanes[static_cast<size_t>(step)] = true;
+            }
+          }
+          cycle.full = cycle.full || due->claimed >= batch;
+          const auto forwarded = static_cast<int64_t>(due->forwarded.size());
+          cycle.forwarded += forwarded;
+          ReportDead(due->dead, reasons);
+          if (forwarded > 0) {
+            observer_->OnInboxForwarded(forwarded);
+            if (options_.on_forwarded) options_.on_forwarded();
+          }
+          continue;
+        }
+        if (IsTransient(due.status().code())) {
+          cycle.status = due.status();
+          CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
+          last_ok_ = false;
+          return cycle;
+        }
+        // Refused, not an outage (say the outbox refuses one row): the batch goes the two-step
+        // way, whose row-by-row retry lets the other rows through.
+        CycleFailed(due.status(), "Forwarding inbox rows failed; retrying them one at a time");
+        refused = true;
+        break;
+      }
+      if (!refused) {
         last_ok_ = true;
         return cycle;
       }
-      if (IsTransient(due.status().code())) {
-        cycle.status = due.status();
-        CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
-        last_ok_ = false;
-        return cycle;
-      }
-      // Refused, not an outage (say the outbox refuses one row): this batch goes the two-step
-      // way, whose row-by-row retry lets the other rows through.
-      CycleFailed(due.status(), "Forwarding inbox rows failed; retrying them one at a time");
     }
+    Result<int64_t> two_step = RunTwoStep(cycle);
+    if (!two_step.ok()) return cycle;
+    if (lanes == 1 && cycle.claimed == 0) cycle.empty_lanes[0] = true;
+    return cycle;
+  }
+
+  // The two-step path (ClaimPush, then Forward and MarkDead, fenced by the lease); adds to
+  // `cycle`. Returns the rows it claimed, or the error it also set in `cycle`.
+  Result<int64_t> RunTwoStep(Cycle& cycle) {
+    DeadReasons reasons;
     const auto claimed_at = Clock::now();
     Result<std::vector<ClaimedInboxRow>> rows =
         claims_->ClaimPush(options_.relay.batch_size, options_.relay.claim_timeout_ms);
@@ -222,18 +308,19 @@ class InboxRelayImpl final : public InboxRelay {
       cycle.status = rows.status();
       CycleFailed(cycle.status, "The inbox relay cycle failed. The next cycle retries.");
       last_ok_ = false;
-      return cycle;
+      return cycle.status;
     }
-    cycle.claimed = rows->size();
+    cycle.claimed += rows->size();
+    cycle.full = cycle.full || rows->size() >= static_cast<size_t>(options_.relay.batch_size);
     if (rows->empty()) {
       last_ok_ = true;
-      return cycle;
+      return int64_t{0};
     }
     std::vector<InboxForward> forwards;
     std::vector<DeadOrder> dead;
     forwards.reserve(rows->size());
     for (const ClaimedInboxRow& row : *rows) {
-      InboxForwardPlan plan = Plan(row);
+      InboxForwardPlan plan = Plan(row, reasons);
       plan.forward.fence = {row.id, row.claim_token};
       if (!plan.dead_error.empty()) {
         dead.push_back({plan.forward.fence, std::move(plan.dead_error)});
@@ -247,7 +334,7 @@ class InboxRelayImpl final : public InboxRelay {
         CycleFailed(marked.status(),
                     "Marking inbox rows dead failed; they return after their lease");
       } else {
-        ReportDead(*marked);
+        ReportDead(*marked, reasons);
         if (marked->size() < dead.size()) ClaimsLost(dead.size() - marked->size(), "mark it dead");
       }
     }
@@ -256,23 +343,24 @@ class InboxRelayImpl final : public InboxRelay {
       if (!result.ok()) {
         cycle.status = result.status();
         last_ok_ = false;
-        return cycle;
+        return cycle.status;
       }
-      cycle.forwarded = static_cast<int64_t>(result->done.size());
-      if (cycle.forwarded > 0) {
-        observer_->OnInboxForwarded(cycle.forwarded);
+      const auto forwarded = static_cast<int64_t>(result->done.size());
+      cycle.forwarded += forwarded;
+      if (forwarded > 0) {
+        observer_->OnInboxForwarded(forwarded);
         if (options_.on_forwarded) options_.on_forwarded();
       }
       size_t lost = forwards.size() - result->done.size() - result->refused;
       if (lost > 0) ClaimsLost(lost, "forward it");
     }
     last_ok_ = true;
-    return cycle;
+    return static_cast<int64_t>(rows->size());
   }
 
   // The outbox row of `row`, or why it goes dead (a topic template that renders empty or too
-  // long). Remembers the reason for ReportDead.
-  InboxForwardPlan Plan(const ClaimedInboxRow& row) {
+  // long). Remembers the reason in `reasons` for ReportDead.
+  InboxForwardPlan Plan(const ClaimedInboxRow& row, DeadReasons& reasons) {
     InboxForwardPlan plan;
     auto it = options_.topic_templates.find(row.source);
     const std::string_view tmpl = it != options_.topic_templates.end()
@@ -287,7 +375,7 @@ class InboxRelayImpl final : public InboxRelay {
                         " characters";
     }
     if (!plan.dead_error.empty()) {
-      dead_reasons_[row.id] = {row.source, plan.dead_error};
+      reasons[row.id] = {row.source, plan.dead_error};
       return plan;
     }
     plan.forward = {
@@ -299,17 +387,17 @@ class InboxRelayImpl final : public InboxRelay {
   }
 
   // Counts and logs the rows that went dead (ids the store confirmed), then forgets the reasons.
-  void ReportDead(const std::vector<std::string>& ids) {
+  void ReportDead(const std::vector<std::string>& ids, DeadReasons& reasons) {
     for (const std::string& id : ids) {
-      auto it = dead_reasons_.find(id);
-      if (it == dead_reasons_.end()) continue;
+      auto it = reasons.find(id);
+      if (it == reasons.end()) continue;
       observer_->OnInboxRelayError();
       log::Error(it->second.second + " for message " + id +
                      ". The message is now dead; fix the template or the message's event type, "
                      "then replay it.",
                  {{"inbox_id", id}, {"source", it->second.first}});
     }
-    dead_reasons_.clear();
+    reasons.clear();
   }
 
   // Forward, retrying an outage with capped backoff while the claims can still hold (one lease;
@@ -391,18 +479,21 @@ class InboxRelayImpl final : public InboxRelay {
 
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  bool started_ = false, stopping_ = false, wake_ = false;
+  bool started_ = false, stopping_ = false;
+  bool woken_ = false;  // set by Wake, cleared by the worker whose cycle starts next
   std::atomic<bool> stop_flag_{false};
   std::atomic<bool> last_ok_{true};
   uint64_t cycle_seq_ = 0, idle_seq_ = 0;
+  // Per lane: the latest cycle (its seq) that found the lane empty.
+  std::vector<uint64_t> lane_empty_seq_;
   Clock::time_point last_cycle_;
-  // Relay thread only (or RunCycle's caller).
+  std::atomic<uint64_t> next_lane_{0};
+  // Under maintenance_mu_.
+  std::mutex maintenance_mu_;
   bool reclaimed_once_ = false, gauge_once_ = false;
-  // Inbox id -> (source, why) of the rows the current cycle planned dead.
-  std::map<std::string, std::pair<std::string, std::string>> dead_reasons_;
   Clock::time_point last_reclaim_, last_gauge_;
   log::RateLimiter db_limiter_{milliseconds(5000)};
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace

@@ -26,8 +26,14 @@
 // (not an outage) is retried row by row, so one row the outbox refuses cannot hold back the rest
 // of its batch; that row stays `processing` until its lease returns it.
 //
+// Lanes (docs/inbox.md, "Lanes"): on a store with lanes (PostgreSQL) a cycle is a pass over every
+// lane, each lane its own transaction, and inbox.relay.workers threads (at most one per lane) run
+// cycles side by side; a lane another claimer holds is skipped. An aggregate is always in one
+// lane and a lane is forwarded one transaction at a time, so each aggregate keeps its order.
+//
 // Thread-safety: Start/Stop from one controlling thread; RunCycle from one thread at a time and
-// never while started; the observer is called from the relay's thread.
+// never while started; the observer and on_forwarded are called from the relay's worker threads,
+// possibly at once.
 #pragma once
 
 #include <chrono>
@@ -71,8 +77,8 @@ struct InboxRelayOptions {
   // Topic template per source name (sources.<name>.topic); a source not listed renders
   // kDefaultInboxTopicTemplate.
   std::map<std::string, std::string> topic_templates;
-  // Called on the relay's thread after a forward wrote outbox rows (the app wakes the outbox
-  // relay with it). Optional; must be cheap.
+  // Called on a relay worker's thread after a forward wrote outbox rows (the app wakes the
+  // outbox relay with it). Optional; must be cheap and thread-safe.
   std::function<void()> on_forwarded;
 
   // The options of `config`: inbox.relay.*, the resolved max_attempts, no templates.
@@ -89,13 +95,14 @@ class InboxRelay {
                                                     InboxRelayObserver* observer = nullptr);
   virtual ~InboxRelay() = default;
 
-  // Starts the relay thread: cycles back to back while they claim full batches, otherwise
-  // every inbox.relay.pollIntervalMs. kFailedPrecondition when started twice.
+  // Starts the relay's worker threads: each runs cycles back to back while one of its claims
+  // takes a full batch, otherwise every inbox.relay.pollIntervalMs. kFailedPrecondition when
+  // started twice.
   virtual Status Start() = 0;
   // Wakes the relay now (a webhook stored a message). Cheap; conflated.
   virtual void Wake() = 0;
-  // Waits until a cycle that began after this call claimed nothing (the inbox holds nothing
-  // forwardable), or `timeout` (kDeadlineExceeded). Requires Start().
+  // Waits until every lane was found with nothing to claim by cycles that began after this call
+  // (the inbox holds nothing forwardable), or `timeout` (kDeadlineExceeded). Requires Start().
   virtual Status WaitIdle(std::chrono::milliseconds timeout) = 0;
   // Stops after the cycle in progress (a forward retrying through an outage gives up; its rows
   // return after their lease). Idempotent.

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "store/postgres/postgres_inbox_store.h"
 #include "store_test_support.h"
 #include "testing/status_matchers.h"
 
@@ -53,11 +54,22 @@ class HookedClaims : public InboxRelayClaims {
   std::function<void(std::span<const InboxForward>)> before_forward;
   std::function<void()> in_forward_due;
   bool one_transaction = false;
+  bool lanes = false;  // with one_transaction: the store's lanes (ForwardDueInLane)
 
   bool HasForwardDue() const override { return one_transaction && real_->HasForwardDue(); }
   Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override {
     bool first = true;
     return real_->ForwardDue(limit, [&](const ClaimedInboxRow& row) {
+      if (first && in_forward_due) in_forward_due();
+      first = false;
+      return plan(row);
+    });
+  }
+  int ForwardLanes() const override { return lanes ? real_->ForwardLanes() : 1; }
+  Result<InboxForwardDue> ForwardDueInLane(int lane, int limit,
+                                           const InboxForwardPlanner& plan) override {
+    bool first = true;
+    return real_->ForwardDueInLane(lane, limit, [&](const ClaimedInboxRow& row) {
       if (first && in_forward_due) in_forward_due();
       first = false;
       return plan(row);
@@ -143,6 +155,11 @@ class InboxRelayTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::string Count(const std::string& sql) { return db_->Scalar(sql); }
+  // The lane of inbox row `id` (PostgreSQL).
+  int LaneOfRow(const std::string& id) {
+    return std::stoi(Count("SELECT " + store::PostgresInboxStore::LaneOf(db_->config()) +
+                           " FROM inbox WHERE id = '" + id + "'"));
+  }
   void ExpireInboxLeases() {
     db_->Exec("UPDATE inbox SET lease_expires_at = " + db_->NowPlus(-3600) +
               " WHERE state = 'processing'");
@@ -482,6 +499,233 @@ TEST_P(InboxRelayTest, TwoRelaysForwardEachRowOnceAndKeepEachAggregatesOrder) {
     last_n[r[0]] = n;
   }
   EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows));
+}
+
+// Lanes (PostgreSQL): a lane's forward takes only rows of its lane (an aggregate's and an
+// unkeyed row's lane are fixed by their ids), a lane held by another transaction is skipped at
+// once, and another lane forwards meanwhile, side by side.
+TEST_P(InboxRelayTest, ALaneForwardsOnlyItsRowsSkipsAHeldLaneAndRunsBesideAnother) {
+  if (!db_->pg()) GTEST_SKIP() << "SQLite has one writer and no lanes";
+  const int lanes = inbox_->ForwardLanes();
+  ASSERT_EQ(lanes, 4);
+  std::map<std::string, int> lane_of;  // inbox id -> lane
+  std::vector<std::string> ids;
+  for (int a = 0; a < 16; ++a)
+    ids.push_back(Add("evt_k" + std::to_string(a), "cus_" + std::to_string(a)));
+  for (int u = 0; u < 8; ++u) ids.push_back(Add("evt_u" + std::to_string(u), std::nullopt));
+  std::set<int> used;
+  for (const std::string& id : ids) used.insert(lane_of[id] = LaneOfRow(id));
+  ASSERT_EQ(used.size(), 4u) << "the rows fill every lane";
+  // An aggregate's rows share its lane; an unkeyed row's lane is its id's.
+  const std::string again = Add("evt_k0_2", "cus_0");
+  EXPECT_EQ(LaneOfRow(again), lane_of[ids[0]]);
+
+  auto other = db_->Open();
+  ASSERT_NE(other, nullptr);
+  auto plan = [](const ClaimedInboxRow& row) {
+    InboxForwardPlan p;
+    p.forward = {{}, "t." + row.idempotency_key, "{}", 4};
+    return p;
+  };
+  const int held = lane_of[ids[0]];
+  const int beside = (held + 1) % lanes;
+  Result<InboxForwardDue> busy = Internal("not run"), side = Internal("not run");
+  std::vector<std::string> planned;
+  auto due = inbox_->ForwardDueInLane(held, 50, [&](const ClaimedInboxRow& row) {
+    if (planned.empty()) {  // inside the held lane's transaction
+      busy = other->inbox()->ForwardDueInLane(held, 50, plan);
+      side = other->inbox()->ForwardDueInLane(beside, 50, plan);
+    }
+    planned.push_back(row.id);
+    return plan(row);
+  });
+  ASSERT_TRUE(due.ok()) << due.status().ToString();
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  EXPECT_TRUE(busy->lane_busy);
+  EXPECT_EQ(busy->claimed, 0u);
+  ASSERT_TRUE(side.ok()) << side.status().ToString();
+  EXPECT_FALSE(side->lane_busy);
+  EXPECT_GT(side->forwarded.size(), 0u);
+  for (const std::string& id : side->forwarded) EXPECT_EQ(lane_of[id], beside) << id;
+  EXPECT_FALSE(due->lane_busy);
+  EXPECT_GT(due->forwarded.size(), 0u);
+  for (const std::string& id : due->forwarded) EXPECT_EQ(lane_of[id], held) << id;
+  EXPECT_EQ(std::count(due->forwarded.begin(), due->forwarded.end(), again), 0)
+      << "cus_0's second row waits behind its first";
+  // Every lane once more, twice: every row forwarded once, cus_0 in order.
+  for (int round = 0; round < 2; ++round) {
+    for (int lane = 0; lane < lanes; ++lane) {
+      auto r = inbox_->ForwardDueInLane(lane, 50, plan);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (const std::string& id : r->forwarded) EXPECT_EQ(LaneOfRow(id), lane) << id;
+    }
+  }
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state <> 'processed'"), "0");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(ids.size() + 1));
+  EXPECT_EQ(Count("SELECT COUNT(DISTINCT headers) FROM outbox"), "1");  // all "{}"
+  EXPECT_EQ(Count("SELECT COUNT(DISTINCT topic) FROM outbox"), std::to_string(ids.size() + 1));
+  auto cus_0 = db_->Query("SELECT topic FROM outbox WHERE key = 'cus_0' ORDER BY sequence");
+  ASSERT_EQ(cus_0.size(), 2u);
+  EXPECT_EQ(cus_0[0][0], "t.evt_k0");
+  EXPECT_EQ(cus_0[1][0], "t.evt_k0_2");
+  auto out_of_range = inbox_->ForwardDueInLane(lanes, 50, plan);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+}
+
+// DueLanes: the lanes of the first due rows, exactly while there are fewer than the probe, every
+// lane (probe_full) at the probe or more; none when nothing is due. The relay probes one batch:
+// fewer due rows go in one ForwardDue, more in the lanes.
+TEST_P(InboxRelayTest, DueLanesNamesTheLanesOfTheFirstDueRows) {
+  if (!db_->pg()) GTEST_SKIP() << "SQLite has one writer and no lanes";
+  auto none = inbox_->DueLanes(4);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->lanes.empty());
+  EXPECT_FALSE(none->probe_full);
+  const std::string a = Add("evt_1", "cus_1");
+  auto one = inbox_->DueLanes(4);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_THAT(one->lanes, ::testing::ElementsAre(LaneOfRow(a)));
+  EXPECT_FALSE(one->probe_full);
+  std::set<int> lanes = {LaneOfRow(a)};
+  for (int i = 2; lanes.size() < 2; ++i) {
+    lanes.insert(LaneOfRow(Add("evt_" + std::to_string(i), "cus_" + std::to_string(i))));
+  }
+  const int rows = std::stoi(Count("SELECT COUNT(*) FROM inbox"));
+  auto exact = inbox_->DueLanes(rows + 1);
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(std::set<int>(exact->lanes.begin(), exact->lanes.end()), lanes);
+  EXPECT_FALSE(exact->probe_full);
+  auto all = inbox_->DueLanes(rows);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_THAT(all->lanes, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_TRUE(all->probe_full);
+  db_->Exec("UPDATE inbox SET scheduled_at = " + db_->NowPlus(3600));
+  auto later = inbox_->DueLanes(4);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_TRUE(later->lanes.empty()) << "rows not yet due are in no lane's claim";
+}
+
+// The two-step claim (ClaimPush, the path of a refused batch and of claimers without lanes)
+// racing a lane's forward: it waits for the lane's transaction (the table's key exclusive against
+// the lane's shared) and then sees its rows `processed`, so it takes only the next head of their
+// aggregate, never a second row of one in flight.
+TEST_P(InboxRelayTest, AClaimPushRacingALaneForwardWaitsAndTakesNoneOfItsRows) {
+  if (!db_->pg()) GTEST_SKIP() << "SQLite has one writer and no lanes";
+  const std::string a = Add("evt_1", "cus_1");
+  const std::string c = Add("evt_2", "cus_1");
+  auto other = db_->Open();
+  ASSERT_NE(other, nullptr);
+  HookedClaims hooked(inbox_);
+  hooked.one_transaction = true;
+  hooked.lanes = true;
+  std::thread racer;
+  Result<std::vector<ClaimedInboxRow>> raced = Internal("the racing claim did not run");
+  std::string a_when_raced;
+  hooked.in_forward_due = [&] {
+    if (racer.joinable()) return;
+    racer = std::thread([&] {
+      raced = other->inbox()->ClaimPush(50, 60000);
+      a_when_raced = Count("SELECT state FROM inbox WHERE id = '" + a + "'");
+    });
+    EXPECT_TRUE(WaitFor([&] {
+      return Count(
+                 "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                 "AND database = (SELECT oid FROM pg_database WHERE datname = "
+                 "current_database())") != "0";
+    }));
+  };
+  CountingObserver observer;
+  InboxRelayOptions o = Options();
+  o.relay.batch_size = 1;  // the two due rows fill the probe of one batch: the relay uses lanes
+  auto created = InboxRelay::Create(o, &hooked, inbox_, &observer);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto relay = std::move(created).value();
+  auto n = relay->RunCycle();
+  ASSERT_TRUE(racer.joinable());
+  racer.join();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);
+  ASSERT_TRUE(raced.ok()) << raced.status().ToString();
+  ASSERT_EQ(raced->size(), 1u) << "the racer takes only cus_1's next head";
+  EXPECT_EQ((*raced)[0].id, c);
+  EXPECT_EQ(a_when_raced, "processed") << "the racing claim ended only after the commit";
+  EXPECT_EQ(observer.claims_lost.load(), 0);
+  // A lane forward meanwhile finds cus_1 busy (its row is `processing`): nothing to take.
+  auto plan = [](const ClaimedInboxRow& row) {
+    InboxForwardPlan p;
+    p.forward = {{}, "t." + row.idempotency_key, "{}", 4};
+    return p;
+  };
+  auto lane = inbox_->ForwardDueInLane(LaneOfRow(c), 50, plan);
+  ASSERT_TRUE(lane.ok()) << lane.status().ToString();
+  EXPECT_EQ(lane->claimed, 0u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "1");
+}
+
+// Lanes under load: two replicas, each with 4 workers, on many aggregates and unkeyed rows:
+// every row forwarded exactly once and each aggregate's rows in the outbox in arrival order.
+TEST_P(InboxRelayTest, LanedWorkersOfTwoReplicasForwardEachRowOnceInEachAggregatesOrder) {
+  constexpr int kAggregates = 48, kPerAggregate = 12, kUnkeyed = 40;
+  std::vector<NewInboxMessage> batch;
+  for (int i = 0; i < kPerAggregate; ++i) {
+    for (int a = 0; a < kAggregates; ++a) {
+      NewInboxMessage m;
+      m.source = "stripe";
+      m.idempotency_key = "evt_" + std::to_string(a) + "_" + std::to_string(i);
+      m.aggregate_id = "cus_" + std::to_string(a);
+      m.event_type = "payment.succeeded";
+      m.payload = R"({"n":)" + std::to_string(i) + "}";
+      batch.push_back(std::move(m));
+    }
+    for (int u = i; u < kUnkeyed; u += kPerAggregate) {
+      NewInboxMessage m;
+      m.source = "stripe";
+      m.idempotency_key = "evt_u_" + std::to_string(u);
+      m.event_type = "payment.succeeded";
+      m.payload = R"({"n":0})";
+      batch.push_back(std::move(m));
+    }
+  }
+  ASSERT_TRUE(inbox_->Store(batch).ok());
+  const int kRows = kAggregates * kPerAggregate + kUnkeyed;
+  auto second_store = db_->Open();
+  ASSERT_NE(second_store, nullptr);
+  InboxRelayOptions o = Options();
+  o.relay.batch_size = 7;
+  o.relay.workers = 4;
+  o.relay.poll_interval_ms = 5;
+  CountingObserver o1, o2;
+  auto r1 = InboxRelay::Create(o, inbox_, inbox_, &o1);
+  auto r2 = InboxRelay::Create(o, second_store->inbox(), second_store->inbox(), &o2);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  ASSERT_TRUE((*r1)->Start().ok());
+  ASSERT_TRUE((*r2)->Start().ok());
+  EXPECT_TRUE(WaitFor([&] { return o1.forwarded.load() + o2.forwarded.load() >= kRows; }));
+  ASSERT_TRUE((*r1)->WaitIdle(std::chrono::seconds(30)).ok());
+  (*r1)->Stop();
+  (*r2)->Stop();
+  EXPECT_EQ(o1.forwarded.load() + o2.forwarded.load(), kRows);
+  EXPECT_EQ(o1.claims_lost.load() + o2.claims_lost.load(), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state <> 'processed'"), "0");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(kRows));
+  auto rows = db_->Query("SELECT key, headers, payload FROM outbox ORDER BY sequence");
+  std::set<std::string> inbox_ids;
+  std::map<std::string, int> last_n;
+  for (const auto& r : rows) {
+    inbox_ids.insert(nlohmann::json::parse(r[1]).value("x-inbox-id", ""));
+    if (r[0] == "<null>") continue;  // unkeyed: no order
+    int n = nlohmann::json::parse(r[2])["n"].get<int>();
+    auto it = last_n.find(r[0]);
+    EXPECT_EQ(n, it == last_n.end() ? 0 : it->second + 1) << "aggregate " << r[0];
+    last_n[r[0]] = n;
+  }
+  EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows));
+  EXPECT_EQ(last_n.size(), static_cast<size_t>(kAggregates));
+  if (db_->pg()) {
+    EXPECT_EQ(Count("SELECT COUNT(DISTINCT " + store::PostgresInboxStore::LaneOf(db_->config()) +
+                    ") FROM inbox"),
+              "4");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, InboxRelayTest, ::testing::Values("sqlite", "postgresql"),

@@ -13,6 +13,14 @@ bool Elapsed(const std::optional<int64_t>& since, int64_t now, std::chrono::mill
   return !since.has_value() || now - *since >= period.count();
 }
 
+// (at, sequence) of `a` before `b`; "-infinity" first, then the fixed-width UTC text in order.
+bool Before(const std::string& a_at, int64_t a_seq, const std::string& b_at, int64_t b_seq) {
+  if (a_at == b_at) return a_seq < b_seq;
+  if (b_at == "-infinity") return false;
+  if (a_at == "-infinity") return true;
+  return a_at < b_at;
+}
+
 }  // namespace
 
 ClaimWindowState::NextClaim ClaimWindowState::Next() {
@@ -25,6 +33,12 @@ ClaimWindowState::NextClaim ClaimWindowState::Next() {
     next.window_from_at = window_from_at_;
     next.window_from_sequence = window_from_sequence_;
   }
+  if (behind_.has_value() &&
+      Before(behind_->first, behind_->second, next.window_from_at, next.window_from_sequence)) {
+    next.window_from_at = behind_->first;
+    next.window_from_sequence = behind_->second;
+  }
+  next.generation = committed_generation_;
   next.walk_after_key = walk_after_key_;
   next.read_window = Elapsed(fell_back_at_, now, kSkipWindowAfterFallbackFor);
   if (retry_due_at_.has_value() && now >= *retry_due_at_) {
@@ -60,6 +74,15 @@ void ClaimWindowState::Claimed(const NextClaim& used, const ClaimReport& report)
       window_from_sequence_ = *sequence;
     }
   }
+  if (behind_.has_value()) {
+    if (used.read_window && report.window_first_row.has_value() &&
+        used.generation >= behind_generation_) {
+      behind_.reset();  // this claim's window began at or before those rows, after their commit
+    } else if (Before(behind_->first, behind_->second, window_from_at_, window_from_sequence_)) {
+      window_from_at_ = behind_->first;  // committed after this claim's snapshot
+      window_from_sequence_ = behind_->second;
+    }
+  }
   if (!report.walk_last_key.has_value()) return;
   walk_after_key_ = *report.walk_last_key;
   share_key_count_ = report.walk_share_keys;
@@ -69,6 +92,19 @@ void ClaimWindowState::Claimed(const NextClaim& used, const ClaimReport& report)
   const bool window_held_every_key =
       report.walk_share_keys >= 0 && report.window_keys >= report.walk_share_keys;
   if (used.read_window && !window_held_every_key) fell_back_at_ = now;
+}
+
+void ClaimWindowState::RowsCommitted(const std::string& first_row) {
+  const size_t space = first_row.rfind(' ');
+  const std::optional<int64_t> sequence =
+      space == std::string::npos ? std::nullopt : ParseInt(first_row.substr(space + 1));
+  if (!sequence.has_value()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string at = first_row.substr(0, space);
+  behind_generation_ = ++committed_generation_;
+  if (!behind_.has_value() || Before(at, *sequence, behind_->first, behind_->second)) {
+    behind_ = std::make_pair(at, *sequence);
+  }
 }
 
 void ClaimWindowState::OutcomeWritten() {

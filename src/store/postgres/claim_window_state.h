@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "store/monotonic_clock.h"
 
@@ -62,6 +63,8 @@ class ClaimWindowState {
     // Keys of this replica's share that the last complete walk saw, within
     // kShareKeyCountTrustedFor; -1 when unknown.
     int64_t share_key_count = -1;
+    // RowsCommitted calls before this claim (so Claimed knows which rows its snapshot saw).
+    uint64_t generation = 0;
   };
 
   // What one claim statement reported in its RETURNING columns (claim.sql).
@@ -102,6 +105,12 @@ class ClaimWindowState {
   // This replica's key share changed: the window starts from the beginning, the share key count
   // is dropped and the walk may run (the old share's state says nothing about the new one).
   void ShareChanged();
+  // This process committed outbox rows whose first in (scheduled_at, sequence) order is
+  // `first_row` ("<scheduled_at> <sequence>", the format of ClaimReport::window_first_row). They
+  // may lie behind the window start: their sequence numbers were taken before those of rows
+  // another transaction committed first (the inbox relay's lanes forward side by side). The
+  // window starts no later than that row until a claim that began after this call read it.
+  void RowsCommitted(const std::string& first_row);
 
  private:
   MonotonicMs now_;
@@ -116,6 +125,9 @@ class ClaimWindowState {
   int64_t share_key_count_ = -1;
   std::optional<int64_t> share_key_count_at_;
   std::optional<int64_t> retry_due_at_;  // the earliest time a scheduled retry falls due
+  uint64_t committed_generation_ = 0;    // RowsCommitted calls so far
+  uint64_t behind_generation_ = 0;       // the call that set behind_
+  std::optional<std::pair<std::string, int64_t>> behind_;  // earliest row RowsCommitted named
 };
 
 }  // namespace queuebox::store

@@ -219,5 +219,27 @@ TEST_F(ClaimWindowStateTest, ANewShareForgetsTheOldSharesState) {
   EXPECT_TRUE(next.walk_allowed);
 }
 
+// Rule "rows committed behind": rows another transaction committed after this store's window
+// moved past their position (the inbox relay's lanes) pull the start back to them, also past a
+// claim that was in flight when they committed, until a claim begun after the commit read them.
+TEST_F(ClaimWindowStateTest, RowsCommittedBehindTheStartPullItBackUntilAClaimAfterThemReadsThem) {
+  Claim(WindowOnly("2024-01-01T00:00:05.000000Z 50"));
+  now_ += 10;
+  NextClaim in_flight = state_.Next();  // began before the commit
+  EXPECT_EQ(in_flight.window_from_sequence, 50);
+  state_.RowsCommitted("2024-01-01T00:00:04.000000Z 40");
+  state_.RowsCommitted("2024-01-01T00:00:06.000000Z 60");  // ahead of the start: changes nothing
+  state_.Claimed(in_flight, WindowOnly("2024-01-01T00:00:07.000000Z 70"));
+  now_ += 10;
+  NextClaim after = state_.Next();
+  EXPECT_EQ(after.window_from_at, "2024-01-01T00:00:04.000000Z");
+  EXPECT_EQ(after.window_from_sequence, 40);
+  state_.Claimed(after, WindowOnly("2024-01-01T00:00:07.000000Z 70"));
+  now_ += 10;
+  NextClaim later = state_.Next();
+  EXPECT_EQ(later.window_from_at, "2024-01-01T00:00:07.000000Z");
+  EXPECT_EQ(later.window_from_sequence, 70);
+}
+
 }  // namespace
 }  // namespace queuebox::store

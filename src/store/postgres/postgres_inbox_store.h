@@ -19,18 +19,24 @@
 //   ForwardDue ONE transaction: ClaimPush's advisory lock and claim as a locking SELECT (no lease,
 //              no `processing`), the relay's plan per row, then ONE statement marks each row
 //              `processed` (inserting its outbox row) or `dead`; each row is written once.
+//   ForwardDueInLane  ForwardDue for one of kInboxLanes lanes (docs/inbox.md, "Lanes"): the
+//              table's key taken SHARED, the lane's key (table key, lane) tried EXCLUSIVE, the
+//              claim restricted to the lane's rows. Lanes run side by side; ClaimPush and
+//              ForwardDue (table key exclusive) exclude every lane.
 //   Renew, MarkDead, ReclaimExpired, Replay, retention: one statement each.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "queuebox/inbox.h"
 #include "queuebox/store.h"
 #include "store/common.h"
+#include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store {
@@ -38,13 +44,20 @@ namespace queuebox::store {
 class PostgresInboxStore final : public InboxStore {
  public:
   // `pool` is the outbox store's and must outlive this store. `config` names both tables.
-  PostgresInboxStore(DatabaseConfig config, PgPool& pool);
+  // `outbox_window` (nullable, must outlive this store): the outbox claim's window state, told of
+  // each forward's outbox rows, which lanes may commit behind its start.
+  PostgresInboxStore(DatabaseConfig config, PgPool& pool,
+                     ClaimWindowState* outbox_window = nullptr);
 
   Result<std::vector<InboxStoreOutcome>> Store(std::span<const NewInboxMessage> messages) override;
   Result<std::vector<ClaimedInboxRow>> ClaimPush(int limit, int64_t lease_ms) override;
   Result<std::vector<std::string>> Forward(std::span<const InboxForward> forwards) override;
   bool HasForwardDue() const override { return true; }
   Result<InboxForwardDue> ForwardDue(int limit, const InboxForwardPlanner& plan) override;
+  int ForwardLanes() const override { return kInboxLanes; }
+  Result<InboxDueLanes> DueLanes(int probe_rows) override;
+  Result<InboxForwardDue> ForwardDueInLane(int lane, int limit,
+                                           const InboxForwardPlanner& plan) override;
   Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> orders) override;
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
@@ -62,11 +75,26 @@ class PostgresInboxStore final : public InboxStore {
   static std::string ClaimSql(const DatabaseConfig& config);
   // ForwardDue's claim: the same CTEs, ending in a locking SELECT; $2 is unused.
   static std::string ForwardDueClaimSql(const DatabaseConfig& config);
+  // ForwardDueInLane's claim: ForwardDue's, restricted to the rows of lane $4.
+  static std::string LaneClaimSql(const DatabaseConfig& config);
+  // The lane of a row (SQL over the row's columns, names mapped): 0 .. kInboxLanes - 1.
+  static std::string LaneOf(const DatabaseConfig& config);
+
+  // The number of lanes: a protocol constant. Every replica on one inbox must use the same one
+  // (a lane is a hash of the aggregate modulo this), so it is not an option.
+  static constexpr int kInboxLanes = 4;
 
  private:
   // ForwardDue inside its transaction (advisory lock held).
-  Result<InboxForwardDue> ForwardDueLocked(PgConnection& conn, int limit,
-                                           const InboxForwardPlanner& plan);
+  // The claim and the forward in the transaction `conn` has open with its locks taken, then
+  // COMMIT (ROLLBACK on any failure). `lane`: LaneClaimSql for that lane, else ForwardDue's.
+  Result<InboxForwardDue> ForwardDueInTransaction(PgConnection& conn, int limit,
+                                                  std::optional<int> lane,
+                                                  const InboxForwardPlanner& plan);
+  // `first_outbox_row`: "<scheduled_at> <sequence>" of the first outbox row inserted, if any.
+  Result<InboxForwardDue> ForwardDueLocked(PgConnection& conn, int limit, std::optional<int> lane,
+                                           const InboxForwardPlanner& plan,
+                                           std::string& first_outbox_row);
   std::string Sql(std::string_view tmpl) const;
   Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
                       int64_t* changes = nullptr,
@@ -77,6 +105,7 @@ class PostgresInboxStore final : public InboxStore {
   DatabaseConfig config_;
   PgPool& pool_;
   int64_t claim_lock_key_;  // JavaStringHash(inbox table name)
+  ClaimWindowState* outbox_window_;
 };
 
 }  // namespace queuebox::store

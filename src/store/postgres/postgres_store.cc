@@ -76,7 +76,7 @@ PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings setti
     : config_(std::move(config)),
       pool_(std::move(settings)),
       heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }),
-      inbox_(config_, pool_) {}
+      inbox_(config_, pool_, &window_) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);

@@ -86,7 +86,7 @@ class PostgresOutboxStore final : public OutboxStore {
   ClaimWindowState window_;
 
   ReplicaHeartbeat heartbeat_;  // after window_: a share change resets it
-  PostgresInboxStore inbox_;    // after pool_, which it uses
+  PostgresInboxStore inbox_;    // after pool_ and window_, which it uses
 };
 
 }  // namespace queuebox::store
