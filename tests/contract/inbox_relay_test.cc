@@ -17,6 +17,7 @@
 
 #include "store/postgres/postgres_inbox_store.h"
 #include "store_test_support.h"
+#include "testing/join_on_exit.h"
 #include "testing/status_matchers.h"
 
 namespace queuebox {
@@ -323,6 +324,7 @@ TEST_P(InboxRelayTest, AClaimerRacingTheOneTransactionForwardTakesNoneOfItsRows)
   std::thread racer;
   Result<std::vector<ClaimedInboxRow>> raced = Internal("the racing claim did not run");
   std::string a_when_raced;
+  queuebox::testing::JoinOnExit join_racer(racer);  // after what the racer writes
   hooked.in_forward_due = [&] {
     if (racer.joinable()) return;
     racer = std::thread([&] {
@@ -626,6 +628,7 @@ TEST_P(InboxRelayLanesTest, AClaimPushRacingALaneForwardWaitsAndTakesNoneOfItsRo
   std::thread racer;
   Result<std::vector<ClaimedInboxRow>> raced = Internal("the racing claim did not run");
   std::string a_when_raced;
+  queuebox::testing::JoinOnExit join_racer(racer);  // after what the racer writes
   hooked.in_forward_due = [&] {
     if (racer.joinable()) return;
     racer = std::thread([&] {

@@ -18,6 +18,7 @@
 #include "queuebox/inbox/database.h"
 #include "queuebox/inbox/pull_worker.h"
 #include "store_test_support.h"
+#include "testing/join_on_exit.h"
 
 namespace queuebox {
 namespace {
@@ -162,6 +163,7 @@ TEST_P(PullBesideInboxRelayTest, ARelayAndAPullWorkerOnOneDatabaseEachTakeOnlyTh
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   Status run_status;
   std::thread worker_thread([&] { run_status = (*worker)->Run(); });
+  queuebox::testing::JoinOnExit join_worker(worker_thread, [&] { (*worker)->Stop(); });
 
   auto relay = MakeRelay();
   ASSERT_NE(relay, nullptr);

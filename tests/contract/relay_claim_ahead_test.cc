@@ -14,6 +14,7 @@
 
 #include "queuebox/relay.h"
 #include "store_test_support.h"
+#include "testing/join_on_exit.h"
 
 namespace queuebox {
 namespace {
@@ -323,6 +324,7 @@ TEST_P(RelayClaimAheadTest, StopPublishesTheQueuedRowsWithinTheShutdownTimeout) 
   ASSERT_TRUE(destination_->WaitForPublished(1, 20s));
   int64_t abandoned = -1;
   std::thread stopper([&] { abandoned = relay_->Stop(); });
+  queuebox::testing::JoinOnExit join_stopper(stopper, [&] { destination_->Open(); });
   ASSERT_TRUE(stop_signal_.WaitForLeave(20s)) << "Stop stopped claiming";
   destination_->Open();
   stopper.join();

@@ -23,6 +23,7 @@
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
+#include "testing/join_on_exit.h"
 
 namespace queuebox {
 namespace {
@@ -286,6 +287,7 @@ TEST_F(NatsDestinationTest, AMissingPubAckCostsOnlyItsOwnMessage) {
   next_reply(silent + ".a");                                     // A is in flight; never answered
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // B's deadline 1.5 s after A's
   std::thread b([&] { b_out = PublishAll(*d, {BrokerRow("pa-b", "t", silent + ".b", "{}")}); });
+  queuebox::testing::JoinOnExit join_b(b);  // b gives up on its own PubAck deadline
   const std::string b_reply = next_reply(silent + ".b");
   a.join();
   ASSERT_EQ(a_out.size(), 1u);
