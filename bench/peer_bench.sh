@@ -6,6 +6,7 @@
 # the peer's message handler POSTs each message over a keep-alive agent (bench/peer/drain.mjs).
 #
 #   BUILD_DIR=build bash bench/peer_bench.sh   # ROWS=50000 KEYS=1000 BATCH=500 CONCURRENCY=1000
+#   QB_SVC_DIR=/tmp/qb-durable PG_DURABLE=1 PG_PORT=54339 bash bench/peer_bench.sh   # fsync on
 #
 # Receiver: one local nginx answering 204 with keep-alive, one path per run; its access log
 # (path + X-Message-Id) is how delivery is counted. Backlog: ROWS rows of ~1 KiB over KEYS keys,
@@ -183,13 +184,15 @@ flock 9
 CEIL=$(bash bench/row_ceiling.sh "$base/qb_peer_ceiling" 2 "$BATCH")
 flock -u 9
 echo "$CEIL" >&2
+PG_DURABILITY=$(psql -qAt "$QB_TEST_PG_URL" -c "SELECT 'fsync ' || current_setting('fsync')
+  || ', synchronous_commit ' || current_setting('synchronous_commit')")
 for db in qb_peer_ours qb_peer_polling qb_peer_replication qb_peer_ceiling; do
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE $db WITH (FORCE)"
 done
 
 python3 - "$OURS" "$OURS_NGX" "$OURS_LOAD" "$POLL" "$POLL_NGX" "$POLL_LOAD" "$REPL" "$REPL_NGX" \
   "$REPL_LOAD" "$ROWS" "$KEYS" "$CHUNK" "$BATCH" "$CONCURRENCY" "$PEER_VERSION" "$PG_VERSION" \
-  "$CEIL" "$OURS_CPU" "$((ngx1 - ngx0))" "$(getconf CLK_TCK)" >"$OUT" <<'PY'
+  "$CEIL" "$OURS_CPU" "$((ngx1 - ngx0))" "$(getconf CLK_TCK)" "$PG_DURABILITY" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 a = sys.argv[1:]
 rows = int(a[9])
@@ -250,7 +253,7 @@ print(json.dumps({
     "needed_for_targets_msg_per_s": needed},
   "versions": {"pg-transactional-outbox": a[14], "pg": a[15], "node": node, "npm": npm},
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-              "postgres": "15 (fsync off, throw-away cluster, wal_level=logical)"},
+              "postgres": "15, wal_level=logical, " + a[20]},
 }, indent=2))
 PY
 cat "$OUT"
