@@ -23,7 +23,10 @@
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
+#include "testing/http_receiver.h"
 #include "testing/join_on_exit.h"
+#include "testing/log_capture.h"
+#include "testing/process.h"
 
 namespace queuebox {
 namespace {
@@ -353,6 +356,66 @@ TEST_F(NatsConfigTest, EveryKeyIsChecked) {
               AllOf(HasSubstr("destinations.n.subject: unknown placeholder '{{ x }}'"),
                     HasSubstr("destinations.n.password: required when username is set"),
                     HasSubstr("destinations.n.token: use either token")));
+}
+
+// A token reaches the server; a wrong token delivers nothing and never shows in a log line, an
+// outcome's error or the health status. A private nats-server of this test (`--auth`): the
+// shared one has no credentials.
+TEST(NatsDestinationCredentialsTest, TokenPublishesAndAWrongTokenIsNeverShown) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  testing::ChildProcess server(testing::PrivateNatsServer::NatsServerPath(),
+                               {"-a", "127.0.0.1", "-p", std::to_string(port), "-js", "-sd",
+                                dir.File("js"), "--auth", "right-token-5172"},
+                               {}, dir.File("nats.log"));
+  const std::string plain = "nats://127.0.0.1:" + std::to_string(port);
+  const std::string with_token = "nats://right-token-5172@127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    natsConnection* probe = nullptr;
+    bool up = natsConnection_ConnectTo(&probe, with_token.c_str()) == NATS_OK;
+    natsConnection_Destroy(probe);
+    return up;
+  })) << server.Log();
+  StreamFixture stream(with_token, "TOKEN", "token");
+  testing::LogCapture logs;
+  auto settings = [&](const std::string& token) {
+    NatsDestinationSettings s;
+    s.name = "nats";
+    s.servers = plain;
+    s.subject = "token.{{ topic }}";
+    s.timeout_ms = 2000;
+    s.token = token;
+    return s;
+  };
+  Result<std::unique_ptr<NatsDestination>> right =
+      NatsDestination::Create(settings("right-token-5172"));
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  ASSERT_TRUE((*right)->Start().ok());
+  std::vector<Outcome> out = PublishAll(**right, {BrokerRow("tok-1", "a", "k", "{}")});
+  ASSERT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  EXPECT_EQ(stream.Count(), 1u);
+  EXPECT_TRUE((*right)->Health().ok());
+
+  Result<std::unique_ptr<NatsDestination>> wrong =
+      NatsDestination::Create(settings("wrong-token-9931"));
+  ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
+  // Refused credentials do not stop the start: the destination keeps connecting in the
+  // background and says why it is down (the server's answer) where it reports. nats.c sometimes
+  // sees the socket close before it reads the server's -ERR, hence the wait for the answer.
+  ASSERT_TRUE((*wrong)->Start().ok());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return (*wrong)->Health().message().find("Authorization Violation") != std::string::npos;
+  })) << (*wrong)->Health().ToString();
+  out = PublishAll(**wrong, {BrokerRow("tok-2", "a", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
+  EXPECT_THAT(out[0].error, HasSubstr("Authorization Violation"));
+  EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("token-")));
+  EXPECT_THAT((*wrong)->Health().message(), ::testing::Not(HasSubstr("token-")));
+  EXPECT_EQ(logs.Count({"cannot connect yet"}), 1) << "one WARN per outage: " << logs.All();
+  EXPECT_EQ(stream.Count(), 1u);
+  EXPECT_EQ(logs.Count({"token-"}), 0) << logs.All();
+  (*right)->Stop();
+  (*wrong)->Stop();
 }
 
 TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {

@@ -90,7 +90,28 @@ struct NatsConnectionSignals {
   std::atomic<uint64_t> disconnects{0};
   std::mutex mu;
   std::condition_variable cv;
-  bool closed = false;  // guarded by mu: the closed callback ran (no callback comes after it)
+  bool closed = false;     // guarded by mu: the closed callback ran (no callback comes after it)
+  std::string last_error;  // guarded by mu: why the connection last failed, nats.c's text
+
+  // Keeps what nats.c last saw go wrong on `nc` (the server's "Authorization Violation", a
+  // refused connection). A later "no server available" does not hide a more specific cause.
+  void NoteError(natsConnection* nc) {
+    const char* text = nullptr;
+    natsStatus s = natsConnection_GetLastError(nc, &text);
+    if (s == NATS_OK) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (s == NATS_NO_SERVER && !last_error.empty()) return;
+    last_error = text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
+  }
+  std::string LastError() {
+    std::lock_guard<std::mutex> lock(mu);
+    return last_error;
+  }
+  // ": <why>" for a message about a connection that is down, or "" when nothing was seen.
+  std::string Why() {
+    std::string e = LastError();
+    return e.empty() ? e : ": " + e;
+  }
 };
 
 struct NatsDestination::Connection {
@@ -314,8 +335,10 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
   if (s == NATS_OK) {
     s = natsOptions_SetDisconnectedCB(
         opts,
-        [](natsConnection*, void* closure) {
-          ++static_cast<NatsConnectionSignals*>(closure)->disconnects;
+        [](natsConnection* nc, void* closure) {
+          auto* signals = static_cast<NatsConnectionSignals*>(closure);
+          ++signals->disconnects;
+          signals->NoteError(nc);
         },
         conn->signals.get());
   }
@@ -334,13 +357,19 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
   natsOptions_Destroy(opts);
   if (s == NATS_OK) {
     conn->signals->connected_once = true;
+    down_logged_ = false;
   } else if (s == NATS_NOT_YET_CONNECTED) {
+    conn->signals->NoteError(conn->nc);
+    s = NATS_OK;
+  }
+  if (s == NATS_OK && !conn->signals->connected_once && !down_logged_) {
+    down_logged_ = true;
     log::Warn(
-        "The NATS destination is not reachable; QueueBox starts without it and keeps "
+        "The NATS destination cannot connect yet; QueueBox starts without it and keeps "
         "connecting in the background",
         {{"destination", settings_.name},
-         {"servers", FailureReason(settings_.servers, settings_.max_error_body_bytes)}});
-    s = NATS_OK;
+         {"servers", FailureReason(settings_.servers, settings_.max_error_body_bytes)},
+         {"reason", FailureReason(conn->signals->LastError(), settings_.max_error_body_bytes)}});
   }
   if (s != NATS_OK) {
     // The server list may hold credentials (nats://user:pass@host): the reason is redacted.
@@ -380,11 +409,12 @@ Status NatsDestination::Start() {
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
   std::lock_guard<std::mutex> lock(mu_);
   if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
+    if (conn_->signals->connected_once) down_logged_ = false;
     if (!conn_->signals->connected_once) {
-      return Unavailable(FailureReason("NATS destination '" + settings_.name +
-                                           "' is not connected yet (connecting to " +
-                                           settings_.servers + " in the background)",
-                                       settings_.max_error_body_bytes));
+      return Unavailable(FailureReason(
+          "NATS destination '" + settings_.name + "' is not connected yet (connecting to " +
+              settings_.servers + " in the background)" + conn_->signals->Why(),
+          settings_.max_error_body_bytes));
     }
     return conn_;
   }
@@ -643,8 +673,10 @@ void NatsDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
     // Reconnecting: nothing is handed to nats.c (it would buffer the messages and send them
     // after the reconnect, while their rows are pending again).
     for (auto& o : outcomes) {
-      o = Outcome::Unavailable("NATS destination '" + settings_.name +
-                               "' is not connected (reconnecting)");
+      o = Outcome::Unavailable(FailureReason("NATS destination '" + settings_.name +
+                                                 "' is not connected (reconnecting)" +
+                                                 (*conn)->signals->Why(),
+                                             settings_.max_error_body_bytes));
     }
   } else if (settings_.jet_stream) {
     PublishJetStream(**conn, batch, outcomes);
@@ -682,10 +714,15 @@ Status NatsDestination::Health() {
   natsConnStatus st = natsConnection_Status(c->nc);
   if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
   if (!c->signals->connected_once) {
-    return Unavailable("NATS destination '" + settings_.name + "' is not connected yet");
+    return Unavailable(FailureReason(
+        "NATS destination '" + settings_.name + "' is not connected yet" + c->signals->Why(),
+        settings_.max_error_body_bytes));
   }
-  return Unavailable("NATS destination '" + settings_.name + "' is " +
-                     (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected"));
+  return Unavailable(
+      FailureReason("NATS destination '" + settings_.name + "' is " +
+                        (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected") +
+                        c->signals->Why(),
+                    settings_.max_error_body_bytes));
 }
 
 void NatsDestination::Stop() {

@@ -147,8 +147,11 @@ class NatsDestination final : public Destination {
 
   NatsDestinationSettings settings_;
   AddressSpec subject_;
-  std::mutex mu_;  // guards conn_
+  std::mutex mu_;  // guards conn_ and down_logged_
   std::shared_ptr<Connection> conn_;
+  // The "cannot connect yet" WARN was logged and no connection came up since: nats.c 3.4 closes
+  // a connection the server refused twice (credentials), and each new one must not log again.
+  bool down_logged_ = false;
   // The messages waiting for a PubAck, by Nats-Msg-Id; shared with the PubAck handler, which
   // nats.c may still run after this object is gone (AckTarget in the .cc).
   struct AckRegistry;
