@@ -20,6 +20,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,7 @@ namespace {
 using nlohmann::json;
 using ::queuebox::testing::LogCapture;
 using testing::DialectName;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using Clock = std::chrono::steady_clock;
@@ -229,6 +231,8 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
         nullptr, false);
   }
 
+  std::set<std::string> ShareThePartitionsThroughTheGroup(KafkaSourceSettings s);
+
   std::unique_ptr<testing::StoreDb> db_;
   std::unique_ptr<OutboxStore> store_;
   std::unique_ptr<testing::MockKafkaCluster> mock_;
@@ -335,17 +339,20 @@ TEST_P(KafkaSourceTest, FilteredRecordsLeaveNoRowAndAreCommitted) {
 
 // Replicas: two members of one group on a 4-partition topic, joined and left while records flow
 // (each rebalance commits what is stored before the partitions move): every record stored, no
-// duplicate row, the group's offsets at the end of every partition.
-TEST_P(KafkaSourceTest, ReplicasShareThePartitionsThroughTheGroup) {
+// duplicate row, the group's offsets at the end of every partition, no failed rebalance. Returns
+// the rebalance protocols the INFO lines of the assignments name.
+std::set<std::string> KafkaSourceTest::ShareThePartitionsThroughTheGroup(KafkaSourceSettings s) {
   constexpr int kPartitions = 4;
   const std::string topic = NewTopic(kPartitions);
-  KafkaSourceSettings s = Settings(topic);
+  s.topics = {topic};
+  s.group_id = "queuebox-" + topic;
   s.max_poll_records = 20;
+  LogCapture logs;
   Metrics& a_metrics = metrics_;
   Metrics& b_metrics = second_metrics_;
   sources::BrokerSource* a = Start(s, &a_metrics);
   ProduceNumbered(topic, kPartitions, 0, 50);
-  ASSERT_TRUE(Eventually([&] { return Rows() == 200; })) << Rows();
+  EXPECT_TRUE(Eventually([&] { return Rows() == 200; })) << Rows();
 
   // The group rebalances over both; records keep coming until the second replica stored some.
   sources::BrokerSource* b = Start(s, &b_metrics);
@@ -355,13 +362,13 @@ TEST_P(KafkaSourceTest, ReplicasShareThePartitionsThroughTheGroup) {
     produced += 5;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  ASSERT_GT(NewCount(b_metrics), 0) << "the second replica never got a partition";
-  ASSERT_TRUE(Eventually([&] { return Rows() == kPartitions * produced; })) << Rows();
+  EXPECT_GT(NewCount(b_metrics), 0) << "the second replica never got a partition";
+  EXPECT_TRUE(Eventually([&] { return Rows() == kPartitions * produced; })) << Rows();
 
   a->Stop();  // leaves the group: its partitions go to b
   ProduceNumbered(topic, kPartitions, produced, produced + 50);
   produced += 50;
-  ASSERT_TRUE(Eventually([&] { return Rows() == kPartitions * produced; })) << Rows();
+  EXPECT_TRUE(Eventually([&] { return Rows() == kPartitions * produced; })) << Rows();
   b->Stop();
 
   EXPECT_EQ(Rows(), kPartitions * produced);
@@ -369,6 +376,24 @@ TEST_P(KafkaSourceTest, ReplicasShareThePartitionsThroughTheGroup) {
             std::to_string(kPartitions * produced));
   EXPECT_EQ(NewCount(a_metrics) + NewCount(b_metrics), kPartitions * produced);
   EXPECT_EQ(Committed(s.group_id, topic, kPartitions), std::vector<int64_t>(kPartitions, produced));
+  EXPECT_EQ(logs.Count("rebalance failed"), 0) << logs.All();
+  std::set<std::string> protocols;
+  for (const json& line : logs.WithMessage("Kafka source assigned partitions")) {
+    protocols.insert(line.value("protocol", "?"));
+  }
+  return protocols;
+}
+
+TEST_P(KafkaSourceTest, ReplicasShareThePartitionsThroughTheGroup) {
+  EXPECT_THAT(ShareThePartitionsThroughTheGroup(Settings("")), ElementsAre("EAGER"));
+}
+
+// `cooperative-sticky` (a user's librdkafka property): librdkafka then refuses the eager
+// rd_kafka_assign, so the source must assign and unassign incrementally.
+TEST_P(KafkaSourceTest, ReplicasShareThePartitionsWithCooperativeRebalancing) {
+  KafkaSourceSettings s = Settings("");
+  s.librdkafka["partition.assignment.strategy"] = "cooperative-sticky";
+  EXPECT_THAT(ShareThePartitionsThroughTheGroup(s), ElementsAre("COOPERATIVE"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, KafkaSourceTest,

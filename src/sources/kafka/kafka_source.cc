@@ -405,11 +405,14 @@ void KafkaSource::OnError(rd_kafka_t* /*rk*/, int err, const char* reason, void*
 void KafkaSource::OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                               rd_kafka_topic_partition_list_t* partitions, void* opaque) {
   auto* self = static_cast<KafkaSource*>(opaque);
-  const bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
+  const char* protocol = rd_kafka_rebalance_protocol(rk);  // "EAGER", "COOPERATIVE" or NULL
+  const bool cooperative = protocol != nullptr && std::string_view(protocol) == "COOPERATIVE";
   rd_kafka_error_t* error = nullptr;
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     log::Info("Kafka source assigned partitions",
-              {{"source", self->settings_.name}, {"partitions", std::to_string(partitions->cnt)}});
+              {{"source", self->settings_.name},
+               {"partitions", std::to_string(partitions->cnt)},
+               {"protocol", protocol != nullptr ? protocol : "NONE"}});
     if (cooperative) {
       error = rd_kafka_incremental_assign(rk, partitions);
     } else {
