@@ -4,8 +4,9 @@
 # queuebox_uuid_v7(), each first filled with PREFILL rows (a deep outbox), then ROUNDS rounds
 # that alternate which database goes first:
 #   bulk:   one INSERT ... SELECT of BULK rows (what a batch producer does), wall ms;
-#   single: pgbench, CLIENTS clients, one-row INSERT transactions for SECONDS s (a web
-#           application's producers), transactions/s;
+#   single: pgbench, CLIENTS clients, one-row INSERT transactions for SECONDS_PER s (a web
+#           application's producers), transactions/s, on the simple protocol (every insert
+#           planned) and with prepared statements (single_prepared_tps);
 # plus the function alone: ms for 1,000,000 calls of each default in one SELECT.
 #
 #   QB_SVC_DIR=/tmp/mine PG_PORT=54349 bash bench/id_default_insert_bench.sh
@@ -55,8 +56,11 @@ for r in $(seq 1 "$ROUNDS"); do
       'key-' || (i % 1000), '{}' FROM generate_series(1, $BULK) AS i")
     tps=$(pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER" -f "$PGB" "$base/$db" 2>/dev/null |
       sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-    echo "round $r $v: bulk $bulk ms, single $tps tps" >&2
-    RES="$RES{\"round\": $r, \"variant\": \"$v\", \"bulk_ms\": $bulk, \"single_tps\": $tps},"
+    ptps=$(pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER" -f "$PGB" \
+      "$base/$db" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+    echo "round $r $v: bulk $bulk ms, single $tps tps, prepared $ptps tps" >&2
+    RES="$RES{\"round\": $r, \"variant\": \"$v\", \"bulk_ms\": $bulk, \"single_tps\": $tps,"
+    RES="$RES \"single_prepared_tps\": $ptps},"
   done
 done
 fn_rand=$(ms_of "${PREFIX}_v7" "SELECT count(gen_random_uuid()) FROM generate_series(1, 1000000)")
@@ -80,10 +84,10 @@ print(json.dumps({
   "prefill_rows": int(sys.argv[4]), "bulk_rows": int(sys.argv[5]),
   "single_row_clients": int(sys.argv[6]), "single_row_seconds": int(sys.argv[7]),
   "fsync": fsync,
-  "median": {v: {"bulk_ms": med(v, "bulk_ms"), "single_tps": med(v, "single_tps")}
+  "median": {v: {k: med(v, k) for k in ("bulk_ms", "single_tps", "single_prepared_tps")}
              for v in ("rand", "v7")},
-  "v7_over_rand": {"bulk_ms": round(med("v7", "bulk_ms") / med("rand", "bulk_ms"), 3),
-                   "single_tps": round(med("v7", "single_tps") / med("rand", "single_tps"), 3)},
+  "v7_over_rand": {k: round(med("v7", k) / med("rand", k), 3)
+                   for k in ("bulk_ms", "single_tps", "single_prepared_tps")},
   "function_ms_per_million_calls": {"gen_random_uuid": float(sys.argv[2]),
                                     "queuebox_uuid_v7": float(sys.argv[3])},
   "runs": runs,
