@@ -3,11 +3,11 @@
 -- gen_random_uuid(). The column stays UUID and an application that writes its own id keeps
 -- doing so. Every claim and every acknowledgement is a non-HOT update that adds a primary-key
 -- entry; with random ids each lands on a random leaf of an index that outgrows the CPU caches at
--- a deep backlog, with time-ordered ids on the few rightmost leaves (docs/schema.md, "id";
--- bench/README.md, "Claim cost against the backlog"). PostgreSQL 15 has no uuidv7(), hence
--- the function. PL/pgSQL, not SQL: the planner would inline a SQL body and parse it again for
--- every planned insert, which cost one-row inserts on the simple protocol a quarter of their rate;
--- PL/pgSQL keeps the parsed body for the session.
+-- a deep backlog, with time-ordered ids on the few rightmost leaves (docs/schema.md, "The id
+-- default"; bench/README.md, "Claim cost against the backlog"). PostgreSQL 15 has no uuidv7(),
+-- hence the function. PL/pgSQL, not SQL: the planner would inline a SQL body and parse it
+-- again for every planned insert, which cost one-row inserts on the simple protocol a quarter of
+-- their rate; PL/pgSQL keeps the parsed body for the session.
 CREATE OR REPLACE FUNCTION queuebox_uuid_v7() RETURNS uuid
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE AS $$
 BEGIN
