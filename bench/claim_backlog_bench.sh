@@ -16,6 +16,11 @@
 #   bash bench/claim_backlog_bench.sh                 # writes bench/results/claim_backlog.json
 #   ROUNDS=10 BATCH=200 bash bench/claim_backlog_bench.sh
 #   VACUUM=1 OUT=bench/results/claim_backlog_vacuum.json bash bench/claim_backlog_bench.sh
+#   AB_ID=1 ROUNDS=10 OUT=bench/results/claim_backlog_id_ab.json bash bench/claim_backlog_bench.sh
+# AB_ID=1: A/B of the id default in one run: every backlog twice, `<name>_rand` with the id
+# default set back to gen_random_uuid() after the migrations (before V21) and `<name>_v7` with
+# the migrations' own (V21's time-ordered queuebox_uuid_v7()), drained side by side each round;
+# each variant's ratios are over its own small backlog.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BATCH=${BATCH:-500}
@@ -27,6 +32,8 @@ VACUUM=${VACUUM:-0}
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results/claim_backlog.json}
 PREFIX=${PREFIX:-qb_claim_bench}
+AB_ID=${AB_ID:-0}
+if [ "$AB_ID" = 1 ]; then VARIANTS="_rand _v7"; else VARIANTS="-"; fi
 
 bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
@@ -45,6 +52,9 @@ prepare() {  # db, then INSERT statements
   for f in $(ls src/store/postgres/migrations/V*__*.sql | sort -t V -k2 -n); do
     psql -q -v ON_ERROR_STOP=1 "$base/$db" -f "$f" >/dev/null 2>&1
   done
+  case $db in  # AB_ID=1's A side: random ids, as before V21
+    *_rand*) psql -q "$base/$db" -c "ALTER TABLE outbox ALTER COLUMN id SET DEFAULT gen_random_uuid()" ;;
+  esac
   for sql in "$@"; do psql -q "$base/$db" -c "$sql"; done
   psql -q "$base/$db" -c "VACUUM ANALYZE outbox"
 }
@@ -68,44 +78,59 @@ ins() {  # rows, key expression over i
 # Interleaved, so the machine's noise falls on every backlog alike: ROUNDS rounds, each drains
 # CHUNK rows from a fresh 10,000-row database (one per round, drained completely, no empty claim
 # timed), then CHUNK rows from the uniform 1M backlog, then CHUNK rows from the skewed one.
-SMALL_URLS=""
-for r in $(seq 1 "$ROUNDS"); do
-  echo "== small $r: loading" >&2
-  prepare "${PREFIX}_small_$r" "$(ins "$CHUNK" "'key-' || (i % 1000)")"
-  SMALL_URLS="$SMALL_URLS${SMALL_URLS:+,}$base/${PREFIX}_small_$r"
+BACKLOG_ARGS=()
+CPU_GROUPS=()
+for v in $VARIANTS; do
+  [ "$v" = - ] && v=""
+  SMALL_URLS=""
+  for r in $(seq 1 "$ROUNDS"); do
+    echo "== small$v $r: loading" >&2
+    prepare "${PREFIX}_small${v}_$r" "$(ins "$CHUNK" "'key-' || (i % 1000)")"
+    SMALL_URLS="$SMALL_URLS${SMALL_URLS:+,}$base/${PREFIX}_small${v}_$r"
+  done
+  echo "== uniform$v: loading" >&2
+  prepare "${PREFIX}_uniform$v" "$(ins 1000000 "'key-' || (i % 1000)")"
+  echo "== skewed$v: loading" >&2
+  prepare "${PREFIX}_skewed$v" "$(ins 100000 "'hot'")" \
+    "$(ins 900000 "'key-' || (i % 999)")"
+  BACKLOG_ARGS+=(--backlog "small$v=$SMALL_URLS" --backlog "uniform$v=$base/${PREFIX}_uniform$v"
+                 --backlog "skewed$v=$base/${PREFIX}_skewed$v")
+  CPU_GROUPS+=("small$v=^${PREFIX}_small${v}_[0-9]" "uniform$v=^${PREFIX}_uniform$v\$"
+               "skewed$v=^${PREFIX}_skewed$v\$")
 done
-echo "== uniform: loading" >&2
-prepare "${PREFIX}_uniform" "$(ins 1000000 "'key-' || (i % 1000)")"
-echo "== skewed: loading" >&2
-prepare "${PREFIX}_skewed" "$(ins 100000 "'hot'")" \
-  "$(ins 900000 "'key-' || (i % 999)")"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== draining: $ROUNDS rounds of $CHUNK rows per backlog (batch $BATCH)" >&2
 DRAIN_OUT=$(mktemp)
 "$BUILD_DIR/bench/claim_backlog" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
-  --hot-key hot $([ "$VACUUM" = 1 ] && echo --vacuum-between-rounds) --backlog "small=$SMALL_URLS" --backlog "uniform=$base/${PREFIX}_uniform" \
-  --backlog "skewed=$base/${PREFIX}_skewed" >"$DRAIN_OUT" &
+  --hot-key hot $([ "$VACUUM" = 1 ] && echo --vacuum-between-rounds) "${BACKLOG_ARGS[@]}" \
+  >"$DRAIN_OUT" &
 DRAIN_PID=$!
 # CPU seconds of the PostgreSQL backends per backlog while the drain runs (bench/backend_cpu.py):
 # steadier than wall time on a shared machine, and it tells the database's cost from the client's.
-CPU=$(python3 bench/backend_cpu.py "$DRAIN_PID" "$QB_TEST_PG_URL" "small=^${PREFIX}_small_" \
-  "uniform=^${PREFIX}_uniform\$" "skewed=^${PREFIX}_skewed\$")
+CPU=$(python3 bench/backend_cpu.py "$DRAIN_PID" "$QB_TEST_PG_URL" "${CPU_GROUPS[@]}")
 wait "$DRAIN_PID"
 DRAIN=$(cat "$DRAIN_OUT")
 rm -f "$DRAIN_OUT"
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$DRAIN" >&2
-STMTS=$(for db in uniform skewed; do echo "\"$db\": $(statements "${PREFIX}_$db"),"; done)
-STMTS="{$STMTS \"small\": $(statements "${PREFIX}_small_1")}"
-for r in $(seq 1 "$ROUNDS"); do
-  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_small_$r WITH (FORCE)"
-done
-for db in uniform skewed; do
-  psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_$db WITH (FORCE)"
+STMTS=$(for v in $VARIANTS; do
+  [ "$v" = - ] && v=""
+  for db in uniform skewed; do echo "\"$db$v\": $(statements "${PREFIX}_$db$v"),"; done
+  echo "\"small$v\": $(statements "${PREFIX}_small${v}_1"),"
+done)
+STMTS="{${STMTS%,}}"
+for v in $VARIANTS; do
+  [ "$v" = - ] && v=""
+  for r in $(seq 1 "$ROUNDS"); do
+    psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_small${v}_$r WITH (FORCE)"
+  done
+  for db in uniform skewed; do
+    psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS ${PREFIX}_$db$v WITH (FORCE)"
+  done
 done
 
 python3 - "$DRAIN" "$STMTS" "$BATCH" "$ROUNDS" "$CHUNK" "$LOAD_START" "$LOAD_END" "$VACUUM" \
-  "$CPU" >"$OUT" <<'PY'
+  "$CPU" "$VARIANTS" >"$OUT" <<'PY'
 import json, os, platform, subprocess, sys
 drain, stmts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 backend_cpu = json.loads(sys.argv[9])
@@ -114,19 +139,22 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
                      capture_output=True, text=True).stdout.strip()
 pg = subprocess.run(["psql", "-Atq", os.environ["QB_TEST_PG_URL"], "-c", "SHOW server_version"],
                     capture_output=True, text=True).stdout.strip()
-base = drain["small"]["rows_per_s"]
+variants = ["" if v == "-" else v for v in sys.argv[10].split()]
 def cpu_ms(name):  # backend CPU ms per claim + acknowledgement
     return 1000 * backend_cpu.get(name, 0) / drain[name]["claims"] if drain[name]["claims"] else None
-def entry(name):
+def entry(name, v=""):
+    name += v
+    small = "small" + v
+    base = drain[small]["rows_per_s"]
     d, st = drain[name], stmts[name]
-    rows = chunk if name == "small" else d["rows"]  # statements of one small database
+    rows = chunk if name == small else d["rows"]  # statements of one small database
     per = lambda n: round(10000 * n / rows, 1) if rows else None
     return {"rows_drained": d["rows"], "hot_key_rows": d["hot_key_rows"], "claims": d["claims"],
             "seconds": round(d["seconds"], 2), "rows_per_s": round(d["rows_per_s"], 1),
             "ms_per_claim": round(d["ms_per_claim"], 2),
             "vs_small": round(d["rows_per_s"] / base, 3) if base else None,
             "backend_cpu_ms_per_claim": round(cpu_ms(name), 2),
-            "backend_cpu_vs_small": round(cpu_ms("small") / cpu_ms(name), 3) if cpu_ms(name) else None,
+            "backend_cpu_vs_small": round(cpu_ms(small) / cpu_ms(name), 3) if cpu_ms(name) else None,
             "rows_per_s_by_round": d["rows_per_s_by_round"],
             "statements_per_10k_messages": {"claims": per(st["claims"]), "acks": per(st["acks"]),
                                             "renewals": per(st["renewals"])}}
@@ -139,7 +167,12 @@ print(json.dumps({
     "uniform": "1,000,000 rows over 1,000 keys",
     "skewed": "100,000 rows of key 'hot' first, then 900,000 over 999 keys",
   },
-  "small": entry("small"), "uniform": entry("uniform"), "skewed": entry("skewed"),
+  **({"small": entry("small"), "uniform": entry("uniform"), "skewed": entry("skewed")}
+     if variants == [""] else
+     {"id_default_ab": {
+        "_rand": "id DEFAULT gen_random_uuid() (before V21)",
+        "_v7": "id DEFAULT queuebox_uuid_v7() (V21)",
+        **{v: {n: entry(n, v) for n in ("small", "uniform", "skewed")} for v in variants}}}),
   "load_average": {"before_drain": sys.argv[6], "after": sys.argv[7]},
   "vacuum_between_rounds": sys.argv[8] == "1",
   "goal": "uniform.vs_small >= 0.9 and skewed.vs_small >= 0.9 (issue 6 item 1)",

@@ -1,5 +1,6 @@
-// The PostgreSQL outbox schema after the bundled migrations is exactly seed 000's table, plus
-// migration history, baseline, refusals, mapped names and connection handling.
+// The PostgreSQL outbox schema after the bundled migrations is exactly seed 000's table but for
+// the id default (V21: time-ordered, still UUID), plus migration history, baseline, refusals,
+// mapped names and connection handling.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -34,7 +35,7 @@ TEST_F(PostgresSchemaTest, MigratedColumnsAreTheSeedTable) {
                       {"claimed_at", "timestamp with time zone", "-", "YES", "-"},
                       {"created_at", "timestamp with time zone", "-", "NO", "CURRENT_TIMESTAMP"},
                       {"headers", "jsonb", "-", "NO", "'{}'::jsonb"},
-                      {"id", "uuid", "-", "NO", "gen_random_uuid()"},
+                      {"id", "uuid", "-", "NO", "queuebox_uuid_v7()"},
                       {"key", "character varying", "255", "YES", "-"},
                       {"last_error", "text", "-", "YES", "-"},
                       {"lease_expires_at", "timestamp with time zone", "-", "YES", "-"},
@@ -110,13 +111,51 @@ TEST_F(PostgresSchemaTest, AnInsertNeedsOnlyTopicAndPayloadAndAnExplicitNullHead
   PQfinish(conn);
 }
 
+// V21: an insert without an id gets a UUID version 7 whose first 48 bits are the insert time in
+// Unix milliseconds, so later rows get higher ids; an id the application writes is kept as is.
+TEST_F(PostgresSchemaTest, NewRowsTakeTimeOrderedIdsAndAnApplicationIdIsKept) {
+  Migrate();
+  NewOutboxRow row;
+  row.topic = "t";
+  row.payload = "{}";
+  auto first = store_->Insert(row);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  db_->Exec("SELECT pg_sleep(0.005)");  // the next row falls in a later millisecond
+  db_->Exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')");
+  std::string second = db_->Scalar("SELECT id::text FROM outbox WHERE id <> '" + *first + "'");
+  const std::string ms = "('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint";
+  for (const std::string& id : {*first, second}) {
+    // Version 7, RFC 4122 variant.
+    EXPECT_THAT(id,
+                ::testing::MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+                                        "[0-9a-f]{12}"));
+    // The time prefix lies between the insert's transaction start and now.
+    EXPECT_EQ(db_->Scalar("SELECT " + ms +
+                          " BETWEEN floor(extract(epoch FROM created_at) * 1000) "
+                          "AND floor(extract(epoch FROM clock_timestamp()) * 1000) FROM outbox "
+                          "WHERE id = '" +
+                          id + "'"),
+              "t");
+  }
+  EXPECT_EQ(db_->Scalar("SELECT (SELECT " + ms + " FROM outbox WHERE id = '" + second +
+                        "') > (SELECT " + ms + " FROM outbox WHERE id = '" + *first + "')"),
+            "t");
+  EXPECT_LT(*first, second);
+  // An application id (version 4 here) is stored and returned unchanged.
+  row.id = "5b0e3f63-9c1d-4a8e-9f3b-2c7d1e6a4b50";
+  auto mine = store_->Insert(row);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(*mine, *row.id);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE id = '" + *row.id + "'"), "1");
+}
+
 TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing) {
   auto first = store_->Migrate(std::nullopt);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_THAT(first->applied,
-              ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20));
+              ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
-            "19");
+            "20");
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
             "add outbox sequence");
   auto second = store_->Migrate(std::nullopt);
@@ -152,7 +191,8 @@ TEST_F(PostgresSchemaTest, BaselineRecordsEarlierVersionsThenAppliesTheLaterOnes
       "min'), ('t', '{}', now() - interval '1 min');");
   auto report = store_->Migrate(4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_THAT(report->applied, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20));
+  EXPECT_THAT(report->applied,
+              ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NULL"),
             "4");
   // V11 numbered the existing rows in created_at order; new rows follow.
