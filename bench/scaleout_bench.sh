@@ -79,7 +79,8 @@ proc_cpu() {  # pids -> their user + system CPU seconds so far
   local p t=0
   for p in "$@"; do
     [ -r "/proc/$p/stat" ] || continue
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    # The process may exit between the test and the read: count it as 0.
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
   done
   echo "$t $(getconf CLK_TCK)" | awk '{printf "%.2f", $1 / $2}'
 }

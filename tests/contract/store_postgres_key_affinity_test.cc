@@ -127,6 +127,59 @@ TEST_F(PostgresKeyAffinityTest, TwoReplicasDrainDisjointSharesOfTheKeys) {
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE state <> 'sent'"), "0");
 }
 
+// Each replica's window is full of one hot key's rows, so its claims find the other heads by
+// the key walk: still only its share's keys, each row once, each key in sequence order.
+TEST_F(PostgresKeyAffinityTest, TheKeyWalkTakesOnlyTheShareInKeyOrder) {
+  JoinBoth();
+  const KeyShare a = Share(*store_), b = Share(*other_);
+  ASSERT_EQ(a.count, 2);
+  ASSERT_EQ(b.count, 2);
+  // One hot key per share, 60 rows each, ahead of 60 other keys x 3 rows.
+  std::map<int, std::string> hot;  // share -> key
+  for (int n = 0; hot.size() < 2; ++n) {
+    const std::string key = "hot" + std::to_string(n);
+    hot.emplace(std::stoi(db_->Scalar("SELECT mod(hashtext('" + key + "') & 2147483647, 2)")), key);
+  }
+  for (const auto& [share, key] : hot) {
+    db_->Exec("INSERT INTO outbox (topic, key, payload) SELECT 't', '" + key +
+              "', '{}' FROM generate_series(1, 60)");
+  }
+  db_->Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || (n % 60), '{}' "
+      "FROM generate_series(0, 179) AS n");
+
+  std::map<std::string, int> claims_per_id;
+  std::map<std::string, int64_t> last_sequence;         // key -> highest claimed
+  std::map<std::string, std::set<int>> owners_per_key;  // key -> which store claimed it
+  size_t first_claim_size[2] = {0, 0};
+  for (int round = 0; round < 80; ++round) {
+    for (int who = 0; who < 2; ++who) {
+      OutboxStore& s = who == 0 ? *store_ : *other_;
+      const int index = who == 0 ? a.index : b.index;
+      std::vector<OutboxRow> rows = Claim(s, 10);
+      if (round == 0) first_claim_size[who] = rows.size();
+      for (const OutboxRow& r : rows) {
+        ++claims_per_id[r.id];
+        EXPECT_EQ(ShareOf(r, 2), index) << "row " << r.id << " key " << *r.key;
+        EXPECT_GT(r.sequence, last_sequence[*r.key]) << *r.key << " out of order";
+        last_sequence[*r.key] = r.sequence;
+        owners_per_key[*r.key].insert(who);
+      }
+      Send(s, rows);
+    }
+  }
+  // The window (20 rows) holds only the hot key's rows: full claims came from the walk.
+  EXPECT_EQ(first_claim_size[0], 10u);
+  EXPECT_EQ(first_claim_size[1], 10u);
+  EXPECT_EQ(claims_per_id.size(), 300u) << "every row claimed";
+  for (const auto& [id, n] : claims_per_id) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(owners_per_key.size(), 62u);
+  for (const auto& [key, owners] : owners_per_key) {
+    EXPECT_EQ(owners.size(), 1u) << key << " was claimed by both replicas";
+  }
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE state <> 'sent'"), "0");
+}
+
 TEST_F(PostgresKeyAffinityTest, ALeavingReplicaHandsOverItsKeysInKeyOrder) {
   JoinBoth();
   const KeyShare a = Share(*store_);
