@@ -5,12 +5,13 @@
 # 100), then binary A, then binary B, each on a fresh database with the same backlog (ROWS rows
 # of ~1 KiB over KEYS keys, inserted before the relay starts). Sinks: http (local nginx answering
 # 204 with keep-alive, bench/nginx_sink.sh), nats (JetStream, PubAck per message), rabbitmq
-# (publisher confirms). Durability: off = the test cluster (fsync off), on = a second cluster
+# (publisher confirms), kafka (librdkafka's mock cluster, 3 brokers, 12 partitions, run by
+# broker_fixture in its own process, as in run_broker_bench.sh). Durability: off = the test cluster (fsync off), on = a second cluster
 # with fsync, synchronous_commit and full_page_writes on (PG_DURABLE=1 on port 54339; started if
 # it is not running, and stopped again only if this script started it).
 #
 #   flock /tmp/queuebox-bench.lock bash bench/defaults_ab.sh <queuebox A> <queuebox B>
-#   ROWS=200000 SINKS="http nats rabbitmq" DURABILITY="off on" DURABLE_SINKS="http" ...
+#   ROWS=200000 SINKS="http nats rabbitmq kafka" DURABILITY="off on" DURABLE_SINKS="http" ...
 #   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
 #
 # bench_floor and broker_fixture come from $BUILD_DIR (default build; build them first).
@@ -36,7 +37,9 @@ FIX="$BUILD_DIR/bench/broker_fixture"
 WORK=$(mktemp -d /tmp/qb-defaults-ab.XXXXXX)
 source bench/nginx_sink.sh
 STARTED_DURABLE=0
+KAFKA_PID=""
 cleanup() {
+  [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null
   nginx_sink_stop "$WORK/ngx"
   if [ "$STARTED_DURABLE" = 1 ]; then
     QB_SVC_DIR=/tmp/queuebox-svc-durable PG_PORT=54339 PG_DURABLE=1 \
@@ -49,6 +52,7 @@ eval "$(bash scripts/services.sh env)"  # brokers' URLs (and the fsync-off Postg
 TAG=$$
 EXCHANGE="qb.defaults.$TAG" QUEUE="qb.defaults.$TAG.q"
 STREAM="QBDEFAULTS$TAG" SUBJECT="qbdefaults$TAG.events"
+KTOPIC="qb.defaults.$TAG"
 nginx_sink_start "$WORK/ngx" "$PORT"
 RESULTS="$WORK/results.jsonl"
 : >"$RESULTS"
@@ -137,6 +141,12 @@ for mode in $DURABILITY; do
         "$FIX" rabbitmq setup --url "$QB_TEST_AMQP_URL" --exchange "$EXCHANGE" --queue "$QUEUE"
         DEST="{type: rabbitmq, url: \"$QB_TEST_AMQP_URL\", exchange: \"$EXCHANGE\", exchangeType: topic}"
         ;;
+      kafka)
+        "$FIX" kafka serve --topic "$KTOPIC" --partitions 12 >"$WORK/kafka.out" &
+        KAFKA_PID=$!
+        for _ in $(seq 100); do [ -s "$WORK/kafka.out" ] && break; sleep 0.1; done
+        DEST="{type: kafka, bootstrapServers: \"$(head -1 "$WORK/kafka.out")\", topic: \"$KTOPIC\"}"
+        ;;
       *) echo "unknown sink $sink" >&2; exit 2 ;;
     esac
     prepare qb_defaults_floor "$DEST"
@@ -149,6 +159,7 @@ for mode in $DURABILITY; do
     case $sink in
       nats) "$FIX" nats delete --url "$QB_TEST_NATS_URL" --stream "$STREAM" ;;
       rabbitmq) "$FIX" rabbitmq delete --url "$QB_TEST_AMQP_URL" --exchange "$EXCHANGE" --queue "$QUEUE" ;;
+      kafka) kill -TERM "$KAFKA_PID"; wait "$KAFKA_PID" || true; KAFKA_PID="" ;;
     esac
     for db in floor a b; do psql -q "$PGURL" -c "DROP DATABASE IF EXISTS qb_defaults_$db WITH (FORCE)"; done
   done
