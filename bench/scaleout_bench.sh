@@ -6,6 +6,7 @@
 # failed check fails the script and no figure is written.
 #
 #   flock /tmp/queuebox-bench.lock bash bench/scaleout_bench.sh     # BUILD_DIR=build
+#   QB_SVC_DIR=/tmp/qb-durable PG_DURABLE=1 PG_PORT=54339 QB_BIN=... ...    # fsync on (own cluster)
 #   REPLICAS="1 2 4" ROUNDS=3 ROWS=60000 KEYS=1000 BATCH=500 CONCURRENCY=1000 POOL=4 ...
 #
 # What is timed: from just before the N processes are started (together) to the last row's
@@ -250,7 +251,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
   done
 done
 
-python3 - "$WORK/runs.jsonl" "$ROWS" "$KEYS" "$BATCH" "$CONCURRENCY" "$POOL" "$LEASE_MS" >"$OUT" <<'PY'
+PG_DURABILITY=$(psql -qAt "$QB_TEST_PG_URL" -c "SELECT 'fsync ' || current_setting('fsync')
+  || ', synchronous_commit ' || current_setting('synchronous_commit')")
+python3 - "$WORK/runs.jsonl" "$ROWS" "$KEYS" "$BATCH" "$CONCURRENCY" "$POOL" "$LEASE_MS" \
+  "$PG_DURABILITY" >"$OUT" <<'PY'
 import json, os, platform, statistics, subprocess, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows, keys, batch, conc, pool, lease = (int(x) for x in sys.argv[2:8])
@@ -287,7 +291,7 @@ print(json.dumps({
   "runs": runs,
   "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
               "loadavg_after": open("/proc/loadavg").read().split()[:3],
-              "postgres": "15 (fsync off, throw-away cluster)"},
+              "postgres": "15, " + sys.argv[8]},
 }, indent=2))
 PY
 cat "$OUT"
