@@ -418,6 +418,47 @@ TEST(NatsDestinationCredentialsTest, TokenPublishesAndAWrongTokenIsNeverShown) {
   (*wrong)->Stop();
 }
 
+// Credentials in the servers URL (nats://user:password@host) never show, however long: a
+// password of 64 hex characters (`openssl rand -hex 32`) is past the 64 characters after "//"
+// within which the generic redaction looks for the '@' of a URL's userinfo. Found by the review
+// of 44a7a2a: the outcome error, the health status and the WARN showed it.
+TEST(NatsDestinationCredentialsTest, ALongPasswordInTheServersUrlIsNeverShown) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  const std::string right(64, 'a');
+  const std::string wrong = "f00d" + std::string(60, '7');
+  testing::ChildProcess server(
+      testing::PrivateNatsServer::NatsServerPath(),
+      {"-a", "127.0.0.1", "-p", std::to_string(port), "--user", "qbuser", "--pass", right}, {},
+      dir.File("nats.log"));
+  const std::string good = "nats://qbuser:" + right + "@127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    natsConnection* probe = nullptr;
+    bool up = natsConnection_ConnectTo(&probe, good.c_str()) == NATS_OK;
+    natsConnection_Destroy(probe);
+    return up;
+  })) << server.Log();
+  testing::LogCapture logs;
+  NatsDestinationSettings s;
+  s.name = "nats";
+  s.servers = "nats://qbuser:" + wrong + "@127.0.0.1:" + std::to_string(port);
+  s.subject = "cred.{{ topic }}";
+  s.timeout_ms = 2000;
+  s.jet_stream = false;
+  Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE((*d)->Start().ok());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return (*d)->Health().message().find("Authorization Violation") != std::string::npos;
+  })) << (*d)->Health().ToString();
+  std::vector<Outcome> out = PublishAll(**d, {BrokerRow("cred-1", "a", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
+  EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("f00d")));
+  EXPECT_THAT((*d)->Health().message(), ::testing::Not(HasSubstr("f00d")));
+  EXPECT_EQ(logs.Count({"f00d"}), 0) << logs.All();
+  (*d)->Stop();
+}
+
 TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {
   Result<Config> c = Load(
       "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"
