@@ -459,6 +459,50 @@ TEST(NatsDestinationCredentialsTest, ALongPasswordInTheServersUrlIsNeverShown) {
   (*d)->Stop();
 }
 
+// A second outage logs its WARN even when no batch ran while the connection was up: the server
+// is down at the start (WARN), comes up (connected, the relay idle), then comes back refusing
+// the token, so nats.c closes the connection and the next batch makes a new one. Found by the
+// review of 44a7a2a: "once per outage" was reset only by a batch that saw the connection up.
+TEST(NatsDestinationCredentialsTest, ASecondOutageLogsAgainAfterAnIdleConnection) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  testing::LogCapture logs;
+  NatsDestinationSettings s;
+  s.name = "nats";
+  s.servers = "nats://127.0.0.1:" + std::to_string(port);
+  s.subject = "outage.{{ topic }}";
+  s.timeout_ms = 2000;
+  s.jet_stream = false;
+  s.token = "wrong-token-4410";
+  Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE((*d)->Start().ok());
+  EXPECT_EQ(logs.Count({"cannot connect yet"}), 1) << logs.All();
+  {
+    // No auth: the token is not checked.
+    testing::ChildProcess no_auth(testing::PrivateNatsServer::NatsServerPath(),
+                                  {"-a", "127.0.0.1", "-p", std::to_string(port)}, {},
+                                  dir.File("open.log"));
+    ASSERT_TRUE(testing::WaitUntil([&] { return (*d)->Health().ok(); }))
+        << (*d)->Health().ToString() << no_auth.Log();
+  }
+  testing::ChildProcess refusing(
+      testing::PrivateNatsServer::NatsServerPath(),
+      {"-a", "127.0.0.1", "-p", std::to_string(port), "--auth", "right-token-4410"}, {},
+      dir.File("refusing.log"));
+  // nats.c closes the connection the server refused twice.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    std::string m = (*d)->Health().message();
+    return m.find("is not connected") != std::string::npos &&
+           m.find("not connected yet") == std::string::npos;
+  })) << (*d)->Health().ToString()
+      << refusing.Log();
+  std::vector<Outcome> out = PublishAll(**d, {BrokerRow("out-1", "a", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
+  EXPECT_EQ(logs.Count({"cannot connect yet"}), 2) << logs.All();
+  (*d)->Stop();
+}
+
 TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {
   Result<Config> c = Load(
       "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"
