@@ -154,6 +154,7 @@ bool IsSchemeChar(char c) { return IsAlpha(c) || IsDigit(c) || c == '+' || c == 
 // Rule 2a: userinfo of `scheme:/` or `scheme://` URLs.
 std::string MaskUserinfo(std::string_view text) {
   constexpr size_t kMaxUserinfo = 64;
+  constexpr size_t kMaxLongUserinfo = 1024;
   std::string out;
   out.reserve(text.size());
   size_t copied = 0;
@@ -175,10 +176,20 @@ std::string MaskUserinfo(std::string_view text) {
     if (start < text.size() && text[start] == '/') ++start;
     // The last '@' within the bounded window, which never crosses a comma or a line end.
     size_t at = std::string_view::npos;
-    for (size_t p = start; p < text.size() && p - start < kMaxUserinfo; ++p) {
+    size_t p = start;
+    for (; p < text.size() && p - start < kMaxUserinfo; ++p) {
       char c = text[p];
       if (c == ',' || c == '\n' || c == '\r' || c == '"') break;
       if (c == '@') at = p;
+    }
+    // A longer userinfo (a 64-character token or password) has no '@' in the window: past it,
+    // the '@' of one run without whitespace, '/', '?', '#', ',' or '"' still ends a userinfo.
+    if (at == std::string_view::npos && p - start == kMaxUserinfo) {
+      for (; p < text.size() && p - start < kMaxLongUserinfo; ++p) {
+        char c = text[p];
+        if (IsSpace(c) || c == '/' || c == '?' || c == '#' || c == ',' || c == '"') break;
+        if (c == '@') at = p;
+      }
     }
     if (at == std::string_view::npos || at == start) {
       i = start;

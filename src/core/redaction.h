@@ -14,7 +14,9 @@
 //     each becomes `<key>=[REDACTED]`.
 //  2. URL credentials: `scheme://user:pass@host` -> `scheme://***@host` (the last `@` within 64
 //     characters after `//`, no comma in between: passwords with spaces, `/` or `@` are covered,
-//     and some prose is over-masked on purpose); query parameters password|pwd|secret|token after
+//     and some prose is over-masked on purpose; past those 64, the last `@` of a run of up to 1024
+//     characters without whitespace, `/`, `?`, `#`, `,` or `"`: long tokens); query parameters
+//     password|pwd|secret|token after
 //     `?`, `&` or `;` -> `=***`.
 //  3. bare scheme tokens: the words Basic, Bearer, Digest, Negotiate, Token (exact case) followed
 //     by whitespace and a token run [A-Za-z0-9._~+/-]+ (and trailing `=`) -> `<Scheme> [REDACTED]`

@@ -29,6 +29,22 @@ TEST(RedactTest, JdbcUrlHidesPasswordKeepsHost) {
                          HasSubstr("user=app"), HasSubstr("ssl=true")));
 }
 
+// A 64-character token or password (`openssl rand -hex 32`) puts the '@' past the 64-character
+// window: still masked (found by the review of the NATS destination's error reporting).
+TEST(RedactTest, UrlUserinfoLongerThanTheWindow) {
+  const std::string token(64, 'f');
+  EXPECT_EQ(Redact("cannot connect to NATS (nats://" + token + "@127.0.0.1:4222): refused"),
+            "cannot connect to NATS (nats://***@127.0.0.1:4222): refused");
+  EXPECT_EQ(Redact("nats://qbuser:" + token + "@h1:4222,nats://qbuser:" + token + "@h2:4222"),
+            "nats://***@h1:4222,nats://***@h2:4222");
+  EXPECT_EQ(MaskUrlCredentials("postgres://app:" + std::string(300, 'x') + "@db/app"),
+            "postgres://***@db/app");
+  // Prose after a URL keeps its words: the run past the window ends at whitespace or '/'.
+  const std::string path(70, 'p');
+  EXPECT_EQ(Redact("see https://host/" + path + " or mail nate@example.com"),
+            "see https://host/" + path + " or mail nate@example.com");
+}
+
 TEST(RedactTest, JdbcUrlWithUserinfo) {
   EXPECT_EQ(Redact("jdbc:postgresql://app:s3cr%40t@db:5432/app"),
             "jdbc:postgresql://***@db:5432/app");

@@ -418,6 +418,91 @@ TEST(NatsDestinationCredentialsTest, TokenPublishesAndAWrongTokenIsNeverShown) {
   (*wrong)->Stop();
 }
 
+// Credentials in the servers URL (nats://user:password@host) never show, however long: a
+// password of 64 hex characters (`openssl rand -hex 32`) is past the 64 characters after "//"
+// within which the generic redaction looks for the '@' of a URL's userinfo. Found by the review
+// of 44a7a2a: the outcome error, the health status and the WARN showed it.
+TEST(NatsDestinationCredentialsTest, ALongPasswordInTheServersUrlIsNeverShown) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  const std::string right(64, 'a');
+  const std::string wrong = "f00d" + std::string(60, '7');
+  testing::ChildProcess server(
+      testing::PrivateNatsServer::NatsServerPath(),
+      {"-a", "127.0.0.1", "-p", std::to_string(port), "--user", "qbuser", "--pass", right}, {},
+      dir.File("nats.log"));
+  const std::string good = "nats://qbuser:" + right + "@127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    natsConnection* probe = nullptr;
+    bool up = natsConnection_ConnectTo(&probe, good.c_str()) == NATS_OK;
+    natsConnection_Destroy(probe);
+    return up;
+  })) << server.Log();
+  testing::LogCapture logs;
+  NatsDestinationSettings s;
+  s.name = "nats";
+  s.servers = "nats://qbuser:" + wrong + "@127.0.0.1:" + std::to_string(port);
+  s.subject = "cred.{{ topic }}";
+  s.timeout_ms = 2000;
+  s.jet_stream = false;
+  Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE((*d)->Start().ok());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return (*d)->Health().message().find("Authorization Violation") != std::string::npos;
+  })) << (*d)->Health().ToString();
+  std::vector<Outcome> out = PublishAll(**d, {BrokerRow("cred-1", "a", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
+  EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("f00d")));
+  EXPECT_THAT((*d)->Health().message(), ::testing::Not(HasSubstr("f00d")));
+  EXPECT_EQ(logs.Count({"f00d"}), 0) << logs.All();
+  (*d)->Stop();
+}
+
+// A second outage logs its WARN even when no batch ran while the connection was up: the server
+// is down at the start (WARN), comes up (connected, the relay idle), then comes back refusing
+// the token, so nats.c closes the connection and the next batch makes a new one. Found by the
+// review of 44a7a2a: "once per outage" was reset only by a batch that saw the connection up.
+TEST(NatsDestinationCredentialsTest, ASecondOutageLogsAgainAfterAnIdleConnection) {
+  testing::TempDir dir;
+  const int port = testing::UnusedLoopbackPort();
+  testing::LogCapture logs;
+  NatsDestinationSettings s;
+  s.name = "nats";
+  s.servers = "nats://127.0.0.1:" + std::to_string(port);
+  s.subject = "outage.{{ topic }}";
+  s.timeout_ms = 2000;
+  s.jet_stream = false;
+  s.token = "wrong-token-4410";
+  Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE((*d)->Start().ok());
+  EXPECT_EQ(logs.Count({"cannot connect yet"}), 1) << logs.All();
+  {
+    // No auth: the token is not checked.
+    testing::ChildProcess no_auth(testing::PrivateNatsServer::NatsServerPath(),
+                                  {"-a", "127.0.0.1", "-p", std::to_string(port)}, {},
+                                  dir.File("open.log"));
+    ASSERT_TRUE(testing::WaitUntil([&] { return (*d)->Health().ok(); }))
+        << (*d)->Health().ToString() << no_auth.Log();
+  }
+  testing::ChildProcess refusing(
+      testing::PrivateNatsServer::NatsServerPath(),
+      {"-a", "127.0.0.1", "-p", std::to_string(port), "--auth", "right-token-4410"}, {},
+      dir.File("refusing.log"));
+  // nats.c closes the connection the server refused twice.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    std::string m = (*d)->Health().message();
+    return m.find("is not connected") != std::string::npos &&
+           m.find("not connected yet") == std::string::npos;
+  })) << (*d)->Health().ToString()
+      << refusing.Log();
+  std::vector<Outcome> out = PublishAll(**d, {BrokerRow("out-1", "a", "k", "{}")});
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
+  EXPECT_EQ(logs.Count({"cannot connect yet"}), 2) << logs.All();
+  (*d)->Stop();
+}
+
 TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {
   Result<Config> c = Load(
       "database:\n  url: /tmp/qb-nats.db\ndestinations:\n  n:\n    type: nats\n"

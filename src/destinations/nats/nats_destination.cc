@@ -418,7 +418,9 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
     }
     return conn_;
   }
-  // Never started, or closed for good: connect again (the reconnect loop covers the rest).
+  // Never started, or closed for good: connect again (the reconnect loop covers the rest). A
+  // closed connection that had come up ended an outage, batch or not: the next one logs again.
+  if (conn_ && conn_->signals->connected_once) down_logged_ = false;
   conn_.reset();
   Result<std::shared_ptr<Connection>> c = Connect();
   if (!c.ok()) return c.status();
