@@ -118,7 +118,8 @@ Result<MigrateReport> RunInTransaction(MigrationBackend& db, const std::vector<M
     int32_t checksum = MigrationChecksum(m.sql);
     auto it = history.find(m.version);
     if (it != history.end()) {
-      if (it->second.has_value() && !AcceptedChecksum(earlier, m.version, checksum, *it->second)) {
+      if (it->second.has_value() &&
+          !AcceptedChecksum(earlier, m.version, checksum, *it->second)) {
         return FailedPrecondition("Migration V" + std::to_string(m.version) + " (" + m.description +
                                   ") changed after it was applied: its checksum differs from "
                                   "the one in queuebox_schema_history.");
@@ -142,14 +143,8 @@ const EarlierChecksums& PostgresEarlierChecksums() {
   // FNV-1a of the files of the release before the inbox: "SELECT 1" placeholders (V2, V5, V8,
   // V10) and the outbox parts alone (V3, V6).
   static const EarlierChecksums* const sums = new EarlierChecksums{
-      {2, {-1913712939}},
-      {3, {2008463858}},
-      {5, {-1185798742}},
-      {6, {1705602405}},
-      {8, {-1669315349}},
-      {10, {-1696740570}},
-      // V21 before its GRANT to PUBLIC (the same PL/pgSQL function; main of 2026-12-03).
-      {21, {-1580251277, -710176991}},
+      {2, {-1913712939}}, {3, {2008463858}},  {5, {-1185798742}},
+      {6, {1705602405}},  {8, {-1669315349}}, {10, {-1696740570}},
   };
   return *sums;
 }
