@@ -202,5 +202,28 @@ TEST_F(SourcesConfigTest, BasePathShape) {
               HasSubstr("inbox.basePath: must start with / and not end with /"));
 }
 
+// QueueBox's environment-variables page: a header filter set with list indexes at two levels.
+// Fails today: the indexed variables stay a map ("filter.require: must be a list of rules").
+TEST_F(SourcesConfigTest, HeaderFilterFromEnvironmentListIndexes) {
+  Result<Config> c = Load(std::string(kDatabase) + R"(
+sources:
+  orders:
+    path: /orders
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+)",
+                          {{"QUEUEBOX_SOURCES_ORDERS_FILTER_REQUIRE_0_HEADER", "x-region"},
+                           {"QUEUEBOX_SOURCES_ORDERS_FILTER_REQUIRE_0_IN_0", "eu"},
+                           {"QUEUEBOX_SOURCES_ORDERS_FILTER_REQUIRE_0_IN_1", "uk"},
+                           {"QUEUEBOX_SOURCES_ORDERS_FILTER_EXCLUDE_0_HEADER", "x-test"},
+                           {"QUEUEBOX_SOURCES_ORDERS_FILTER_EXCLUDE_0_EXISTS", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto s = cfg::BindHttpSource(c->sources.at("orders"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->keys.filter, nlohmann::json::parse(
+                                R"({"require": [{"header": "x-region", "in": ["eu", "uk"]}],
+                                    "exclude": [{"header": "x-test", "exists": true}]})"));
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -224,5 +224,25 @@ TEST_F(FileDestinationTest, RegistryFactoryBuildsIt) {
   EXPECT_EQ(ReadLines(dir_ + "/from-registry.jsonl").size(), 1u);
 }
 
+// destinations.<name>.headers, which docs/configuration.md gives every type ("Static headers on
+// every message; a row header of the same name wins") and examples/quickstart.yml sets
+// (X-Source: quickstart). Fails today: the file destination writes only the row's headers.
+TEST_F(FileDestinationTest, StaticHeadersFromTheConfigurationAreWritten) {
+  DestinationConfig config;
+  config.name = "archive";
+  config.type = "file";
+  config.headers = {{"X-Source", "quickstart"}, {"X-Tenant", "static"}};
+  config.options = {{"path", dir_ + "/headers.jsonl"}, {"fsync", true}};
+  Result<std::unique_ptr<Destination>> d =
+      FindDestinationType("file")->create(config, DestinationContext{});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE((*d)->Start().ok());
+  Publish(**d, {Row("r", std::nullopt, "{}", R"({"X-Tenant":"acme"})")});
+  std::vector<std::string> lines = ReadLines(dir_ + "/headers.jsonl");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(json::parse(lines[0])["headers"],
+            json::parse(R"({"X-Source":"quickstart","X-Tenant":"acme"})"));
+}
+
 }  // namespace
 }  // namespace queuebox
