@@ -235,7 +235,16 @@ bool Resolve(const std::vector<std::string>& segs, const std::vector<std::string
       out.push_back(*Index(segs[j]));
       return true;
     case OptionType::kAny:
-      for (; j < segs.size(); ++j) out.push_back(MapKey(segs[j], Lookup(tree, out)));
+      // A number is a list index (QueueBox's FILTER_REQUIRE_0_HEADER), unless the file already
+      // has a map there.
+      for (; j < segs.size(); ++j) {
+        const json* at = Lookup(tree, out);
+        if (Index(segs[j]) && (at == nullptr || !at->is_object())) {
+          out.push_back(*Index(segs[j]));
+        } else {
+          out.push_back(MapKey(segs[j], at));
+        }
+      }
       return true;
     case OptionType::kBlock: {
       if (j == segs.size()) return false;  // a block is set key by key

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config_test_util.h"
+#include "core/header_filter.h"
 
 namespace queuebox {
 namespace {
@@ -203,7 +204,7 @@ TEST_F(SourcesConfigTest, BasePathShape) {
 }
 
 // QueueBox's environment-variables page: a header filter set with list indexes at two levels.
-// Fails today: the indexed variables stay a map ("filter.require: must be a list of rules").
+// Values stay strings, as every variable's; the filter takes `exists: "true"`.
 TEST_F(SourcesConfigTest, HeaderFilterFromEnvironmentListIndexes) {
   Result<Config> c = Load(std::string(kDatabase) + R"(
 sources:
@@ -222,7 +223,8 @@ sources:
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->keys.filter, nlohmann::json::parse(
                                 R"({"require": [{"header": "x-region", "in": ["eu", "uk"]}],
-                                    "exclude": [{"header": "x-test", "exists": true}]})"));
+                                    "exclude": [{"header": "x-test", "exists": "true"}]})"));
+  EXPECT_TRUE(HeaderFilter::Parse(s->keys.filter).ok());
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ class FileDestinationTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<FileDestination> Make(const std::string& path, bool fsync = true) {
-    return std::make_unique<FileDestination>(
-        FileDestinationSettings{.name = "archive", .path = path, .fsync = fsync});
+    return std::make_unique<FileDestination>(FileDestinationSettings{
+        .name = "archive", .path = path, .fsync = fsync, .static_headers = {}});
   }
 
   std::string dir_;

@@ -26,8 +26,9 @@ DestinationType FileDestinationType() {
   };
   return MakeDestinationType<S>(
       "file", options, nullptr,
-      [](S s, const DestinationConfig&,
+      [](S s, const DestinationConfig& config,
          const DestinationContext&) -> Result<std::unique_ptr<Destination>> {
+        s.static_headers = config.headers;
         return std::unique_ptr<Destination>(new FileDestination(std::move(s)));
       });
 }
@@ -71,14 +72,18 @@ Status FileDestination::Start() {
   return Status::Ok();
 }
 
-Result<std::string> FileDestination::Line(const OutboundMessage& message) {
+Result<std::string> FileDestination::Line(
+    const OutboundMessage& message, const std::map<std::string, std::string>& static_headers) {
   const OutboxRow& row = *message.row;
   try {
-    nlohmann::ordered_json headers = nlohmann::ordered_json::parse(
+    nlohmann::ordered_json row_headers = nlohmann::ordered_json::parse(
         row.headers.empty() ? std::string("{}") : row.headers, nullptr, false);
-    if (headers.is_discarded() || !headers.is_object()) {
+    if (row_headers.is_discarded() || !row_headers.is_object()) {
       return InvalidArgument("invalid row headers: expected a JSON object");
     }
+    nlohmann::ordered_json headers = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : static_headers) headers[name] = value;
+    for (auto& [name, value] : row_headers.items()) headers[name] = std::move(value);
     nlohmann::ordered_json payload = nlohmann::ordered_json::parse(message.body(), nullptr, false);
     if (payload.is_discarded()) return InvalidArgument("invalid payload: not a JSON document");
     nlohmann::ordered_json line = nlohmann::ordered_json::object();
@@ -103,7 +108,7 @@ void FileDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
       sink.Report(i, Outcome::Reject("Publish failed: no row"));
       continue;
     }
-    Result<std::string> line = Line(batch[i]);
+    Result<std::string> line = Line(batch[i], settings_.static_headers);
     if (!line.ok()) {
       sink.Report(i, Outcome::Reject(SanitizeError(line.status().message())));
       continue;

@@ -1,6 +1,7 @@
 // file_destination.h: the `file` destination. Appends one JSON line per message to `path`:
 //   {"id":..,"topic":..,"key":..|null,"attempt":..,"headers":{..},"payload":<payload JSON>}
-// The payload is embedded as JSON (not as a string); `headers` is the row's headers object.
+// The payload is embedded as JSON (not as a string); `headers` is the destination's static
+// `headers`, then the row's headers object (a row header of the same name, exact case, wins).
 // With fsync (default true) the batch is written and fdatasync'ed before any message of it is
 // reported Delivered, so a line is durable before its row becomes `sent`.
 //
@@ -14,6 +15,7 @@
 // writes, so lines never interleave).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +29,7 @@ struct FileDestinationSettings {
   std::string name;   // destinations.<name>
   std::string path;   // the file appended to
   bool fsync = true;  // fdatasync after each batch, before outcomes are reported
+  std::map<std::string, std::string> static_headers;  // destinations.<name>.headers
 };
 
 // The registry entry for `type: file`: option table (path, fsync) and factory.
@@ -45,7 +48,8 @@ class FileDestination final : public Destination {
 
   // Builds the line written for a message (without the trailing newline): its row, with the
   // message's body as "payload". kInvalidArgument when the body or headers is not valid JSON.
-  static Result<std::string> Line(const OutboundMessage& message);
+  static Result<std::string> Line(const OutboundMessage& message,
+                                  const std::map<std::string, std::string>& static_headers);
 
  private:
   FileDestinationSettings settings_;
