@@ -5,6 +5,7 @@
 #include "common.h"
 #include "config/load.h"
 #include "core/log.h"
+#include "store/open_store.h"
 #include "transforms.h"
 
 namespace queuebox::app {
@@ -32,6 +33,13 @@ int CheckConfig(const GlobalOptions& global) {
   if (Status s = CheckTransforms(*config); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 1;
+  }
+  // `run` refuses to migrate a renamed schema before it connects: so does the check.
+  if (config->database.migrate) {
+    if (Status s = store::RequireDefaultSchema(config->database); !s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
   }
   std::cout << "# Read from: " << DescribeOrigin(config->origin) << "\n";
   std::cout << RenderMasked(*config);

@@ -130,9 +130,9 @@ Status RequireDefaultSchema(const DatabaseConfig& config) {
     list += renamed[i];
   }
   return FailedPrecondition(
-      "The bundled migrations create the default schema, so they cannot create the schema that " +
+      "The bundled migrations create the default schema, so they cannot create the one set by " +
       list +
-      " describes. Set 'database.migrate' to false and apply your own schema "
+      ". Set 'database.migrate' to false and apply your own schema "
       "(docs/schema.md lists every column).");
 }
 

@@ -20,6 +20,7 @@
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 #include "store/columns.h"
+#include "store/open_store.h"
 
 namespace queuebox::store {
 
@@ -41,10 +42,7 @@ Status ValidateIdentifiers(const DatabaseConfig& config);
 // names) with the quoted mapped column names. Other text, including '{}', is kept.
 std::string RenderSql(std::string_view tmpl, const std::string& table, const OutboxColumns& cols);
 
-// MigrationGuard (QueueBox reference §13.6 step 8): kFailedPrecondition when the configuration
-// renames a table or a column (outbox or inbox), since the bundled migrations create the default
-// schema only.
-Status RequireDefaultSchema(const DatabaseConfig& config);
+// RequireDefaultSchema: declared in store/open_store.h (the app's check-config uses it too).
 
 // Retention may delete only finished rows: OK for "sent" and "dead", otherwise kInvalidArgument
 // "Cannot delete active work" (QueueBox reference §5.5).

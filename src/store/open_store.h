@@ -50,6 +50,12 @@ namespace store {
 // hold a password).
 Result<std::string> DatabaseKindOfUrl(std::string_view url);
 
+// MigrationGuard (QueueBox reference §13.6 step 8): kFailedPrecondition, naming every renamed
+// setting, when the configuration renames a table or a column (outbox or inbox), since the
+// bundled migrations create the default schema only. Needs no database: `run` checks it before
+// migrating, `check-config` when database.migrate is true.
+Status RequireDefaultSchema(const DatabaseConfig& config);
+
 // The message for a SQL Server database: this build has no SQL Server dialect yet.
 inline constexpr char kSqlServerUnsupported[] =
     "SQL Server is not supported by this build; QueueBox C++ runs on PostgreSQL "

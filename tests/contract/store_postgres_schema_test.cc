@@ -254,8 +254,8 @@ TEST_F(PostgresSchemaTest, MigrateRefusesARenamedTableOrColumn) {
   EXPECT_EQ(report.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(report.status().message(),
               HasSubstr("The bundled migrations create the default schema, so they cannot create "
-                        "the schema that database.outboxTableName and "
-                        "database.columnMapping.outbox.key describes. Set 'database.migrate' to "
+                        "the one set by database.outboxTableName and "
+                        "database.columnMapping.outbox.key. Set 'database.migrate' to "
                         "false and apply your own schema"));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM information_schema.tables "
                         "WHERE table_schema = 'public'"),

@@ -88,6 +88,30 @@ TEST(SwitchE2ETest, ConfigIsAcceptedAfterTheSubcommand) {
       << out;
 }
 
+// A renamed table with the bundled migrations on: `run` refuses before it connects, and so does
+// check-config (it said "valid" while `run` exited 1). With migrate false both accept it.
+TEST(SwitchE2ETest, CheckConfigRefusesMigratingARenamedSchemaAsRunDoes) {
+  TempDir dir;
+  const std::string renamed = "database:\n  url: " + dir.File("outbox.db") +
+                              "\n  outboxTableName: qb_outbox\n  columnMapping:\n    outbox:\n"
+                              "      payload: body\n";
+  dir.Write("q.yml", renamed + "  migrate: true\n");
+  std::string out;
+  EXPECT_EQ(RunCommand(kBinary, {"check-config", "-c", dir.File("q.yml")}, Hermetic(dir), &out), 1)
+      << out;
+  EXPECT_THAT(out, AllOf(HasSubstr("database.outboxTableName and "
+                                   "database.columnMapping.outbox.payload"),
+                         HasSubstr("Set 'database.migrate' to false"),
+                         Not(HasSubstr("The configuration is valid"))));
+  EXPECT_EQ(
+      RunCommand(kBinary, {"run", "--until-idle", "-c", dir.File("q.yml")}, Hermetic(dir), &out), 1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("Set 'database.migrate' to false"));
+  dir.Write("q.yml", renamed + "  migrate: false\n");
+  EXPECT_EQ(RunCommand(kBinary, {"check-config", "-c", dir.File("q.yml")}, Hermetic(dir), &out), 0)
+      << out;
+}
+
 TEST(SwitchE2ETest, TheDefaultFileIsReadWithoutAnyFlag) {
   TempDir dir;
   dir.Write("etc-queuebox.yml", "database:\n  url: " + dir.File("outbox.db") + "\n");
