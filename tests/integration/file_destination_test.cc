@@ -226,7 +226,7 @@ TEST_F(FileDestinationTest, RegistryFactoryBuildsIt) {
 
 // destinations.<name>.headers, which docs/configuration.md gives every type ("Static headers on
 // every message; a row header of the same name wins") and examples/quickstart.yml sets
-// (X-Source: quickstart). Fails today: the file destination writes only the row's headers.
+// (X-Source: quickstart). It used to write only the row's headers.
 TEST_F(FileDestinationTest, StaticHeadersFromTheConfigurationAreWritten) {
   DestinationConfig config;
   config.name = "archive";
