@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   if (sqlite3_open(db_path.c_str(), &relay_db.handle) != SQLITE_OK) return 1;
   sqlite3_busy_timeout(relay_db.handle, 5000);
   auto relay_store = babelqueue::SqliteOutboxStore::Create(relay_db.handle);
-  auto transport =
-      babelqueue::DestinationTransport::Create(std::make_unique<queuebox::FileDestination>(
-          queuebox::FileDestinationSettings{.name = "example", .path = out_path, .fsync = true}));
+  auto transport = babelqueue::DestinationTransport::Create(
+      std::make_unique<queuebox::FileDestination>(queuebox::FileDestinationSettings{
+          .name = "example", .path = out_path, .fsync = true, .static_headers = {}}));
   if (!relay_store.ok() || !transport.ok()) {
     std::cerr << "relay setup failed: "
               << (transport.ok() ? relay_store.status().message() : transport.status().message())
