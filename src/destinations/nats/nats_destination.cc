@@ -408,8 +408,9 @@ Status NatsDestination::Start() {
 
 Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentConnection() {
   std::lock_guard<std::mutex> lock(mu_);
+  // A connection that came up ended the outage (closed since or not): the next one logs again.
+  if (conn_ && conn_->signals->connected_once) down_logged_ = false;
   if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
-    if (conn_->signals->connected_once) down_logged_ = false;
     if (!conn_->signals->connected_once) {
       return Unavailable(FailureReason(
           "NATS destination '" + settings_.name + "' is not connected yet (connecting to " +
@@ -418,9 +419,7 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
     }
     return conn_;
   }
-  // Never started, or closed for good: connect again (the reconnect loop covers the rest). A
-  // closed connection that had come up ended an outage, batch or not: the next one logs again.
-  if (conn_ && conn_->signals->connected_once) down_logged_ = false;
+  // Never started, or closed for good: connect again (the reconnect loop covers the rest).
   conn_.reset();
   Result<std::shared_ptr<Connection>> c = Connect();
   if (!c.ok()) return c.status();
