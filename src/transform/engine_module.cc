@@ -37,8 +37,11 @@ TransformResult<const ModuleEntry*> Load() {
     // threads exit, some after main returns.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      const char* why = dlerror();
-      reasons.push_back(why != nullptr ? why : path + ": dlopen failed");
+      const char* error = dlerror();
+      std::string why = error != nullptr ? error : "dlopen failed";
+      // A library the module needs (libmozjs) is named without the module's path.
+      if (why.find(path) == std::string::npos) why = path + ": " + why;
+      reasons.push_back(std::move(why));
       continue;
     }
     void* symbol = dlsym(handle, kModuleEntrySymbol);
