@@ -2,13 +2,20 @@
 #
 #   cmake --build build --target package     ->  build/queuebox_<version>_<arch>.deb
 #
-# The package holds /usr/bin/queuebox, the default configuration /etc/queuebox/queuebox.yml (a
-# conffile: it starts on the embedded SQLite outbox in /var/lib/queuebox), the hardened unit
+# The package holds /usr/bin/queuebox, the JSONata engine module
+# /usr/lib/queuebox/libqueuebox_jsonata.so (loaded only when a transform is configured), the
+# default configuration /etc/queuebox/queuebox.yml (a conffile: it starts on the embedded SQLite
+# outbox in /var/lib/queuebox), the hardened unit
 # /lib/systemd/system/queuebox.service, the docs, and maintainer scripts that create the
 # `queuebox` system user (packaging/debian/postinst). Files: packaging/. Test: package_deb
 # (packaging/test_package.sh): contents, systemd-analyze verify, and a run of the unpacked binary.
 
 install(TARGETS queuebox RUNTIME DESTINATION bin COMPONENT queuebox)
+if(TARGET queuebox_jsonata)
+  # <prefix>/lib/queuebox/: where the binary looks for it, from its own folder's ../lib/queuebox
+  # (src/transform/engine_module.h).
+  install(TARGETS queuebox_jsonata LIBRARY DESTINATION lib/queuebox COMPONENT queuebox)
+endif()
 # Absolute destinations: a Debian package installs under / whatever the prefix (/usr).
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/queuebox.yml DESTINATION /etc/queuebox
         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ COMPONENT queuebox)

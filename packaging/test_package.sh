@@ -66,6 +66,8 @@ check "maintainer scripts pass sh -n" bash -c "for s in postinst prerm postrm; d
 # 3. Contents.
 dpkg-deb -c "$deb" >"$work/contents"
 check "contents: the binary /usr/bin/queuebox (0755)" has "$work/contents" '^-rwxr-xr-x .* \./usr/bin/queuebox$'
+check "contents: the JSONata engine module /usr/lib/queuebox/libqueuebox_jsonata.so" \
+  has "$work/contents" ' \./usr/lib/queuebox/libqueuebox_jsonata\.so$'
 check "contents: the config /etc/queuebox/queuebox.yml" has "$work/contents" ' \./etc/queuebox/queuebox\.yml$'
 check "contents: the unit /lib/systemd/system/queuebox.service" has "$work/contents" ' \./lib/systemd/system/queuebox\.service$'
 check "contents: the docs under /usr/share/doc/queuebox" has "$work/contents" ' \./usr/share/doc/queuebox/operations\.md$'
@@ -106,6 +108,20 @@ check "systemd-analyze security: exposure at most 2.0 (of 10)" \
 # 6. Run the packaged binary from the unpacked root.
 check "queuebox --version" bash -c "'$bin' --version | grep -q '[0-9]\\.[0-9]'"
 check "check-config accepts the packaged default unchanged" "$bin" --config "$conf" check-config
+# SpiderMonkey is the module's alone: the binary loads it from ../lib/queuebox only for a transform.
+check "the binary does not link libmozjs; the module does" bash -c "
+  ! readelf -d '$bin' | grep -q 'libmozjs' &&
+  readelf -d '$root/usr/lib/queuebox/libqueuebox_jsonata.so' | grep -q 'NEEDED.*libmozjs'"
+check "Depends names SpiderMonkey (libmozjs-102-0), which the module links" \
+  grep -q 'libmozjs-102' "$work/depends"
+mkdir -p "$work/transform"
+cat >"$work/transform/queuebox.yml" <<YAML
+database: {type: sqlite, url: "$work/transform/outbox.db"}
+routes: [{topicPattern: "**", destination: out, transform: {expression: '{"n": n}'}}]
+destinations: {out: {type: file, path: "$work/transform/out.jsonl"}}
+YAML
+check "check-config compiles a transform with the packaged module" \
+  "$bin" --config "$work/transform/queuebox.yml" check-config
 check "the packaged default is the embedded SQLite outbox under /var/lib/queuebox" \
   bash -c "'$bin' --config '$conf' check-config | grep -q '/var/lib/queuebox/outbox.db'"
 

@@ -1,9 +1,12 @@
-// engine.h (private to qb_transform): one SpiderMonkey context running the JSONata bundle.
+// engine.h (private to qb_transform): one thread's JSONata engine: a cache of compiled
+// expressions over a Backend, the SpiderMonkey context of the engine module (engine_module.h),
+// which is loaded with the first engine.
 //
 // Ownership and threads: an Engine belongs to the thread that created it (thread_local in
 // ForThisThread) and is destroyed when that thread exits; SpiderMonkey allows one context per
-// thread and every JSAPI call on it from that thread only. The watchdog (watchdog.h) is the one
-// other thread that touches the context, through JS_RequestInterruptCallback.
+// thread and every JSAPI call on it from that thread only. The module's watchdog
+// (module/watchdog.h) is the one other thread that touches the context, through
+// JS_RequestInterruptCallback.
 #pragma once
 
 #include <chrono>
@@ -30,10 +33,12 @@ namespace internal {
 // The process-wide options (ConfigureEngines) as the engines read them.
 const EngineOptions& CurrentEngineOptions();
 
+class Backend;
+
 class Engine {
  public:
-  // The calling thread's engine, loaded on first use; the same failure is returned on every later
-  // call on this thread once loading failed.
+  // The calling thread's engine, loaded on first use (the module too, on the process's first);
+  // the same failure is returned on every later call on this thread once loading failed.
   static TransformResult<Engine*> ForThisThread();
 
   ~Engine();
@@ -53,8 +58,7 @@ class Engine {
   std::string RunScriptForTest(std::string_view source);
 
  private:
-  class Impl;
-  explicit Engine(std::unique_ptr<Impl> impl);
+  explicit Engine(std::unique_ptr<Backend> backend);
 
   struct CacheEntry {
     std::shared_ptr<const Expression::State> key;
@@ -74,7 +78,7 @@ class Engine {
   // used entry when the cache is full).
   TransformResult<int> Slot(const Expression::State& expression);
 
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Backend> backend_;
   Lru lru_;  // most recently used first
   std::unordered_map<const Expression::State*, Lru::iterator, KeyHash, KeyEq> index_;
 };

@@ -1,4 +1,4 @@
-// jsonata.cc: Expression, Bindings and TransformError (the engine is in engine.cc).
+// jsonata.cc: Expression, Bindings and TransformError (the engine: engine.cc and module/).
 #include "queuebox/transform/jsonata.h"
 
 #include <functional>

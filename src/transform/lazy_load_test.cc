@@ -2,12 +2,23 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "queuebox/transform/jsonata.h"
 #include "queuebox/transform/source_stage.h"
 #include "queuebox/transform/stages.h"
 
 namespace queuebox::transform {
 namespace {
+
+// True when a file whose path contains `name` is mapped into this process.
+bool Mapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find(name) != std::string::npos;
+}
 
 // A relay without transforms keeps its footprint: building the stages of a configuration that
 // has none (what `queuebox run` does) loads no engine. Runs first in this process.
@@ -26,6 +37,9 @@ TEST(JsonataLazyLoad, AConfigurationWithoutTransformsLoadsNoEngine) {
   ASSERT_TRUE(sources.ok());
   EXPECT_EQ(*sources, nullptr);
   EXPECT_FALSE(EnginesLoaded());
+  // SpiderMonkey is in the engine module, loaded with the first transform: not even mapped yet.
+  EXPECT_FALSE(Mapped("libmozjs"));
+  EXPECT_FALSE(Mapped("libqueuebox_jsonata.so"));
 }
 
 TEST(JsonataLazyLoad, NothingLoadsUntilTheFirstCompile) {
@@ -44,6 +58,8 @@ TEST(JsonataLazyLoad, NothingLoadsUntilTheFirstCompile) {
   auto expr = Expression::Compile("$topic");
   ASSERT_TRUE(expr.ok()) << expr.error().ToString();
   EXPECT_TRUE(EnginesLoaded());
+  EXPECT_TRUE(Mapped("libqueuebox_jsonata.so"));
+  EXPECT_TRUE(Mapped("libmozjs"));
   Status late = ConfigureEngines(options);
   EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition);
 

@@ -13,6 +13,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -564,6 +565,44 @@ TEST_F(TransformE2ETest, ARelayWithoutTransformsNeverLoadsTheEngine) {
   std::printf("peak RSS: %ld KiB without transforms, %ld KiB with one route transform\n",
               plain_rss_kb, std::stol(rss[1]));
 }
+
+#ifdef QB_JSONATA_MODULE
+// The engine is a module (libqueuebox_jsonata.so) that the binary looks for beside itself and in
+// ../lib/queuebox/ from its folder. A binary without it still runs configurations without
+// transforms; one with a transform is refused, naming each path tried and why it did not load.
+TEST_F(TransformE2ETest, WithoutItsModuleATransformIsRefusedWithThePathsTried) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  namespace fs = std::filesystem;
+  TempDir install;  // outside the build tree: the build's own module is not a candidate
+  fs::create_directories(install.File("bin"));
+  const std::string bin = install.File("bin/queuebox");
+  fs::copy_file(kBinary, bin);
+  const std::string destinations =
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " + receiver_.BaseUrl() + "\n";
+  const std::string plain = WriteConfig(
+      destinations + "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n", "plain");
+  const std::string transformed =
+      WriteConfig(destinations +
+                      "routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+                      "    transform: {expression: '{\"n\": n}'}\n",
+                  "transformed");
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(bin, {"--config", plain, "check-config"}, {}, &out), 0) << out;
+  EXPECT_EQ(testing::RunCommand(bin, {"--config", transformed, "check-config"}, {}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("routes[0].transform.expression: the JSONata engine could not load: "
+                             "The JSONata engine did not load: its module "
+                             "libqueuebox_jsonata.so could not be loaded: " +
+                             install.File("bin/libqueuebox_jsonata.so") +
+                             ": cannot open shared object file: No such file or directory; " +
+                             install.File("lib/queuebox/libqueuebox_jsonata.so") +
+                             ": cannot open shared object file: No such file or directory."));
+  // The installed layout: <prefix>/bin/queuebox and <prefix>/lib/queuebox/.
+  fs::create_directories(install.File("lib/queuebox"));
+  fs::copy_file(QB_JSONATA_MODULE, install.File("lib/queuebox/libqueuebox_jsonata.so"));
+  EXPECT_EQ(testing::RunCommand(bin, {"--config", transformed, "check-config"}, {}, &out), 0)
+      << out;
+}
+#endif
 
 }  // namespace
 }  // namespace queuebox

@@ -3,10 +3,12 @@
 // blocks and stage variables), §11.4 (key expressions); docs/transforms.md.
 //
 // Engines: one SpiderMonkey context per thread (thread_local), created on the thread's first
-// Compile or Evaluate, so a process that configures no transform never loads it. Loading costs
-// ~12 MB of RSS and 50-200 ms (bench/README.md); a compiled expression is cached in that thread's
-// engine (LRU, EngineOptions::cache_capacity) and evaluated there. The engine lives until its
-// thread exits; threads that hold one must be joined before the process exits.
+// Compile or Evaluate, so a process that configures no transform never loads it. SpiderMonkey is
+// in a module, libqueuebox_jsonata.so, loaded with dlopen on the process's first Compile or
+// Evaluate (a kEngine error naming the paths tried when it cannot load; docs/transforms.md).
+// Loading costs ~12 MB of RSS and 50-200 ms (bench/README.md); a compiled expression is cached in
+// that thread's engine (LRU, EngineOptions::cache_capacity) and evaluated there. The engine lives
+// until its thread exits; threads that hold one must be joined before the process exits.
 //
 // Limits, enforced per evaluation: a wall-clock timeout (a watchdog thread interrupts the engine;
 // this also stops a catastrophic regular expression and a tail-recursive loop), a depth
@@ -111,7 +113,8 @@ struct EngineOptions {
 // Fails with kFailedPrecondition once an engine has loaded, kInvalidArgument on a zero value.
 Status ConfigureEngines(const EngineOptions& options);
 
-// True once this process has loaded the engine (JS_Init ran): for footprint checks.
+// True once this process has started loading the engine (its module and SpiderMonkey): for
+// footprint checks.
 bool EnginesLoaded();
 
 // The `$` variables of an evaluation, as one JSON object. Setting a name twice: the last wins.

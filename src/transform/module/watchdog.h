@@ -9,7 +9,7 @@
 // process's resident set size (/proc/self/statm, ~1 µs; mallinfo2 was measured at 20 ms on a
 // fragmented heap). The first reading is the evaluation's baseline; when a later one is more than
 // the slot's max_bytes above it, the watchdog raises memory_alarm and interrupts the engine,
-// which collects garbage and stops the evaluation if the memory is its own (engine.cc,
+// which collects garbage and stops the evaluation if the memory is its own (backend.cc,
 // WithinMemory: its zone's size, or the process's growth when no other engine is evaluating).
 // (It interrupts only then: an interrupt that lets SpiderMonkey 102 continue inside a regular
 // expression turns into a "too much recursion" error.) The garbage-collected heap has its own cap
