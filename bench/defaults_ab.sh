@@ -13,6 +13,12 @@
 #   flock /tmp/queuebox-bench.lock bash bench/defaults_ab.sh <queuebox A> <queuebox B>
 #   ROWS=200000 SINKS="http nats rabbitmq kafka" DURABILITY="off on" DURABLE_SINKS="http" ...
 #   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
+#   NATS_URL=nats://127.0.0.1:54249 ...   # a private nats-server instead of the shared one
+#   NATS_PID=<pid of that nats-server>: its CPU seconds per run (sink_server_cpu_s)
+#   WRAP_B="perf record -g -o /tmp/b.perf --" ...   # a command that runs binary B (WRAP_A: A);
+#                                                  # @RUN@ in it becomes <fsync>-<sink>-<side>
+#   TRACE_DIR=/tmp/t ...   # QB_PHASE_TRACE=$TRACE_DIR/<fsync>-<sink>-<side>.csv for each relay run
+#                          # (a binary built with bench/phase_trace.patch writes its phase timings)
 #
 # bench_floor and broker_fixture come from $BUILD_DIR (default build; build them first).
 # Writes $OUT (bench/results/defaults_ab.json): per durability and sink, the floor and each
@@ -36,6 +42,7 @@ FLOOR_BIN="$BUILD_DIR/bench/bench_floor"
 FIX="$BUILD_DIR/bench/broker_fixture"
 WORK=$(mktemp -d /tmp/qb-defaults-ab.XXXXXX)
 source bench/nginx_sink.sh
+source bench/proc_cpu.sh
 STARTED_DURABLE=0
 KAFKA_PID=""
 cleanup() {
@@ -49,6 +56,7 @@ cleanup() {
 }
 trap cleanup EXIT
 eval "$(bash scripts/services.sh env)"  # brokers' URLs (and the fsync-off PostgreSQL)
+QB_TEST_NATS_URL=${NATS_URL:-$QB_TEST_NATS_URL}  # NATS_URL: another nats-server (a private one)
 TAG=$$
 EXCHANGE="qb.defaults.$TAG" QUEUE="qb.defaults.$TAG.q"
 STREAM="QBDEFAULTS$TAG" SUBJECT="qbdefaults$TAG.events"
@@ -78,12 +86,31 @@ YAML
 relay_run() {  # mode sink side binary dest
   local mode=$1 sink=$2 side=$3 bin=$4 dest=$5 db=qb_defaults_${3,,}
   prepare "$db" "$dest"
-  local start end
+  local start end pg_pid sink_pids
+  # CPU seconds of the cluster (all its backends; the shared fsync-off cluster also serves
+  # others) and of the sink's server (nginx and its worker; nats: NATS_PID, a private server).
+  pg_pid=$(head -1 "${QB_SVC_DIR:-/tmp/queuebox-svc}/pg/data/postmaster.pid" 2>/dev/null || true)
+  case $sink in
+    http) sink_pids="$(cat "$WORK/ngx/nginx.pid") $(pgrep -P "$(cat "$WORK/ngx/nginx.pid")" | tr '\n' ' ')" ;;
+    nats) sink_pids=${NATS_PID:-} ;;
+    *) sink_pids="" ;;
+  esac
+  local pg0 sink0 pg1 sink1
+  pg0=$([ -n "$pg_pid" ] && cluster_ticks "$pg_pid" || echo 0)
+  sink0=$(cpu_ticks $sink_pids)
   TIMEFORMAT='%U %S'
   start=$(date +%s.%N)
-  { time "$bin" --config "$WORK/$db.yml" run --until-idle --idle-timeout-ms 1800000 \
+  local wrap=${WRAP_A:-}
+  [ "$side" = B ] && wrap=${WRAP_B:-}
+  wrap=${wrap//@RUN@/$mode-$sink-$side}
+  # shellcheck disable=SC2086
+  { time env ${TRACE_DIR:+QB_PHASE_TRACE=$TRACE_DIR/$mode-$sink-$side.csv} $wrap "$bin" --config "$WORK/$db.yml" run --until-idle --idle-timeout-ms 1800000 \
     2>"$WORK/relay.log"; } 2>"$WORK/relay.time"
   end=$(date +%s.%N)
+  pg1=$([ -n "$pg_pid" ] && cluster_ticks "$pg_pid" || echo 0)
+  sink1=$(cpu_ticks $sink_pids)
+  local tck
+  tck=$(getconf CLK_TCK)
   local db_json rss cpu
   db_json=$(psql -Atq "$PGBASE/$db" -c "SELECT json_build_object(
       'sent', count(*) FILTER (WHERE state = 'sent'),
@@ -96,9 +123,10 @@ relay_run() {  # mode sink side binary dest
   rss=$(grep -o '"max_rss_kb":"[0-9]*"' "$WORK/relay.log" | tail -1 | grep -o '[0-9]*' || echo 0)
   cpu=$(awk '{print $1 + $2}' "$WORK/relay.time")
   python3 - "$mode" "$sink" "$side" "$bin" "$db_json" "$start" "$end" "$rss" "$cpu" \
+    "$(echo "scale=2; ($pg1 - $pg0) / $tck" | bc)" "$(echo "scale=2; ($sink1 - $sink0) / $tck" | bc)" \
     >>"$RESULTS" <<'PY'
 import json, sys
-mode, sink, side, binary, db, start, end, rss, cpu = sys.argv[1:10]
+mode, sink, side, binary, db, start, end, rss, cpu, pg_cpu, sink_cpu = sys.argv[1:12]
 db = json.loads(db)
 wall = float(end) - float(start)
 print(json.dumps({"fsync": mode, "sink": sink, "side": side, "binary": binary,
@@ -108,6 +136,7 @@ print(json.dumps({"fsync": mode, "sink": sink, "side": side, "binary": binary,
                   "insert_to_sent_p50_ms": round(db["p50_ms"] or 0, 1),
                   "insert_to_sent_p99_ms": round(db["p99_ms"] or 0, 1),
                   "peak_rss_mb": round(int(rss) / 1024, 1), "relay_cpu_s": float(cpu),
+                  "pg_cpu_s": float(pg_cpu), "sink_server_cpu_s": float(sink_cpu),
                   "wall_s": round(wall, 2),
                   "loadavg": open("/proc/loadavg").read().split()[:3]}))
 PY
@@ -150,7 +179,7 @@ for mode in $DURABILITY; do
       *) echo "unknown sink $sink" >&2; exit 2 ;;
     esac
     prepare qb_defaults_floor "$DEST"
-    FLOOR=$("$FLOOR_BIN" --config "$WORK/qb_defaults_floor.yml")
+    FLOOR=$(env ${TRACE_DIR:+QB_PHASE_TRACE=$TRACE_DIR/$mode-$sink-floor.csv} "$FLOOR_BIN" --config "$WORK/qb_defaults_floor.yml")
     python3 -c 'import json,sys; f=json.loads(sys.argv[3]); print(json.dumps({"fsync": sys.argv[1], "sink": sys.argv[2], "side": "floor", "rows_per_s": round(f["rows_per_s"], 1), "loadavg": open("/proc/loadavg").read().split()[:3]}))' \
       "$mode" "$sink" "$FLOOR" >>"$RESULTS"
     tail -1 "$RESULTS" >&2

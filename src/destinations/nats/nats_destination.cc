@@ -168,7 +168,8 @@ struct NatsDestination::AckRegistry {
       f.batch->notes[f.index] = note;
       --f.batch->pending;
     }
-    f.batch->cv.notify_all();
+    // The publishing worker waits for the whole batch: wake it once, not once per PubAck.
+    if (f.batch->pending == 0) f.batch->cv.notify_all();
   }
 };
 
