@@ -3,7 +3,7 @@
 // Threads:
 //   poller        reclaims expired leases (every lease/5), claims batchSize rows whenever that
 //                 many fit under the claim-ahead limit (ClaimAheadLimit: the rows held, claimed
-//                 and outcome not yet written, stay <= 3 x batchSize + concurrency),
+//                 and outcome not yet written, stay <= 2 x batchSize + concurrency),
 //                 dead-letters unroutable rows, groups the rest by destination and queues one
 //                 task per group.
 //   workers       publish a task's rows in slices with at most `concurrency` messages in
@@ -105,12 +105,11 @@ struct HeldClaim {
 };
 
 // The most rows a replica holds (claimed, outcome not yet written): one batch waiting for its
-// outcome write, one batch being published (the `concurrency` messages in flight and the rows
-// queued behind them), one batch just claimed, and the in-flight slots. The poller claims only
-// when a whole batch fits, so a claim never takes fewer than batchSize rows because publishes are
-// in flight, and the next claim runs while the previous batch's outcomes are written.
+// outcome write, one batch queued behind the `concurrency` messages in flight, and those.
+// The poller claims only when a whole batch fits, so a claim never takes fewer than batchSize
+// rows because publishes are in flight.
 int64_t ClaimAheadLimit(const OutboxConfig& o) {
-  return 3 * static_cast<int64_t>(o.batch_size) + o.concurrency;
+  return 2 * static_cast<int64_t>(o.batch_size) + o.concurrency;
 }
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
