@@ -57,7 +57,12 @@ struct Records {
 struct PartitionList {
   rd_kafka_topic_partition_list_t* list;
   explicit PartitionList(int size) : list(rd_kafka_topic_partition_list_new(size)) {}
-  ~PartitionList() { rd_kafka_topic_partition_list_destroy(list); }
+  explicit PartitionList(const rd_kafka_topic_partition_list_t* copy_of)
+      : list(rd_kafka_topic_partition_list_copy(copy_of)) {}
+  PartitionList(PartitionList&& other) noexcept : list(std::exchange(other.list, nullptr)) {}
+  ~PartitionList() {
+    if (list != nullptr) rd_kafka_topic_partition_list_destroy(list);
+  }
   PartitionList(const PartitionList&) = delete;
   PartitionList& operator=(const PartitionList&) = delete;
 };
@@ -86,6 +91,10 @@ class KafkaSource final : public BrokerSource {
   BrokerMessage Convert(const rd_kafka_message_t* m) const;
   void SeekBack(rd_kafka_t* rk, const Records& batch);
   void CommitStored(rd_kafka_t* rk, const Records& batch);
+  // On an assignment: each partition of `assigned` this replica stored records of past the
+  // group's committed offset starts at its stored_ offset (what lies below is in the inbox);
+  // returns those partitions and offsets, to commit once assigned.
+  PartitionList ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* assigned);
   void ProbeBrokers(rd_kafka_t* rk);
   void Close(rd_kafka_t* rk);
   // Waits `ms` unless Stop() comes first; false when stopping.
@@ -116,6 +125,12 @@ class KafkaSource final : public BrokerSource {
   bool outage_ = false;  // an outage was reported (one WARN per outage)
   Clock::time_point next_probe_{};
   int store_failures_ = 0;
+  // Per partition, the offset past the last record this replica stored in the inbox (every record
+  // below it is stored: it read them in order from a committed offset). Kept when a partition is
+  // revoked or its assignment lost (a commit refused for a stale generation), when librdkafka
+  // forgets its stored offsets: the commit of what was stored is then made when the partition
+  // comes back, not lost.
+  PartitionOffsets stored_;
   log::RateLimiter limiter_{std::chrono::seconds(10)};
 };
 
@@ -337,8 +352,11 @@ void KafkaSource::CommitStored(rd_kafka_t* rk, const Records& batch) {
   PartitionList list(static_cast<int>(next.size()));
   for (const auto& [tp, offset] : next) {
     rd_kafka_topic_partition_list_add(list.list, tp.first.c_str(), tp.second)->offset = offset;
+    int64_t& mark = stored_.try_emplace(tp, offset).first->second;
+    mark = std::max(mark, offset);
   }
-  // A partition revoked during the fetch refuses the offset: its next owner reads it again.
+  // A partition revoked during the fetch refuses the offset: its next owner reads it again, or
+  // this replica resumes at stored_ when it gets the partition back.
   rd_kafka_offsets_store(rk, list.list);
   rd_kafka_resp_err_t err = rd_kafka_commit(rk, nullptr, 1);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
@@ -347,6 +365,33 @@ void KafkaSource::CommitStored(rd_kafka_t* rk, const Records& batch) {
         "deduplicated)",
         rd_kafka_err2str(err));
   }
+}
+
+PartitionList KafkaSource::ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* assigned) {
+  PartitionList ahead(0);
+  PartitionList known(0);
+  for (int i = 0; i < assigned->cnt; ++i) {
+    const rd_kafka_topic_partition_t& tp = assigned->elems[i];
+    if (stored_.count({tp.topic, tp.partition}) > 0) {
+      rd_kafka_topic_partition_list_add(known.list, tp.topic, tp.partition);
+    }
+  }
+  if (known.list->cnt == 0) return ahead;
+  rd_kafka_resp_err_t err = rd_kafka_committed(rk, known.list, kSeekTimeoutMs);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // The partitions start at the committed offsets: what was stored past them is read again
+    // and deduplicated.
+    WarnLimited("Kafka source cannot read the committed offsets", rd_kafka_err2str(err));
+    return ahead;
+  }
+  for (int i = 0; i < known.list->cnt; ++i) {
+    const rd_kafka_topic_partition_t& tp = known.list->elems[i];
+    const int64_t mark = stored_[{tp.topic, tp.partition}];
+    if (tp.err != RD_KAFKA_RESP_ERR_NO_ERROR || tp.offset >= mark) continue;  // none: INVALID
+    rd_kafka_topic_partition_list_find(assigned, tp.topic, tp.partition)->offset = mark;
+    rd_kafka_topic_partition_list_add(ahead.list, tp.topic, tp.partition)->offset = mark;
+  }
+  return ahead;
 }
 
 void KafkaSource::ProbeBrokers(rd_kafka_t* rk) {
@@ -413,10 +458,23 @@ void KafkaSource::OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
               {{"source", self->settings_.name},
                {"partitions", std::to_string(partitions->cnt)},
                {"protocol", protocol != nullptr ? protocol : "NONE"}});
+    PartitionList start(partitions);  // the callback's list is librdkafka's
+    PartitionList ahead = self->ResumeStored(rk, start.list);
     if (cooperative) {
-      error = rd_kafka_incremental_assign(rk, partitions);
+      error = rd_kafka_incremental_assign(rk, start.list);
     } else {
-      rd_kafka_assign(rk, partitions);
+      rd_kafka_assign(rk, start.list);
+    }
+    if (error == nullptr && ahead.list->cnt > 0) {
+      // Stored too, so a later offset-less commit (a revoke, the close) includes them.
+      rd_kafka_offsets_store(rk, ahead.list);
+      rd_kafka_resp_err_t c = rd_kafka_commit(rk, ahead.list, 0);
+      if (c != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        self->WarnLimited(
+            "Kafka source cannot commit what it stored before the rebalance (a later commit "
+            "includes it)",
+            rd_kafka_err2str(c));
+      }
     }
   } else {
     log::Info("Kafka source partitions revoked",

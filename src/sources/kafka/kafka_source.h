@@ -7,10 +7,15 @@
 // records, stores them with ONE InboxIntake::Store (filtered records skipped), and only after
 // that call succeeded marks the offsets past the batch as consumed and commits them
 // (asynchronously; synchronously before partitions are revoked, so a rebalance hands the next
-// owner what was stored). When Store fails (the database is away) every partition of the batch
-// is sought back to its first record of the batch, which was not stored, and the source backs
-// off (ReconnectDelayMs, capped) before fetching again: nothing is committed that was not
-// stored, nothing is lost, and a record fetched twice is stored once (the inbox dedup).
+// owner what was stored). The source remembers per partition how far it stored: when librdkafka
+// dropped an assignment as lost (a commit refused for a stale generation, as while the group
+// rebalances), and with it the offsets stored and not committed, the partition given back starts
+// there and that offset is committed in the assign callback (not left to a re-read that a stop
+// can cut short; stopped before it is given back, the next owner reads them again, deduplicated).
+// When Store fails (the database is away) every partition of the batch is sought back to its
+// first record of the batch, which was not stored, and the source backs off (ReconnectDelayMs,
+// capped) before fetching again: nothing is committed that was not stored, nothing is lost, and
+// a record fetched twice is stored once (the inbox dedup).
 //
 // Records: body = the value; headers = the record headers as strings (HeaderText: UTF-8 or
 // "base64:"), a null value as ""; record_key = the key (HeaderText); broker_time_ms = the record
