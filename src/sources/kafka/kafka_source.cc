@@ -126,10 +126,10 @@ class KafkaSource final : public BrokerSource {
   Clock::time_point next_probe_{};
   int store_failures_ = 0;
   // Per partition, the offset past the last record this replica stored in the inbox (every record
-  // below it is stored: it read them in order from a committed offset). Kept when a partition is
-  // revoked or its assignment lost (a commit refused for a stale generation), when librdkafka
+  // below it is stored: it read them in order from a committed offset). Kept when its assignment
+  // is lost (a commit refused for a stale generation) or its revoke's commit fails, when librdkafka
   // forgets its stored offsets: the commit of what was stored is then made when the partition
-  // comes back, not lost.
+  // comes back, not lost. Dropped at a revoke whose commit succeeded.
   PartitionOffsets stored_;
   log::RateLimiter limiter_{std::chrono::seconds(10)};
 };
@@ -387,7 +387,9 @@ PartitionList KafkaSource::ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition
   for (int i = 0; i < known.list->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = known.list->elems[i];
     const int64_t mark = stored_[{tp.topic, tp.partition}];
-    if (tp.err != RD_KAFKA_RESP_ERR_NO_ERROR || tp.offset >= mark) continue;  // none: INVALID
+    // No committed offset (a partition new to the group, or a topic deleted and made again):
+    // start as configured; the stored_ mark may belong to records that no longer exist.
+    if (tp.err != RD_KAFKA_RESP_ERR_NO_ERROR || tp.offset < 0 || tp.offset >= mark) continue;
     rd_kafka_topic_partition_list_find(assigned, tp.topic, tp.partition)->offset = mark;
     rd_kafka_topic_partition_list_add(ahead.list, tp.topic, tp.partition)->offset = mark;
   }
@@ -487,6 +489,11 @@ void KafkaSource::OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
             "Kafka source cannot commit before a rebalance (the next owner "
             "deduplicates what it reads again)",
             rd_kafka_err2str(c));
+      } else {
+        // The group has what was stored: nothing of these partitions to resume later.
+        for (int i = 0; i < partitions->cnt; ++i) {
+          self->stored_.erase({partitions->elems[i].topic, partitions->elems[i].partition});
+        }
       }
     }
     if (cooperative) {
