@@ -9,9 +9,7 @@
 //   workers       publish a task's rows in slices with at most `concurrency` messages in
 //                 Destination::PublishBatch at once across the replica; the worker that publishes
 //                 a task's last slice turns its outcomes into row decisions (core/outcome.h) and
-//                 writes them with one fenced statement per kind; sent rows are acknowledged
-//                 across tasks, one MarkSent for all that completed while the last one ran
-//                 (QueueSent).
+//                 writes them with one fenced statement per kind.
 //   lease keeper  renews every claim this replica holds (queued or publishing) in one statement
 //                 every lease/3. A row the renewal did not renew is lost (another replica owns
 //                 it): its publish is cancelled (OutboundMessage::cancel), it is counted in
@@ -447,7 +445,7 @@ class RelayImpl final : public Relay {
         }
       }
       task_cv_.notify_one();
-      if (written > 0) WriteOutcomes(task, written);
+      if (written > 0) WriteOutcomes(*task, written);
     }
   }
 
@@ -576,9 +574,8 @@ class RelayImpl final : public Relay {
   }
 
   // Turns the outcomes of the task's first `n` rows into row decisions and writes them, one
-  // fenced statement per kind; the sent rows go to the acknowledgement flush (QueueSent).
-  void WriteOutcomes(const std::shared_ptr<BatchTask>& task_ptr, size_t n) {
-    BatchTask& task = *task_ptr;
+  // fenced statement per kind.
+  void WriteOutcomes(BatchTask& task, size_t n) {
     std::vector<Fence> sent;
     // The rows stay in `task`; the outcome lists point at them (no copy of the payloads).
     std::vector<const OutboxRow*> sent_rows, retry_rows, dead_rows, cancelled_rows, release_rows;
@@ -621,6 +618,10 @@ class RelayImpl final : public Relay {
           break;
       }
     }
+    if (!sent.empty()) {
+      auto changed = WriteWithRetry([&] { return outbox_->MarkSent(sent); });
+      Finish(sent_rows, changed, "sent", task.claimed_at);
+    }
     if (!retries.empty()) {
       auto changed = WriteWithRetry([&] { return outbox_->ScheduleRetry(retries); });
       Finish(retry_rows, changed, "failed", task.claimed_at);
@@ -632,58 +633,6 @@ class RelayImpl final : public Relay {
     if (!releases.empty()) {
       auto changed = WriteWithRetry([&] { return outbox_->Release(releases); });
       Finish(release_rows, changed, "released", task.claimed_at);
-    }
-    if (!sent.empty()) QueueSent(task_ptr, std::move(sent), std::move(sent_rows));
-  }
-
-  // Acknowledgements across tasks (group commit): a worker queues its task's sent rows; when no
-  // flush runs, it becomes the flusher and writes everything queued with one fenced MarkSent,
-  // then again while more was queued meanwhile. So a row waits at most for the flush in progress
-  // before its own starts, and no longer than that when nothing is in progress. Each row keeps
-  // its own fence (id, claim token, processing, lease) in the statement.
-  void QueueSent(std::shared_ptr<BatchTask> task, std::vector<Fence> fences,
-                 std::vector<const OutboxRow*> rows) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sent_queue_.push_back({std::move(task), std::move(fences), std::move(rows)});
-      if (sent_flushing_) return;  // the running flusher takes them
-      sent_flushing_ = true;
-    }
-    std::vector<PendingSent> batch;
-    std::vector<Fence> fences_all;
-    while (true) {
-      batch.clear();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (sent_queue_.empty()) {
-          sent_flushing_ = false;
-          return;
-        }
-        batch.swap(sent_queue_);
-      }
-      if (batch.size() == 1) {
-        auto changed = WriteWithRetry([&] { return outbox_->MarkSent(batch[0].fences); });
-        Finish(batch[0].rows, changed, "sent", batch[0].task->claimed_at);
-        continue;
-      }
-      fences_all.clear();
-      for (const PendingSent& p : batch) {
-        fences_all.insert(fences_all.end(), p.fences.begin(), p.fences.end());
-      }
-      auto changed = WriteWithRetry([&] { return outbox_->MarkSent(fences_all); });
-      std::unordered_set<std::string_view> ok;
-      if (changed.ok()) ok.insert(changed->begin(), changed->end());
-      for (const PendingSent& p : batch) {
-        Result<std::vector<std::string>> mine = std::vector<std::string>{};
-        if (!changed.ok()) {
-          mine = changed.status();
-        } else {
-          for (const Fence& f : p.fences) {
-            if (ok.count(f.id) > 0) mine->push_back(f.id);
-          }
-        }
-        Finish(p.rows, mine, "sent", p.task->claimed_at);
-      }
     }
   }
 
@@ -919,14 +868,6 @@ class RelayImpl final : public Relay {
   std::deque<std::shared_ptr<BatchTask>> tasks_;  // tasks with rows not yet handed to a publish
   size_t publishing_ = 0;                         // messages in PublishBatch now, <= concurrency
   std::unordered_map<std::string, HeldClaim> claims_;  // by row id, in flight
-  // Sent rows waiting for the acknowledgement flush (QueueSent); task keeps the rows alive.
-  struct PendingSent {
-    std::shared_ptr<BatchTask> task;
-    std::vector<Fence> fences;
-    std::vector<const OutboxRow*> rows;
-  };
-  std::vector<PendingSent> sent_queue_;
-  bool sent_flushing_ = false;  // a worker is flushing sent_queue_
   Clock::time_point last_cycle_;
   log::RateLimiter db_limiter_{milliseconds(5000)};
   log::RateLimiter failure_limiter_{milliseconds(1000)};

@@ -5,7 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -35,32 +34,7 @@ class RecordingClaims : public OutboxClaims {
     return rows;
   }
   Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      mark_sent_sizes_.push_back(fences.size());
-      if (hold_first_mark_sent_ && mark_sent_sizes_.size() == 1) {
-        cv_.notify_all();
-        cv_.wait(lock, [&] { return !hold_first_mark_sent_; });
-      }
-    }
     return real_->MarkSent(fences);
-  }
-  // The first MarkSent waits until OpenMarkSent().
-  void HoldFirstMarkSent() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hold_first_mark_sent_ = true;
-  }
-  void OpenMarkSent() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      hold_first_mark_sent_ = false;
-    }
-    cv_.notify_all();
-  }
-  // The rows of each MarkSent call, in order.
-  std::vector<size_t> mark_sent_sizes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return mark_sent_sizes_;
   }
   Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> orders) override {
     return real_->ScheduleRetry(orders);
@@ -101,8 +75,6 @@ class RecordingClaims : public OutboxClaims {
   std::condition_variable cv_;
   std::vector<std::pair<int, size_t>> claims_;
   std::map<std::string, int> renewals_;
-  bool hold_first_mark_sent_ = false;
-  std::vector<size_t> mark_sent_sizes_;
 };
 
 // Delivers everything; records the order of publishes, the most messages inside PublishBatch at
@@ -134,14 +106,6 @@ class GatedDestination : public Destination {
     in_flight_ -= batch.size();
     lock.unlock();
     for (size_t i = 0; i < batch.size(); ++i) sink.Report(i, Outcome::Delivered());
-    lock.lock();
-    returned_ += batch.size();
-    cv_.notify_all();
-  }
-  // Waits until `n` messages' PublishBatch calls returned with their outcomes.
-  bool WaitForReturned(size_t n, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return returned_ >= n; });
   }
 
   void Open() {
@@ -178,7 +142,7 @@ class GatedDestination : public Destination {
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;
-  size_t in_flight_ = 0, max_in_flight_ = 0, returned_ = 0;
+  size_t in_flight_ = 0, max_in_flight_ = 0;
   std::vector<std::string> published_;
   std::set<std::string> keys_in_flight_;
   int key_overlaps_ = 0;
@@ -385,53 +349,6 @@ TEST_P(RelayClaimAheadTest, StopLeavesQueuedRowsToTheirLeaseAfterTheShutdownTime
   relay_.reset();  // joins the workers
   EXPECT_EQ(published_count_->load(), 1u) << "no queued row is published after the timeout";
   for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(State(ids[i]), "processing") << i;
-}
-
-// Acknowledgements across tasks (QueueSent): while one MarkSent runs (held here), the tasks that
-// finish publishing queue their sent rows, and the next flush writes all of them in one fenced
-// statement. Batch 5, concurrency 10: four claims of 5 are held (2 x 5 + 10) and published while
-// the first acknowledgement is held, so fewer statements than claims acknowledge the rows. (A task
-// queues right after its PublishBatch returns, which the test cannot see; the check fails only if
-// two of the three tasks behind the held statement queued after it ended.)
-TEST_P(RelayClaimAheadTest, TasksThatFinishDuringAnAcknowledgementShareTheNextOne) {
-  outbox_->InsertRows(40, [](int) { return std::nullopt; });
-  claims_->HoldFirstMarkSent();
-  Start(Options(5, 10));
-  ASSERT_TRUE(destination_->WaitForReturned(20, 20s));
-  EXPECT_EQ(claims_->mark_sent_sizes().size(), 1u) << "the others queue behind the held one";
-  claims_->OpenMarkSent();
-  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
-  EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
-  EXPECT_EQ(destination_->published().size(), 40u) << "each row published once";
-  const std::vector<size_t> sizes = claims_->mark_sent_sizes();
-  size_t total = 0;
-  for (size_t n : sizes) total += n;
-  EXPECT_EQ(total, 40u) << "each row acknowledged once";
-  EXPECT_LT(sizes.size(), claims_->claims().size()) << "some statement acknowledged two claims";
-  EXPECT_GE(*std::max_element(sizes.begin(), sizes.end()), 10u);
-  EXPECT_EQ(observer_.lost.load(), 0);
-  EXPECT_EQ(relay_->Stop(), 0);
-}
-
-// The shared acknowledgement keeps each row's fence: a row another replica took while its
-// acknowledgement was queued keeps that replica's claim; the others of the statement are sent.
-TEST_P(RelayClaimAheadTest, ASharedAcknowledgementLeavesARowAnotherReplicaTook) {
-  outbox_->InsertRows(20, [](int) { return std::nullopt; });
-  const std::vector<std::string> ids = Ids("true");
-  claims_->HoldFirstMarkSent();
-  Start(Options(5, 10));
-  ASSERT_TRUE(destination_->WaitForReturned(20, 20s));
-  const std::string taken = ids[17];  // of the fourth claim, queued behind the held statement
-  const std::string other_token = "c0ffee00-0000-4000-8000-000000000001";
-  outbox_->db().Exec("UPDATE outbox SET claim_token = '" + other_token + "', lease_expires_at = " +
-                     outbox_->db().NowPlus(600) + " WHERE id = '" + taken + "'");
-  claims_->OpenMarkSent();
-  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
-  EXPECT_EQ(State(taken), "processing");
-  EXPECT_EQ(outbox_->Field(taken, "claim_token"), other_token) << "the relay wrote nothing to it";
-  EXPECT_THAT(Ids("state <> 'sent'"), ElementsAre(taken));
-  EXPECT_EQ(observer_.lost.load(), 1) << "the lost claim, counted once";
-  EXPECT_EQ(relay_->Stop(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, RelayClaimAheadTest, ::testing::Values("sqlite", "postgresql"),
