@@ -8,6 +8,7 @@
 #   flock /tmp/queuebox-bench.lock bash bench/scaleout_bench.sh     # BUILD_DIR=build
 #   QB_SVC_DIR=/tmp/qb-durable PG_DURABLE=1 PG_PORT=54339 QB_BIN=... ...    # fsync on (own cluster)
 #   REPLICAS="1 2 4" ROUNDS=3 ROWS=60000 KEYS=1000 BATCH=500 CONCURRENCY=1000 POOL=4 ...
+#   QB_BINS="A=/tmp/old B=/tmp/new" ...   # an A/B in one run, figures per binary (nothing built)
 #
 # What is timed: from just before the N processes are started (together) to the last row's
 # acknowledgement (max(updated_at), database clock = this host's clock), so start-up is inside.
@@ -38,12 +39,16 @@ PREFIX=${PREFIX:-qb_scaleout}
 
 bash scripts/services.sh start pg >/dev/null
 eval "$(bash scripts/services.sh env)"
-if [ -z "${QB_BIN:-}" ]; then  # QB_BIN given: that binary as it is, nothing built
+if [ -z "${QB_BIN:-}" ] && [ -z "${QB_BINS:-}" ]; then  # QB_BIN(S) given: used as they are
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$BUILD_DIR" --target queuebox >/dev/null
 fi
 python3 bench/verify_delivery.py --self-test >/dev/null
 QB=${QB_BIN:-$BUILD_DIR/apps/queuebox/queuebox}  # QB_BIN: compare another build
+# QB_BINS="A=/path/a B=/path/b": an A/B in one run; each round runs every N with each binary,
+# the binaries' order alternating with the round. Figures per binary.
+QB_BINS=${QB_BINS:-"default=$QB"}
+QB_LABEL=default
 base=${QB_TEST_PG_URL%/*}
 psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # pg_stat_statements normalizes constants ('sent' becomes $3), so statements are matched by shape.
@@ -201,9 +206,23 @@ run_once() {  # replicas, round -> one JSON line on stdout
       'ack_mean_ms', coalesce(sum(total_exec_time) FILTER (WHERE $ACK)
                               / nullif(sum(calls) FILTER (WHERE $ACK), 0), 0))
     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$db'")
+  # Every statement of this database (pg_stat_statements): calls, rows, execution ms.
+  local stmt_json sizes_json
+  stmt_json=$(psql -Atq "$QB_TEST_PG_URL" -c "SELECT coalesce(json_agg(x ORDER BY x.total_ms DESC), '[]')
+    FROM (SELECT left(regexp_replace(s.query, '\s+', ' ', 'g'), 70) AS statement,
+                 sum(calls)::bigint AS calls, sum(s.rows)::bigint AS rows,
+                 round(sum(total_exec_time)::numeric, 1) AS total_ms
+          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+          WHERE d.datname = '$db' GROUP BY 1) AS x")
+  # Claim sizes: every row of one claim keeps the claim's claimed_at (the acknowledgement keeps it).
+  sizes_json=$(psql -Atq "$base/$db" -c "SELECT json_build_object(
+      'claims_seen', count(*), 'le_10', count(*) FILTER (WHERE c <= 10),
+      'le_50', count(*) FILTER (WHERE c <= 50), 'le_100', count(*) FILTER (WHERE c <= 100),
+      'le_250', count(*) FILTER (WHERE c <= 250), 'median', percentile_disc(0.5) WITHIN GROUP (ORDER BY c))
+    FROM (SELECT count(*) AS c FROM outbox WHERE state = 'sent' GROUP BY claimed_at) AS g")
   python3 - "$n" "$round" "$start" "$end_poll" "$verdict" "$db_json" "$claim_json" "${sent_by[*]}" "${rss[*]}" \
     "$samples" "$active_total" "$WORK/$db.waits" "$busy0" "$busy1" "$(getconf CLK_TCK)" "$relay_cpu" \
-    "$pg_cpu" "$ngx_cpu" <<'PY'
+    "$pg_cpu" "$ngx_cpu" "$stmt_json" "$sizes_json" "$QB_LABEL" <<'PY'
 import json, os, sys
 n, rnd, start, end_poll = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 verdict, db = json.loads(sys.argv[5]), json.loads(sys.argv[6])
@@ -217,8 +236,13 @@ for w in open(sys.argv[12]).read().split():
 busy0, busy1, tck = (int(x) for x in sys.argv[13:16])
 relay_cpu, pg_cpu, ngx_cpu = (float(x) for x in sys.argv[16:19])
 seconds = float(db["last_sent_epoch"]) - start
+stmts, sizes, label = json.loads(sys.argv[19]), json.loads(sys.argv[20]), sys.argv[21]
+per10k = 10000 / max(1, db["sent"])
+statements = [{"statement": x["statement"], "calls_per_10k": round(x["calls"] * per10k, 1),
+               "rows_per_call": round(x["rows"] / x["calls"], 1) if x["calls"] else 0,
+               "ms_per_10k": round(float(x["total_ms"]) * per10k, 1)} for x in stmts[:8]]
 print(json.dumps({
-  "replicas": n, "round": rnd,
+  "binary": label, "replicas": n, "round": rnd,
   "msg_per_s": round(db["sent"] / seconds, 1), "seconds": round(seconds, 3),
   "msg_per_s_db_clock": round(db["sent"] / (float(db["last_sent_epoch"]) - float(db["first_claim_epoch"])), 1),
   "drain_seen_by_poll_s": round(end_poll - start, 3),
@@ -236,6 +260,8 @@ print(json.dumps({
   "machine_cpu_busy_s": round((busy1 - busy0) / tck, 2),
   "machine_cpu_busy_fraction": round((busy1 - busy0) / tck / ((end_poll - start) * os.cpu_count()), 3),
   "cpu_s": {"replicas": relay_cpu, "postgres_backends": pg_cpu, "nginx": ngx_cpu},
+  "claim_sizes": sizes, "empty_claims": int(db["claims"]) - int(sizes["claims_seen"]),
+  "statements_per_10k_msgs": statements,
 }))
 PY
   psql -q "$QB_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
@@ -245,9 +271,15 @@ PY
 for ((r = 1; r <= ROUNDS; r++)); do
   order=$REPLICAS
   if ((r % 2 == 0)); then order=$(echo "$REPLICAS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  bins=$QB_BINS
+  if ((r % 2 == 0)); then bins=$(echo "$QB_BINS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for n in $order; do
-    run_once "$n" "$r" >>"$WORK/runs.jsonl"  # not in a pipeline: a failure must reach the trap
-    tail -1 "$WORK/runs.jsonl" >&2
+    for b in $bins; do
+      QB_LABEL=${b%%=*}
+      QB=${b#*=}
+      run_once "$n" "$r" >>"$WORK/runs.jsonl"  # not in a pipeline: a failure must reach the trap
+      tail -1 "$WORK/runs.jsonl" >&2
+    done
   done
 done
 
@@ -258,11 +290,13 @@ python3 - "$WORK/runs.jsonl" "$ROWS" "$KEYS" "$BATCH" "$CONCURRENCY" "$POOL" "$L
 import json, os, platform, statistics, subprocess, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows, keys, batch, conc, pool, lease = (int(x) for x in sys.argv[2:8])
-per_n = {}
-for r in runs:
+labels = sorted({r["binary"] for r in runs})
+def summarize(runs):
+  per_n = {}
+  for r in runs:
     per_n.setdefault(r["replicas"], []).append(r)
-summary = {}
-for n, rs in sorted(per_n.items()):
+  summary = {}
+  for n, rs in sorted(per_n.items()):
     summary[str(n)] = {
         "msg_per_s_median": round(statistics.median(r["msg_per_s"] for r in rs), 1),
         "seconds_median": round(statistics.median(r["seconds"] for r in rs), 3),
@@ -271,10 +305,20 @@ for n, rs in sorted(per_n.items()):
         "duplicates": [r["duplicates"] for r in rs],
         "verifier": "pass" if all(r["verifier"] == "pass" for r in rs) else "fail",
         "peak_rss_mb_per_replica_max": max(max(r["peak_rss_mb_per_replica"]) for r in rs),
+        "claims_median": statistics.median(r["claims"] for r in rs),
+        "acks_median": statistics.median(r["acks"] for r in rs),
+        "postgres_cpu_s_median": statistics.median(r["cpu_s"]["postgres_backends"] for r in rs),
     }
-one = summary.get("1", {}).get("msg_per_s_median")
-ratios = {f"{n}/1": round(s["msg_per_s_median"] / one, 3)
-          for n, s in summary.items() if one and n != "1"}
+  one = summary.get("1", {}).get("msg_per_s_median")
+  ratios = {f"{n}/1": round(s["msg_per_s_median"] / one, 3)
+            for n, s in summary.items() if one and n != "1"}
+  return summary, ratios
+if labels == ["default"]:
+  summary, ratios = summarize(runs)
+else:
+  summary, ratios = {}, {}
+  for l in labels:
+    summary[l], ratios[l] = summarize([r for r in runs if r["binary"] == l])
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 print(json.dumps({
