@@ -118,10 +118,10 @@ int64_t ClaimAheadLimit(const OutboxConfig& o) {
 // share's keys are mostly among them. A claim costs about the same with few rows or none (the
 // window and its head checks), so the poller claims again once half of the rows held were freed
 // since the short claim started (at most a batch), not at every outcome write; its poll-interval
-// claim waits for that too, up to this many poll intervals in all. So a row that was not
-// claimable at the short claim (a new key, a retry falling due) is claimed within 4 poll
-// intervals while rows are held, within one when none are. Polling mode only (with change
-// capture the poller keeps waking at every outcome write); a Wake (WaitIdle) claims at once.
+// claim waits for that too, up to this many poll intervals in all (polling mode; a Wake, from
+// change capture or WaitIdle, claims at once). So a row that was not claimable at the short
+// claim (a new key, a retry falling due) is claimed within 4 poll intervals while rows are held,
+// within one when none are.
 constexpr int64_t kShortClaimWaitIntervals = 4;
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
@@ -345,7 +345,7 @@ class RelayImpl final : public Relay {
       // Outcome writes to wait for (ShortClaimWait): a batch's room, or after a short claim half
       // the rows held (at most a batch).
       int64_t want = 0;
-      if (cycle_status.ok() && options_.outbox.capture.mode == "polling") {
+      if (cycle_status.ok()) {
         want = claim_tried ? std::min<int64_t>(options_.outbox.batch_size, in_flight_ / 2)
                            : options_.outbox.batch_size - room;
       }
@@ -353,7 +353,8 @@ class RelayImpl final : public Relay {
         return stopping_ || external_wake_ || (wake_ && freed_ - freed_before >= want);
       };
       const auto wait_start = Clock::now();
-      if (!poll_cv_.wait_for(lock, milliseconds(wait_ms), ready) && want > 0 && claim_tried) {
+      if (!poll_cv_.wait_for(lock, milliseconds(wait_ms), ready) && want > 0 && claim_tried &&
+          options_.outbox.capture.mode == "polling") {
         poll_cv_.wait_until(lock, wait_start + milliseconds(wait_ms * kShortClaimWaitIntervals),
                             [&] { return ready() || in_flight_ == 0; });
       }
