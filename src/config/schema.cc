@@ -132,10 +132,8 @@ OptionTable<CaptureConfig> CaptureOptions() {
 OptionTable<OutboxConfig> OutboxOptions() {
   using S = OutboxConfig;
   OptionTable<S> t = {
-      opt::Millis(
-          "pollIntervalMs", &S::poll_interval_ms, 100,
-          "Wait between claims when the last claim found nothing; while rows are in flight, "
-          "up to 4 x this until half of them have their outcome")
+      opt::Millis("pollIntervalMs", &S::poll_interval_ms, 100,
+                  "Wait between claims when the last claim found nothing")
           .Min(1),
       opt::Int("batchSize", &S::batch_size, 100, "Rows claimed per claim").Min(1),
       opt::Int("concurrency", &S::concurrency, 8, "Messages in flight per replica").Min(1),

@@ -5,8 +5,7 @@
 //                 many fit under the claim-ahead limit (ClaimAheadLimit: the rows held, claimed
 //                 and outcome not yet written, stay <= 2 x batchSize + concurrency),
 //                 dead-letters unroutable rows, groups the rest by destination and queues one
-//                 task per group. After a short claim it claims again once half the rows held
-//                 were freed (kShortClaimWaitIntervals).
+//                 task per group.
 //   workers       publish a task's rows in slices with at most `concurrency` messages in
 //                 Destination::PublishBatch at once across the replica; the worker that publishes
 //                 a task's last slice turns its outcomes into row decisions (core/outcome.h) and
@@ -113,17 +112,6 @@ int64_t ClaimAheadLimit(const OutboxConfig& o) {
   return 2 * static_cast<int64_t>(o.batch_size) + o.concurrency;
 }
 
-// ShortClaimWait. After a claim that came back short, the rows this replica holds are what keeps
-// the next claim small: their keys' next rows wait for their outcomes, and with key affinity the
-// share's keys are mostly among them. A claim costs about the same with few rows or none (the
-// window and its head checks), so the poller claims again once half of the rows held were freed
-// since the short claim started (at most a batch), not at every outcome write; its poll-interval
-// claim waits for that too, up to this many poll intervals in all (polling mode; a Wake, from
-// change capture or WaitIdle, claims at once). So a row that was not claimable at the short
-// claim (a new key, a retry falling due) is claimed within 4 poll intervals while rows are held,
-// within one when none are.
-constexpr int64_t kShortClaimWaitIntervals = 4;
-
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
 // The start of last_error for a row the open circuit breaker released without a publish.
@@ -186,7 +174,6 @@ class RelayImpl final : public Relay {
     {
       std::lock_guard<std::mutex> lock(mu_);
       wake_ = true;
-      external_wake_ = true;
     }
     poll_cv_.notify_all();
   }
@@ -196,7 +183,6 @@ class RelayImpl final : public Relay {
     if (!started_) return FailedPrecondition("the relay is not started");
     uint64_t target = cycle_seq_ + 1;
     wake_ = true;
-    external_wake_ = true;
     poll_cv_.notify_all();
     bool ok = idle_cv_.wait_for(lock, timeout, [&] { return idle_seq_ >= target || stopping_; });
     if (!ok) return DeadlineExceeded("the relay did not become idle in time");
@@ -272,13 +258,10 @@ class RelayImpl final : public Relay {
       int64_t room;
       uint64_t cycle;
       bool started_idle;
-      int64_t freed_before;  // freed_ when this cycle started
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
         wake_ = false;
-        external_wake_ = false;
-        freed_before = freed_;
         cycle = ++cycle_seq_;
         room = ClaimAheadLimit(options_.outbox) - in_flight_;
         started_idle = in_flight_ == 0 && tasks_.empty();
@@ -299,8 +282,7 @@ class RelayImpl final : public Relay {
         }
       }
       size_t claimed = 0;
-      const bool claim_tried = cycle_status.ok() && room >= options_.outbox.batch_size;
-      if (claim_tried) {
+      if (cycle_status.ok() && room >= options_.outbox.batch_size) {
         const int limit = options_.outbox.batch_size;
         auto rows = outbox_->Claim(limit, options_.outbox.claim_timeout_ms);
         if (rows.ok()) {
@@ -342,22 +324,7 @@ class RelayImpl final : public Relay {
         wait_ms = next.ok() ? *next : cap;
       }
       std::unique_lock<std::mutex> lock(mu_);
-      // Outcome writes to wait for (ShortClaimWait): a batch's room, or after a short claim half
-      // the rows held (at most a batch).
-      int64_t want = 0;
-      if (cycle_status.ok()) {
-        want = claim_tried ? std::min<int64_t>(options_.outbox.batch_size, in_flight_ / 2)
-                           : options_.outbox.batch_size - room;
-      }
-      auto ready = [&] {
-        return stopping_ || external_wake_ || (wake_ && freed_ - freed_before >= want);
-      };
-      const auto wait_start = Clock::now();
-      if (!poll_cv_.wait_for(lock, milliseconds(wait_ms), ready) && want > 0 && claim_tried &&
-          options_.outbox.capture.mode == "polling") {
-        poll_cv_.wait_until(lock, wait_start + milliseconds(wait_ms * kShortClaimWaitIntervals),
-                            [&] { return ready() || in_flight_ == 0; });
-      }
+      poll_cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
     }
   }
 
@@ -803,7 +770,6 @@ class RelayImpl final : public Relay {
         if (Held(row->id, row->claim_token) != nullptr) claims_.erase(row->id);
       }
       in_flight_ -= static_cast<int64_t>(rows.size());
-      freed_ += static_cast<int64_t>(rows.size());
       wake_ = true;
     }
     poll_cv_.notify_all();
@@ -896,8 +862,6 @@ class RelayImpl final : public Relay {
   std::condition_variable poll_cv_, task_cv_, done_cv_, idle_cv_, lease_cv_;
   bool started_ = false, stopping_ = false, workers_stop_ = false, stop_done_ = false;
   bool wake_ = false;
-  bool external_wake_ = false;  // Wake() or WaitIdle(), not an outcome write
-  int64_t freed_ = 0;           // rows whose outcome write finished, ever
   uint64_t cycle_seq_ = 0, idle_seq_ = 0;
   int64_t in_flight_ = 0;
   int64_t abandoned_ = 0;

@@ -351,27 +351,6 @@ TEST_P(RelayClaimAheadTest, StopLeavesQueuedRowsToTheirLeaseAfterTheShutdownTime
   for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(State(ids[i]), "processing") << i;
 }
 
-// After a short claim the poller waits for half the rows held to be freed (relay.cc,
-// kShortClaimWaitIntervals), but not forever: a row of a new key is claimed and published while
-// every row held stays in its publish and no outcome is written.
-TEST_P(RelayClaimAheadTest, ARowOfAFreeKeyIsClaimedWhileTheRowsHeldStayInTheirPublish) {
-  outbox_->InsertRows(
-      4, [](int n) -> std::optional<std::string> { return "key-" + std::to_string(n); });
-  gate_closed_ = true;
-  Start(Options(10, 10));
-  ASSERT_TRUE(destination_->WaitForPublished(4, 20s)) << "the short claim's rows";
-  outbox_->InsertRows(1, [](int) -> std::optional<std::string> { return "key-new"; });
-  const std::vector<std::string> fresh = Ids("key = 'key-new'");
-  ASSERT_EQ(fresh.size(), 1u);
-  ASSERT_TRUE(destination_->WaitForPublished(5, 20s)) << "the new key's row, with 4 still held";
-  EXPECT_EQ(destination_->published().back(), fresh[0]);
-  EXPECT_THAT(Ids("state = 'sent'"), ::testing::IsEmpty()) << "no outcome was written meanwhile";
-  destination_->Open();
-  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
-  EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
-  EXPECT_EQ(relay_->Stop(), 0);
-}
-
 INSTANTIATE_TEST_SUITE_P(Dialects, RelayClaimAheadTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& p) { return p.param; });
 
