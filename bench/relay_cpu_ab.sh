@@ -12,6 +12,10 @@
 #   ROWS=100000 ROUNDS=2 CONFIGS="tuned defaults" FSYNC=off ...
 #   PERF_SIDE=B PERF_OUT=/tmp/relay.perf ...  # perf record -g of that side's relay (each run
 #                                              # overwrites it: use ROUNDS=1 CONFIGS=tuned)
+#   STRACE_SIDE=B STRACE_OUT=/tmp/relay.strace ...  # strace -c -f of that side's relay instead
+#                                              # (syscalls per message; slows the relay down)
+#   SINK_OPTS_B="maxInFlight: 64" ...          # options added to side A's / B's destination
+#                                              # (SINK_OPTS_A, SINK_OPTS_B): one binary, two settings
 #
 # Writes $OUT (bench/results/relay_cpu_ab.json): every run and per configuration the medians.
 set -euo pipefail
@@ -29,6 +33,10 @@ PG_PORT=${PG_PORT:-18393}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 PERF_SIDE=${PERF_SIDE:-}
 PERF_OUT=${PERF_OUT:-/tmp/relay_cpu_ab.perf}
+STRACE_SIDE=${STRACE_SIDE:-}
+STRACE_OUT=${STRACE_OUT:-/tmp/relay_cpu_ab.strace}
+SINK_OPTS_A=${SINK_OPTS_A:-}
+SINK_OPTS_B=${SINK_OPTS_B:-}
 OUT=${OUT:-bench/results/relay_cpu_ab.json}
 source bench/proc_cpu.sh
 source bench/private_pg.sh  # WORK, BASE, start_pg, stop_pg; cleanup on exit
@@ -51,14 +59,15 @@ outbox_block() {
 }
 
 run_one() {  # config side binary
-  local config=$1 side=$2 bin=$3 db=qb_cpu
+  local config=$1 side=$2 bin=$3 db=qb_cpu sink_opts
+  if [ "$side" = A ]; then sink_opts=$SINK_OPTS_A; else sink_opts=$SINK_OPTS_B; fi
   psql -q "$BASE/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
   cat >"$WORK/relay.yml" <<YAML
 database: {type: postgresql, url: "$BASE/$db"}
 server: {address: 127.0.0.1, httpPort: $((PORT + 1))}
 $(outbox_block "$config")
 routes: [{topicPattern: "**", destination: sink}]
-destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events}}
+destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /events${sink_opts:+, $sink_opts}}}
 logging: {format: json, level: info}
 YAML
   "$bin" --config "$WORK/relay.yml" migrate 2>/dev/null
@@ -80,6 +89,10 @@ YAML
       if [ "$side" = "$PERF_SIDE" ]; then
         sleep 0.5  # -p follows the threads that exist when it attaches: after the start-up
         perf record -q ${PERF_ARGS:--g} -p "$pid" -o "$PERF_OUT" 2>/dev/null &
+        perf_pid=$!
+      elif [ "$side" = "$STRACE_SIDE" ]; then
+        sleep 0.5
+        strace -c -f -p "$pid" -o "$STRACE_OUT" 2>/dev/null &
         perf_pid=$!
       fi
       wait "$pid"
@@ -146,6 +159,8 @@ for config in dict.fromkeys(r["config"] for r in runs):
 res = {"benchmark": "bench/relay_cpu_ab.sh: relay CPU per message, PostgreSQL -> nginx 204, "
                     "backlog drain, A/B alternating in one run (medians)",
        "A": a, "B": b, "rows": int(rows), "keys": int(keys), "fsync": fsync,
+       "sink_opts_A": os.environ.get("SINK_OPTS_A", ""),
+       "sink_opts_B": os.environ.get("SINK_OPTS_B", ""),
        "summary": summary, "runs": runs}
 os.makedirs(os.path.dirname(out), exist_ok=True)
 json.dump(res, open(out, "w"), indent=1)
