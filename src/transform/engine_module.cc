@@ -2,6 +2,10 @@
 #include "engine_module.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -30,9 +34,46 @@ bool InBuildTree(const std::filesystem::path& exe) {
   return exe.string().compare(0, prefix.size(), prefix) == 0;
 }
 
+// Why `path` must not be given to dlopen, or "" (dlopen then judges it). dlopen maps a shared
+// object's segments as its program headers say: a truncated file (an interrupted copy, a full
+// disk) is mapped past its end and the loader's first touch there kills the process with SIGBUS.
+std::string Unloadable(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string why;
+  struct stat st {};
+  Elf64_Ehdr eh{};
+  if (fstat(fd, &st) != 0) {
+    // dlopen judges it
+  } else if (!S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else if (pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) &&
+             std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+             eh.e_phentsize == sizeof(Elf64_Phdr)) {
+    const auto size = static_cast<uint64_t>(st.st_size);
+    for (int i = 0; i < eh.e_phnum && why.empty(); ++i) {
+      Elf64_Phdr ph{};
+      if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
+          static_cast<ssize_t>(sizeof ph)) {
+        break;  // dlopen reports the short file
+      }
+      if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)) {
+        why = "truncated (" + std::to_string(size) + " bytes; a segment ends at byte " +
+              std::to_string(ph.p_offset + ph.p_filesz) + ")";
+      }
+    }
+  }
+  close(fd);
+  return why;
+}
+
 TransformResult<const ModuleEntry*> Load() {
   std::vector<std::string> reasons;
   for (const std::string& path : ModuleCandidates()) {
+    if (std::string why = Unloadable(path); !why.empty()) {
+      reasons.push_back(path + ": " + why);
+      continue;
+    }
     // RTLD_LOCAL: libmozjs's symbols stay the module's. Never closed: engines live until their
     // threads exit, some after main returns.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -8,6 +8,7 @@
 #include "engine_module.h"
 #include "queuebox/transform/jsonata.h"
 #include "queuebox/transform/stages.h"
+#include "queuebox/transform/transform_tester.h"
 
 namespace queuebox::transform {
 namespace {
@@ -60,6 +61,18 @@ TEST(JsonataMissingModule, AConfigurationWithATransformIsRefused) {
   EXPECT_THAT(checked.message(), HasSubstr(std::string(kMissing) + ": cannot open shared object"));
   auto stages = DeliveryStages::Create(config, 1);
   EXPECT_FALSE(stages.ok());
+}
+
+// POST /admin/transform/test answers 503 (the server lacks its engine), not 400 "Invalid
+// expression", and shows the caller no path of the installation.
+TEST(JsonataMissingModule, TheTestEndpointAnswers503WithoutPaths) {
+  internal::SetModulePathForTest(kMissing);
+  TransformTester tester(TransformTester::Options{});
+  TransformTestAnswer answer =
+      tester.Handle(R"({"expression": "{\"n\": n}", "payload": {"n": 1}})");
+  EXPECT_EQ(answer.status, 503);
+  EXPECT_EQ(answer.body,
+            R"({"success":false,"error":"The JSONata engine is unavailable on this server"})");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "babelqueue/envelope.h"
+#include "core/log.h"
 #include "queuebox/transform/jsonata.h"
 #include "queuebox/transform/stages.h"
 #include "queuebox/transform/transform_test_request.h"
@@ -76,6 +77,14 @@ TransformTestAnswer TransformTester::Handle(std::string_view request_body) const
     Limits limits;
     limits.timeout = std::chrono::milliseconds(timeout_ms);
     TransformResult<Expression> compiled = Expression::Compile(r.expression, limits);
+    if (!compiled.ok() && compiled.error().kind == ErrorKind::kEngine) {
+      // The server's fault, not the expression's: the caller is not shown the module's paths.
+      log::Error("POST /admin/transform/test: the JSONata engine is unavailable",
+                 {{"error", compiled.error().message}});
+      answer =
+          TransformTester::ErrorAnswer(503, "The JSONata engine is unavailable on this server");
+      return;
+    }
     if (!compiled.ok()) {
       answer = Failure("Invalid expression: " + compiled.error().ToString());
       return;

@@ -602,6 +602,33 @@ TEST_F(TransformE2ETest, WithoutItsModuleATransformIsRefusedWithThePathsTried) {
   EXPECT_EQ(testing::RunCommand(bin, {"--config", transformed, "check-config"}, {}, &out), 0)
       << out;
 }
+
+// A module cut short (an interrupted copy, a full disk) is refused with a reason, and the next
+// path is tried: dlopen would map it past its end and the process would die of SIGBUS.
+TEST_F(TransformE2ETest, ATruncatedModuleIsRefusedAndTheNextPathIsTried) {
+  if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
+  namespace fs = std::filesystem;
+  TempDir install;  // outside the build tree: the build's own module is not a candidate
+  fs::create_directories(install.File("bin"));
+  const std::string bin = install.File("bin/queuebox");
+  fs::copy_file(kBinary, bin);
+  const std::string truncated = install.File("bin/libqueuebox_jsonata.so");
+  fs::copy_file(QB_JSONATA_MODULE, truncated);
+  fs::resize_file(truncated, fs::file_size(truncated) / 4);
+  const std::string transformed = WriteConfig(
+      "destinations:\n  receiver:\n    type: http\n    baseUrl: " + receiver_.BaseUrl() +
+          "\nroutes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
+          "    transform: {expression: '{\"n\": n}'}\n",
+      "transformed");
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(bin, {"--config", transformed, "check-config"}, {}, &out), 1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("could not be loaded: " + truncated + ": truncated ("));
+  fs::create_directories(install.File("lib/queuebox"));
+  fs::copy_file(QB_JSONATA_MODULE, install.File("lib/queuebox/libqueuebox_jsonata.so"));
+  EXPECT_EQ(testing::RunCommand(bin, {"--config", transformed, "check-config"}, {}, &out), 0)
+      << out;
+}
 #endif
 
 }  // namespace

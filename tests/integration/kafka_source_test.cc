@@ -433,6 +433,58 @@ TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredAndCommitsIt) {
   EXPECT_EQ(logs.Count({"Kafka source partitions revoked"}), 2) << logs.All();  // lost, stop
 }
 
+// The same with the default, eager protocol (rd_kafka_assign instead of the incremental calls).
+TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredWithEagerRebalancing) {
+  const std::string topic = NewTopic(1);
+  Metrics& metrics = metrics_;
+  KafkaSourceSettings s = Settings(topic);
+  LogCapture logs;
+  sources::BrokerSource* source = Start(s, &metrics);
+  ASSERT_NE(source, nullptr);
+  ProduceNumbered(topic, 1, 0, 10);
+  ASSERT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 10; }));
+
+  // The commit of the next records is refused: the assignment is lost, then given back.
+  rd_kafka_mock_push_request_errors(mock_->get(), 8 /* OffsetCommit */, 1,
+                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  ProduceNumbered(topic, 1, 10, 20);
+  ASSERT_TRUE(Eventually([&] { return Rows() == 20; })) << Rows();
+  ASSERT_TRUE(Eventually([&] { return logs.Count({"Kafka source assigned partitions"}) == 2; }))
+      << logs.All();
+  EXPECT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 20; }));
+  source->Stop();
+
+  EXPECT_EQ(Committed(s.group_id, topic, 1), std::vector<int64_t>{20});
+  EXPECT_EQ(Rows(), 20);
+  EXPECT_EQ(NewCount(metrics), 20);
+  EXPECT_EQ(InboxCount(metrics, "duplicate"), 0);  // nothing read again
+  EXPECT_EQ(logs.Count({"Kafka source partitions revoked"}), 2) << logs.All();  // lost, stop
+}
+
+// The group's first commit is refused (ILLEGAL_GENERATION): the group has no committed offset
+// when the partition comes back, so the stored_ mark is not applied (it could belong to a topic
+// deleted since) and the partition starts as configured (earliest): every record is read again
+// and deduplicated, none is lost, and the re-read is committed.
+TEST_P(KafkaSourceTest, LostFirstCommitRereadsFromTheStartAndLosesNothing) {
+  const std::string topic = NewTopic(1);
+  Metrics& metrics = metrics_;
+  KafkaSourceSettings s = Settings(topic);
+  LogCapture logs;
+  rd_kafka_mock_push_request_errors(mock_->get(), 8 /* OffsetCommit */, 1,
+                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+  sources::BrokerSource* source = Start(s, &metrics);
+  ASSERT_NE(source, nullptr);
+  ProduceNumbered(topic, 1, 0, 10);
+  ASSERT_TRUE(Eventually([&] { return logs.Count({"Kafka source assigned partitions"}) == 2; }))
+      << logs.All();
+  ASSERT_TRUE(Eventually([&] { return InboxCount(metrics, "duplicate") == 10; })) << logs.All();
+  EXPECT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 10; }));
+  source->Stop();
+  EXPECT_EQ(Committed(s.group_id, topic, 1), std::vector<int64_t>{10});
+  EXPECT_EQ(Rows(), 10);
+  EXPECT_EQ(NewCount(metrics), 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dialects, KafkaSourceTest,
                          ::testing::Values(std::string("sqlite"), std::string("postgresql")),
                          DialectName);

@@ -123,6 +123,26 @@ TEST_F(NatsDestinationTest, SubjectWithoutAStreamIsARetry) {
   EXPECT_THAT(out[0].error, HasSubstr("qbtest.nostream.t"));
 }
 
+// One slice whose PubAcks settle differently (stored, no stream: no responders, stored): its
+// worker, woken once when the last one settles, gets each message's own outcome.
+TEST_F(NatsDestinationTest, ASliceWithAFailedPubAckSettlesEachMessage) {
+  StreamFixture stream(url_, stream_, prefix_);
+  NatsDestinationSettings s = Settings("unused");
+  s.subject_from = "key";
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  std::vector<Outcome> out =
+      PublishAll(*d, {BrokerRow("m-a", "t", prefix_ + ".a", "{}"),
+                      BrokerRow("m-b", "t", "qbtest.nostream." + stream_, "{}"),
+                      BrokerRow("m-c", "t", prefix_ + ".c", "{}")});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind, Outcome::Kind::kDelivered) << out[0].error;
+  EXPECT_EQ(out[1].kind, Outcome::Kind::kRetry) << out[1].error;
+  EXPECT_THAT(out[1].error, HasSubstr("qbtest.nostream." + stream_));
+  EXPECT_EQ(out[2].kind, Outcome::Kind::kDelivered) << out[2].error;
+  EXPECT_EQ(stream.Count(), 2u);
+}
+
 TEST_F(NatsDestinationTest, EmptySubjectAndSubjectFrom) {
   StreamFixture stream(url_, stream_, prefix_);
   NatsDestinationSettings s = Settings("unused");

@@ -20,6 +20,8 @@
 #include <jsapi.h>
 #include <malloc.h>
 #include <mozilla/Utf8.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <charconv>
@@ -49,6 +51,19 @@ std::atomic<int> live_engines{0};
 // still has an engine (a thread not joined at exit).
 void ShutDownAtExit() {
   if (live_engines.load() == 0) JS_ShutDown();
+}
+
+// True when this process may make memory executable, as SpiderMonkey's JIT does (mprotect to
+// PROT_EXEC). The packaged unit's MemoryDenyWriteExecute=yes refuses it, and the JIT's start-up
+// (JSRuntime::createJitRuntime) then crashes the process.
+bool MayMakeMemoryExecutable() {
+  const long page = sysconf(_SC_PAGESIZE);
+  const std::size_t size = page > 0 ? static_cast<std::size_t>(page) : 4096;
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return true;  // not this check's to judge
+  const bool ok = mprotect(p, size, PROT_READ | PROT_EXEC) == 0;
+  munmap(p, size);
+  return ok;
 }
 
 // Objects of ours carry no nsISupports: nothing private to measure
@@ -455,6 +470,8 @@ namespace {
 
 TransformResult<std::unique_ptr<Backend>> NewBackend(const EngineOptions& options) {
   std::call_once(js_init_once, [] {
+    // Where executable memory is refused, the interpreters only (no JIT), not a crash.
+    if (!MayMakeMemoryExecutable()) JS::DisableJitBackend();
     js_init_ok = JS_Init();
     if (js_init_ok) std::atexit(ShutDownAtExit);
   });
