@@ -129,7 +129,8 @@ class KafkaSource final : public BrokerSource {
   // below it is stored: it read them in order from a committed offset). Kept when its assignment
   // is lost (a commit refused for a stale generation) or its revoke's commit fails, when librdkafka
   // forgets its stored offsets: the commit of what was stored is then made when the partition
-  // comes back, not lost. Dropped at a revoke whose commit succeeded.
+  // comes back, not lost. Dropped at a revoke whose commit succeeded and when the partition is
+  // assigned again (ResumeStored uses it once).
   PartitionOffsets stored_;
   log::RateLimiter limiter_{std::chrono::seconds(10)};
 };
@@ -377,6 +378,13 @@ PartitionList KafkaSource::ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition
     }
   }
   if (known.list->cnt == 0) return ahead;
+  // A mark serves the one assignment that follows it: kept longer, it could outlive the records
+  // it counts (a topic deleted and made again) and skip new ones.
+  PartitionOffsets marks;
+  for (int i = 0; i < known.list->cnt; ++i) {
+    auto node = stored_.extract({known.list->elems[i].topic, known.list->elems[i].partition});
+    marks.insert(std::move(node));
+  }
   rd_kafka_resp_err_t err = rd_kafka_committed(rk, known.list, kSeekTimeoutMs);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     // The partitions start at the committed offsets: what was stored past them is read again
@@ -386,7 +394,7 @@ PartitionList KafkaSource::ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition
   }
   for (int i = 0; i < known.list->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = known.list->elems[i];
-    const int64_t mark = stored_[{tp.topic, tp.partition}];
+    const int64_t mark = marks[{tp.topic, tp.partition}];
     // No committed offset (a partition new to the group, or a topic deleted and made again):
     // start as configured; the stored_ mark may belong to records that no longer exist.
     if (tp.err != RD_KAFKA_RESP_ERR_NO_ERROR || tp.offset < 0 || tp.offset >= mark) continue;
