@@ -54,8 +54,8 @@ void ShutDownAtExit() {
 }
 
 // True when this process may make memory executable, as SpiderMonkey's JIT does (mprotect to
-// PROT_EXEC). The packaged unit's MemoryDenyWriteExecute=yes refuses it, and the JIT's start-up
-// (JSRuntime::createJitRuntime) then crashes the process.
+// PROT_EXEC). systemd's MemoryDenyWriteExecute=yes (an operator may add it to the unit) refuses
+// it, and the JIT's start-up (JSRuntime::createJitRuntime) then crashes the process.
 bool MayMakeMemoryExecutable() {
   const long page = sysconf(_SC_PAGESIZE);
   const std::size_t size = page > 0 ? static_cast<std::size_t>(page) : 4096;
