@@ -233,6 +233,9 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::set<std::string> ShareThePartitionsThroughTheGroup(KafkaSourceSettings s);
+  // One commit refused with ILLEGAL_GENERATION after 10 stored records: the assignment is lost
+  // and given back (s's protocol); asserts the replica resumed past what it stored.
+  void LoseTheAssignmentAndResume(KafkaSourceSettings s, const std::string& topic);
 
   std::unique_ptr<testing::StoreDb> db_;
   std::unique_ptr<OutboxStore> store_;
@@ -405,11 +408,8 @@ TEST_P(KafkaSourceTest, ReplicasShareThePartitionsWithCooperativeRebalancing) {
 // records the replica had already stored. When the partition comes back the replica resumes past
 // what it stored and commits that at once: nothing is read again (no duplicate) and the group's
 // offset is at the end, before any new record and after the stop.
-TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredAndCommitsIt) {
-  const std::string topic = NewTopic(1);
+void KafkaSourceTest::LoseTheAssignmentAndResume(KafkaSourceSettings s, const std::string& topic) {
   Metrics& metrics = metrics_;
-  KafkaSourceSettings s = Settings(topic);
-  s.librdkafka["partition.assignment.strategy"] = "cooperative-sticky";
   LogCapture logs;
   sources::BrokerSource* source = Start(s, &metrics);
   ASSERT_NE(source, nullptr);
@@ -433,32 +433,17 @@ TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredAndCommitsIt) {
   EXPECT_EQ(logs.Count({"Kafka source partitions revoked"}), 2) << logs.All();  // lost, stop
 }
 
+TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredAndCommitsIt) {
+  const std::string topic = NewTopic(1);
+  KafkaSourceSettings s = Settings(topic);
+  s.librdkafka["partition.assignment.strategy"] = "cooperative-sticky";
+  LoseTheAssignmentAndResume(s, topic);
+}
+
 // The same with the default, eager protocol (rd_kafka_assign instead of the incremental calls).
 TEST_P(KafkaSourceTest, LostAssignmentResumesPastWhatWasStoredWithEagerRebalancing) {
   const std::string topic = NewTopic(1);
-  Metrics& metrics = metrics_;
-  KafkaSourceSettings s = Settings(topic);
-  LogCapture logs;
-  sources::BrokerSource* source = Start(s, &metrics);
-  ASSERT_NE(source, nullptr);
-  ProduceNumbered(topic, 1, 0, 10);
-  ASSERT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 10; }));
-
-  // The commit of the next records is refused: the assignment is lost, then given back.
-  rd_kafka_mock_push_request_errors(mock_->get(), 8 /* OffsetCommit */, 1,
-                                    RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
-  ProduceNumbered(topic, 1, 10, 20);
-  ASSERT_TRUE(Eventually([&] { return Rows() == 20; })) << Rows();
-  ASSERT_TRUE(Eventually([&] { return logs.Count({"Kafka source assigned partitions"}) == 2; }))
-      << logs.All();
-  EXPECT_TRUE(Eventually([&] { return Committed(s.group_id, topic, 1)[0] == 20; }));
-  source->Stop();
-
-  EXPECT_EQ(Committed(s.group_id, topic, 1), std::vector<int64_t>{20});
-  EXPECT_EQ(Rows(), 20);
-  EXPECT_EQ(NewCount(metrics), 20);
-  EXPECT_EQ(InboxCount(metrics, "duplicate"), 0);  // nothing read again
-  EXPECT_EQ(logs.Count({"Kafka source partitions revoked"}), 2) << logs.All();  // lost, stop
+  LoseTheAssignmentAndResume(Settings(topic), topic);
 }
 
 // The group's first commit is refused (ILLEGAL_GENERATION): the group has no committed offset
