@@ -567,6 +567,14 @@ TEST_F(TransformE2ETest, ARelayWithoutTransformsNeverLoadsTheEngine) {
 }
 
 #ifdef QB_JSONATA_MODULE
+// A copy of the binary as <dir>/bin/queuebox, without the module; returns its path.
+std::string InstallBinary(const TempDir& dir) {
+  std::filesystem::create_directories(dir.File("bin"));
+  const std::string bin = dir.File("bin/queuebox");
+  std::filesystem::copy_file(kBinary, bin);
+  return bin;
+}
+
 // The engine is a module (libqueuebox_jsonata.so) that the binary looks for beside itself and in
 // ../lib/queuebox/ from its folder. A binary without it still runs configurations without
 // transforms; one with a transform is refused, naming each path tried and why it did not load.
@@ -574,9 +582,7 @@ TEST_F(TransformE2ETest, WithoutItsModuleATransformIsRefusedWithThePathsTried) {
   if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
   namespace fs = std::filesystem;
   TempDir install;  // outside the build tree: the build's own module is not a candidate
-  fs::create_directories(install.File("bin"));
-  const std::string bin = install.File("bin/queuebox");
-  fs::copy_file(kBinary, bin);
+  const std::string bin = InstallBinary(install);
   const std::string destinations =
       "destinations:\n  receiver:\n    type: http\n    baseUrl: " + receiver_.BaseUrl() + "\n";
   const std::string plain = WriteConfig(
@@ -609,9 +615,7 @@ TEST_F(TransformE2ETest, ATruncatedModuleIsRefusedAndTheNextPathIsTried) {
   if (!BuiltWithTransforms()) GTEST_SKIP() << "built without QUEUEBOX_WITH_TRANSFORMS";
   namespace fs = std::filesystem;
   TempDir install;  // outside the build tree: the build's own module is not a candidate
-  fs::create_directories(install.File("bin"));
-  const std::string bin = install.File("bin/queuebox");
-  fs::copy_file(kBinary, bin);
+  const std::string bin = InstallBinary(install);
   const std::string truncated = install.File("bin/libqueuebox_jsonata.so");
   fs::copy_file(QB_JSONATA_MODULE, truncated);
   fs::resize_file(truncated, fs::file_size(truncated) / 4);
