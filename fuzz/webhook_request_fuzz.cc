@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "admin/auth.h"
+#include "auth/request_auth.h"
 #include "config/load.h"
 #include "fuzz_util.h"
 #include "queuebox/inbox.h"

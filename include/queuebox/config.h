@@ -138,33 +138,12 @@ struct DestinationConfig {
   std::optional<CircuitBreakerConfig> circuit_breaker = std::nullopt;
 };
 
-// admin.auth: `type` and the block's other keys, validated and with defaults filled.
-// RequestAuth (src/admin/auth.h) binds them into the type's settings below.
+// admin.auth and sources.<name>.auth: `type` and the block's other keys, validated and with
+// defaults filled. RequestAuth::Create (src/auth/request_auth.h) binds them into the scheme's
+// settings (src/auth/auth_schemes.h).
 struct AdminAuthConfig {
   std::string type;  // bearer | api-key | hmac
   nlohmann::json options = nlohmann::json::object();
-};
-
-// The auth kinds of QueueBox reference §11.1 (admin.auth; the same block as source auth).
-struct BearerAuthSettings {
-  std::string token;  // secret: `Authorization: Bearer <token>`
-};
-
-struct ApiKeyAuthSettings {
-  std::string key;  // secret
-  std::string header_name = "X-API-Key";
-};
-
-struct HmacAuthSettings {
-  std::string secret;
-  std::string header_name = "X-Signature";
-  std::string algorithm = "HmacSHA256";  // HmacSHA256 | HmacSHA1 | HmacSHA512
-  std::string signature_prefix = "sha256=";
-  std::optional<std::string> timestamp_header;  // request time in Unix ms; checked when set
-  int64_t timestamp_tolerance_ms = 300000;      // largest |now - timestamp|
-  // BODY | TIMESTAMP_DOT_BODY (any case, - or _); unset: TIMESTAMP_DOT_BODY with
-  // timestamp_header, else BODY.
-  std::optional<std::string> signature_payload_format;
 };
 
 struct AdminConfig {

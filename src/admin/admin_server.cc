@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "admin/auth.h"
 #include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
-#include "admin/request_headers.h"
+#include "auth/request_auth.h"
+#include "auth/request_headers.h"
 #include "core/log.h"
 #include "core/router.h"
 
@@ -452,6 +452,16 @@ struct AdminServer::Impl {
 AdminServer::AdminServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 AdminServer::~AdminServer() { Stop(std::chrono::milliseconds(0)); }
+
+Status RequireAdminAuth(const AdminConfig& admin) {
+  if (admin.enabled && !admin.auth && !admin.insecure) {
+    return FailedPrecondition(
+        "The admin routes are enabled with no authentication. Set 'admin.auth' to a bearer "
+        "token, an API key, or an HMAC signature. Set 'admin.insecure' to true only for a local "
+        "test, or set 'admin.enabled' to false.");
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<AdminServer>> AdminServer::Create(const Config& config,
                                                          AdminServerDeps deps) {

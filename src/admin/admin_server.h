@@ -93,6 +93,10 @@ struct AdminServerDeps {
   std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
 
+// The refusal QueueBox gives when admin routes are enabled with no auth and not insecure
+// (reference §13.2): kFailedPrecondition with that message; OK otherwise.
+Status RequireAdminAuth(const AdminConfig& admin);
+
 class AdminServer {
  public:
   // Validates what the routes need: the admin guard (RequireAdminAuth), admin.auth, the routes'

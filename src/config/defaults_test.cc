@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "auth/auth_schemes.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "destinations/registry.h"
@@ -56,9 +57,9 @@ TEST(OptionDefaults, RouteAndDestinationCommonKeysMatchTheirStructs) {
 }
 
 TEST(OptionDefaults, AuthTypesMatchTheirSettings) {
-  ExpectDefaultsAgree(cfg::BearerAuthOptions(), "admin.auth bearer");
-  ExpectDefaultsAgree(cfg::ApiKeyAuthOptions(), "admin.auth api-key");
-  ExpectDefaultsAgree(cfg::HmacAuthOptions(), "admin.auth hmac");
+  ExpectDefaultsAgree(BearerAuthOptions(), "admin.auth bearer");
+  ExpectDefaultsAgree(ApiKeyAuthOptions(), "admin.auth api-key");
+  ExpectDefaultsAgree(HmacAuthOptions(), "admin.auth hmac");
 }
 
 TEST(OptionDefaults, DestinationTypesMatchTheirSettings) {

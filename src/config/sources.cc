@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "auth/auth_schemes.h"
 #include "core/header_filter.h"
 #include "core/json_path.h"
 
@@ -301,7 +302,7 @@ OptionTable<HttpSourceSettings> BuildHttpOptions() {
       opt::Int("rateLimit.requestsPerMinute", &S::requests_per_minute, nullptr,
                "Requests per 60 s for the whole source (a token bucket); more get 429")
           .Min(1),
-      opt::TypedBlock("auth", &S::auth, AdminAuthVariants(),
+      opt::TypedBlock("auth", &S::auth, AuthVariants(),
                       "Authentication of each request: bearer, api-key or hmac (as admin.auth)"),
   };
   t.Nest("", &S::keys, SourceKeyOptions());

@@ -9,9 +9,9 @@
 #include <optional>
 #include <utility>
 
-#include "admin/auth.h"
 #include "admin/metrics.h"
-#include "admin/request_headers.h"
+#include "auth/request_auth.h"
+#include "auth/request_headers.h"
 #include "config/sources.h"
 #include "core/header_filter.h"
 #include "core/json_path.h"

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <set>
 
-#include "admin/auth.h"
+#include "auth/request_auth.h"
 #include "integration/admin_test_support.h"
 
 namespace queuebox::testing {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "admin/auth.h"
 #include "admin_test_support.h"
+#include "auth/request_auth.h"
 #include "config/load.h"
 #include "core/log.h"
 #include "sources/http_source.h"
