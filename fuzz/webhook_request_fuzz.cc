@@ -37,7 +37,7 @@
 #include "config/load.h"
 #include "fuzz_util.h"
 #include "queuebox/inbox.h"
-#include "sources/http_source.h"
+#include "sources/http/http_source.h"
 #include "sources/intake_parts.h"
 
 using nlohmann::json;

@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "auth/auth_schemes.h"
+#include "core/transform_options.h"
 #include "destinations/registry.h"
+#include "sources/registry.h"
 #include "store/columns.h"
 #include "store/inbox_columns.h"
 
@@ -353,26 +355,6 @@ const OptionTable<RouteConfig>& RouteOptions() {
   return *table;
 }
 
-const OptionTable<TransformConfig>& TransformOptions() {
-  using S = TransformConfig;
-  static const OptionTable<S>* const table = new OptionTable<S>{
-      opt::Text("expression", &S::expression, nullptr,
-                "JSONata expression; `$` is the input, `$messageId`, `$topic`, `$attempt`, "
-                "`$timestamp` the stage's variables. Compiled at start: a syntax error stops it")
-          .Required(),
-      opt::Millis("timeoutMs", &S::timeout_ms, 100,
-                  "Wall-clock limit of one evaluation; past it the evaluation fails")
-          .Min(1),
-      opt::Int("maxDepth", &S::max_depth, 100,
-               "Depth limit of one evaluation (JSONata's evaluation frames)")
-          .Min(1),
-      opt::Choice("onError", &S::on_error, {"Fail", "Skip", "Dead"}, "Fail",
-                  "What a failed evaluation does (exact case). Route/destination: Fail retries "
-                  "the delivery, Skip delivers the stage's input, Dead marks the row dead"),
-  };
-  return *table;
-}
-
 const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions() {
   using S = CircuitBreakerConfig;
   static const OptionTable<S>* const table = new OptionTable<S>{
@@ -413,6 +395,17 @@ const std::vector<Variant>& DestinationVariants() {
     auto* v = new std::vector<Variant>();
     for (const DestinationType& t : BuiltinDestinationTypes()) {
       v->push_back(Variant{t.type, t.options, t.validate, nullptr});
+    }
+    return v;
+  }();
+  return *variants;
+}
+
+const std::vector<Variant>& SourceVariants() {
+  static const std::vector<Variant>* const variants = [] {
+    auto* v = new std::vector<Variant>();
+    for (const sources::SourceKind& k : sources::BuiltinSourceKinds()) {
+      v->push_back(Variant{k.type, k.options, k.validate, nullptr});
     }
     return v;
   }();

@@ -44,15 +44,13 @@ const std::vector<std::string>& ReservedRootKeys();
 // One item of `routes`.
 const OptionTable<RouteConfig>& RouteOptions();
 
-// A JSONata transform block (routes[i].transform, destinations.<name>.transform, and the
-// sources' transform): expression, timeoutMs, maxDepth, onError.
-const OptionTable<TransformConfig>& TransformOptions();
-
 // Keys every destination takes besides its type's keys: `headers`, `transform`.
 const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions();
 const OptionTable<DestinationConfig>& DestinationCommonOptions();
 // The built-in destination types (src/destinations/registry.h) as variants, registry order.
 const std::vector<Variant>& DestinationVariants();
+// The source kinds (src/sources/registry.h) as the variants of sources.<name>, registry order.
+const std::vector<Variant>& SourceVariants();
 
 // The admin guard message (QueueBox reference §13.2).
 extern const char kAdminGuardMessage[];

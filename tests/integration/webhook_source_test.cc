@@ -19,7 +19,7 @@
 #include "auth/request_auth.h"
 #include "config/load.h"
 #include "core/log.h"
-#include "sources/http_source.h"
+#include "sources/http/http_source.h"
 #include "testing/http_receiver.h"
 #include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
