@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     queuebox::Metrics metrics;
     queuebox::sources::BrokerSourceContext ctx;
     ctx.intake = (*store)->inbox();
-    ctx.metrics = &metrics;
+    ctx.observer = &metrics;
     auto source = queuebox::sources::CreateKafkaSource(s, ctx);
     if (!source.ok()) return Fail(source.status().ToString());
     const auto start = Clock::now();

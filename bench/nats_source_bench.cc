@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       s.max_batches_per_store = per_store;
       queuebox::sources::BrokerSourceContext ctx;
       ctx.intake = (*store)->inbox();
-      ctx.metrics = &metrics;
+      ctx.observer = &metrics;
       auto made = queuebox::sources::CreateNatsSource(s, ctx);
       if (!made.ok()) {
         std::fprintf(stderr, "%s\n", made.status().ToString().c_str());

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "admin/auth.h"
+#include "auth/request_auth.h"
 #include "fuzz_util.h"
 #include "queuebox/config.h"
 

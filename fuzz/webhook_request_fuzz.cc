@@ -33,11 +33,11 @@
 #include <utility>
 #include <vector>
 
-#include "admin/auth.h"
+#include "auth/request_auth.h"
 #include "config/load.h"
 #include "fuzz_util.h"
 #include "queuebox/inbox.h"
-#include "sources/http_source.h"
+#include "sources/http/http_source.h"
 #include "sources/intake_parts.h"
 
 using nlohmann::json;

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "config/sources.h"
+#include "sources/registry.h"
 
 #if QB_WITH_TRANSFORMS
 #include "queuebox/transform/jsonata.h"
@@ -20,7 +20,8 @@ Result<std::vector<std::pair<std::string, SourceKeys>>> SourcesWithTransforms(
     const Config& config) {
   std::vector<std::pair<std::string, SourceKeys>> out;
   for (const auto& [name, source] : config.sources) {
-    QB_ASSIGN_OR_RETURN(SourceKeys keys, cfg::BindSourceKeys(source));
+    QB_ASSIGN_OR_RETURN(sources::SourceCommon common, sources::BindSourceCommon(source));
+    SourceKeys& keys = common.keys;
     if (keys.transform || keys.idempotency_key_expression || keys.aggregate_id_expression ||
         keys.event_type_expression) {
       out.emplace_back(name, std::move(keys));

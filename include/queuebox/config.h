@@ -138,33 +138,12 @@ struct DestinationConfig {
   std::optional<CircuitBreakerConfig> circuit_breaker = std::nullopt;
 };
 
-// admin.auth: `type` and the block's other keys, validated and with defaults filled.
-// RequestAuth (src/admin/auth.h) binds them into the type's settings below.
+// admin.auth and sources.<name>.auth: `type` and the block's other keys, validated and with
+// defaults filled. RequestAuth::Create (src/auth/request_auth.h) binds them into the scheme's
+// settings (src/auth/auth_schemes.h).
 struct AdminAuthConfig {
   std::string type;  // bearer | api-key | hmac
   nlohmann::json options = nlohmann::json::object();
-};
-
-// The auth kinds of QueueBox reference §11.1 (admin.auth; the same block as source auth).
-struct BearerAuthSettings {
-  std::string token;  // secret: `Authorization: Bearer <token>`
-};
-
-struct ApiKeyAuthSettings {
-  std::string key;  // secret
-  std::string header_name = "X-API-Key";
-};
-
-struct HmacAuthSettings {
-  std::string secret;
-  std::string header_name = "X-Signature";
-  std::string algorithm = "HmacSHA256";  // HmacSHA256 | HmacSHA1 | HmacSHA512
-  std::string signature_prefix = "sha256=";
-  std::optional<std::string> timestamp_header;  // request time in Unix ms; checked when set
-  int64_t timestamp_tolerance_ms = 300000;      // largest |now - timestamp|
-  // BODY | TIMESTAMP_DOT_BODY (any case, - or _); unset: TIMESTAMP_DOT_BODY with
-  // timestamp_header, else BODY.
-  std::optional<std::string> signature_payload_format;
 };
 
 struct AdminConfig {
@@ -182,101 +161,6 @@ struct SourceConfig {
   std::string name;  // sources.<name>; stored in the inbox `source` column
   std::string type;  // http (the default when unset) | rabbitmq | kafka | nats
   nlohmann::json options = nlohmann::json::object();
-};
-
-// The keys every source kind takes (QueueBox reference §11.4, §11.5), bound from
-// sources.<name>.*. A list of paths is tried in order; the first that gives a value wins.
-struct SourceKeys {
-  std::string consumption = "push";                // push | pull, stored on the row at receipt
-  std::vector<std::string> aggregate_id_path;      // aggregateIdPath: definite JSONPath(s)
-  std::vector<std::string> event_type_path;        // eventTypePath
-  std::optional<std::string> scheduled_at_header;  // scheduledAtHeader: publish time
-  std::vector<std::string> scheduled_at_path;      // scheduledAtPath
-  std::optional<int64_t> initial_delay_ms;         // initialDelay (<int><s|m|h|d>)
-  nlohmann::json filter;  // null, or {"require": [rules], "exclude": [rules]} (§11.2)
-  // JSONata on the original body (QueueBox reference §11.4): tried before the paths.
-  std::optional<std::string> idempotency_key_expression;  // idempotencyKeyExpression
-  std::optional<std::string> aggregate_id_expression;     // aggregateIdExpression
-  std::optional<std::string> event_type_expression;       // eventTypeExpression
-  // sources.<name>.transform: rewrites the stored payload after the keys were read (§8).
-  std::optional<TransformConfig> transform;
-};
-
-// An HTTP (webhook) source: POST <inbox.basePath><path> (QueueBox reference §11.1).
-struct HttpSourceSettings {
-  std::string name;                               // sources.<name>
-  std::string path;                               // required, starts with /
-  std::string topic = "{{ eventType }}";          // the relay's topic template
-  std::vector<std::string> idempotency_key_path;  // idempotencyKeyPath
-  std::optional<std::string> idempotency_key_header;
-  std::optional<std::string> aggregate_id_header;
-  std::optional<std::string> event_type_header;
-  std::optional<int> requests_per_minute;  // rateLimit.requestsPerMinute: one bucket per source
-  std::optional<AdminAuthConfig> auth;     // bearer | api-key | hmac, as admin.auth
-  SourceKeys keys;
-};
-
-// Header names a broker source reads its keys from (attributeHeaders.*; QueueBox reference §9.4).
-// Matched in any letter case; values trimmed; an empty value counts as missing.
-struct AttributeHeaders {
-  std::string idempotency_key = "x-idempotency-key";
-  std::string aggregate_id = "x-aggregate-id";
-  std::string event_type = "x-event-type";
-};
-
-// The keys of every broker source kind (QueueBox reference §11.3, §11.4), bound from
-// sources.<name>.*.
-struct BrokerSourceKeys {
-  std::string topic = "{{ source }}";                        // the relay's topic template
-  std::vector<std::string> idempotency_key_path = {"$.id"};  // idempotencyKeyPath
-  bool event_type_from_header = false;  // eventTypeFromHeader: read attributeHeaders.eventType
-  AttributeHeaders attribute_headers;
-  SourceKeys keys;
-};
-
-// type: rabbitmq (QueueBox reference §11.3): consumes one queue; ack after the row commits.
-struct RabbitmqSourceSettings {
-  std::string name;            // sources.<name>
-  std::string queue_name;      // queueName, required
-  std::string connection_url;  // connectionUrl: amqp://user:pass@host:port/vhost, required
-  int prefetch_count = 10;     // prefetchCount: basic.qos, unacknowledged deliveries at most
-  bool declare_queue = false;  // declareQueue: true declares a durable queue; false: must exist
-  BrokerSourceKeys broker;
-};
-
-// type: kafka (QueueBox reference §11.3): a consumer group member over `topics`.
-struct KafkaSourceSettings {
-  std::string name;
-  std::string bootstrap_servers;                // bootstrapServers, required
-  std::vector<std::string> topics;              // topics, required, non-blank
-  std::string group_id;                         // groupId, required
-  std::string auto_offset_reset = "earliest";   // autoOffsetReset: earliest | latest
-  int max_poll_records = 100;                   // maxPollRecords: records per stored batch
-  std::string security_protocol = "PLAINTEXT";  // as the kafka destination
-  std::optional<std::string> sasl_mechanism;
-  std::optional<std::string> sasl_username;
-  std::optional<std::string> sasl_password;  // secret
-  // Extra librdkafka properties (tests, tuning); applied after the ones above.
-  std::map<std::string, std::string> librdkafka;
-  BrokerSourceKeys broker;
-};
-
-// type: nats (QueueBox reference §11.3): a JetStream durable pull consumer on an existing stream.
-struct NatsSourceSettings {
-  std::string name;
-  std::string servers;                        // comma list of nats:// URLs, required
-  std::string stream;                         // required; never created by QueueBox
-  std::string durable;                        // required; replicas with one name share the work
-  std::optional<std::string> filter_subject;  // filterSubject
-  int64_t ack_wait_ms = 30000;                // ackWaitMs: redelivery after a crash
-  int batch_size = 100;                       // batchSize: messages per fetch
-  // Not a configuration key: the most fetched batches one inbox store takes while the previous
-  // store runs (1 = a store per fetch; bench/nats_source_bench.cc compares).
-  int max_batches_per_store = 4;
-  std::optional<std::string> username;
-  std::optional<std::string> password;  // secret
-  std::optional<std::string> token;     // secret
-  BrokerSourceKeys broker;
 };
 
 struct RetentionPolicy {

@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "admin/auth.h"
 #include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
-#include "admin/request_headers.h"
+#include "auth/request_auth.h"
+#include "auth/request_headers.h"
 #include "core/log.h"
 #include "core/router.h"
 
@@ -63,12 +63,6 @@ struct CheckTracker {
   std::mutex mu;
   std::condition_variable cv;
   int running = 0;
-};
-
-struct Check {
-  std::string name;
-  std::function<bool()> run;
-  bool advisory = false;  // shown, but never makes readiness fail
 };
 
 // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second process bind a port
@@ -346,36 +340,16 @@ struct AdminServer::Impl {
     res.set_content(json{{"moved", *moved}}.dump(), kJson);
   }
 
-  std::vector<Check> Checks() {
-    std::vector<Check> checks_list;
+  std::vector<HealthComponent> Checks() {
+    std::vector<HealthComponent> checks_list;
     OutboxOperations* store = deps.store;
     checks_list.push_back({"database", [store] { return store->Ping().ok(); }});
-    auto poller = deps.poller_healthy;
-    checks_list.push_back({"outbox-poller", [poller] { return poller && poller(); }});
-    if (deps.inbox_relay_healthy) {
-      checks_list.push_back({"inbox-relay", deps.inbox_relay_healthy});
-    }
-    if (deps.retention_healthy)
-      checks_list.push_back({"retention-service", deps.retention_healthy});
-    for (Destination* d : deps.destinations) {
-      if (d == nullptr || !IsBroker(d->type())) continue;
-      checks_list.push_back(
-          {std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
-    }
-    for (const auto& [name, healthy] : deps.source_components) {
-      checks_list.push_back({name, healthy});
-    }
-    for (const auto& [name, healthy] : deps.advisory_components) {
-      checks_list.push_back({name, healthy, /*advisory=*/true});
-    }
-    if (deps.capture_healthy) {
-      checks_list.push_back({"outbox-capture", deps.capture_healthy, /*advisory=*/true});
-    }
+    checks_list.insert(checks_list.end(), deps.components.begin(), deps.components.end());
     return checks_list;
   }
 
   void Ready(httplib::Response& res) {
-    std::vector<Check> list = Checks();
+    std::vector<HealthComponent> list = Checks();
     struct Results {
       std::mutex mu;
       std::condition_variable cv;
@@ -389,10 +363,10 @@ struct AdminServer::Impl {
         std::lock_guard<std::mutex> lock(tracker->mu);
         ++tracker->running;
       }
-      std::thread([results, tracker, i, run = list[i].run] {
+      std::thread([results, tracker, i, run = list[i].up] {
         bool up = false;
         try {
-          up = run();
+          up = run && run();
         } catch (...) {
           up = false;
         }
@@ -452,6 +426,26 @@ struct AdminServer::Impl {
 AdminServer::AdminServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 AdminServer::~AdminServer() { Stop(std::chrono::milliseconds(0)); }
+
+std::vector<HealthComponent> BrokerDestinationHealth(
+    const std::vector<Destination*>& destinations) {
+  std::vector<HealthComponent> out;
+  for (Destination* d : destinations) {
+    if (d == nullptr || !IsBroker(d->type())) continue;
+    out.push_back({std::string(d->type()) + "." + d->name(), [d] { return d->Health().ok(); }});
+  }
+  return out;
+}
+
+Status RequireAdminAuth(const AdminConfig& admin) {
+  if (admin.enabled && !admin.auth && !admin.insecure) {
+    return FailedPrecondition(
+        "The admin routes are enabled with no authentication. Set 'admin.auth' to a bearer "
+        "token, an API key, or an HMAC signature. Set 'admin.insecure' to true only for a local "
+        "test, or set 'admin.enabled' to false.");
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<AdminServer>> AdminServer::Create(const Config& config,
                                                          AdminServerDeps deps) {

@@ -8,11 +8,11 @@
 //   GET /              200 text "QueueBox is running!" (data port only)
 //   GET /health/live   200 {"status":"healthy","components":{"process":{"status":"up"}}}, no I/O
 //   GET /health/ready  (and GET /health) 200 healthy / 503 unhealthy with components
-//                      database, outbox-poller, inbox-relay (when the relay runs),
-//                      retention-service (when enabled), one per broker destination
-//                      "<type>.<name>" and outbox-capture (when enabled; advisory:
-//                      shown, never decides); each check runs off-thread, bounded
-//                      at 3 s (timeout = down)
+//                      database, then deps.components in order (the app's: outbox-poller,
+//                      one per broker destination "<type>.<name>", inbox-relay,
+//                      retention-service, outbox-capture, one per broker source; an advisory
+//                      one is shown and never decides); each check runs off-thread,
+//                      bounded at 3 s (timeout = down)
 //   GET /metrics       Prometheus text, content type text/plain; version=0.0.4; charset=utf-8
 //   POST /admin/replay only when admin.enabled (else 404); body read under admin.maxPayloadBytes
 //                      (413 {"error":"Request body exceeds <n> bytes"}) BEFORE auth (401
@@ -51,31 +51,28 @@ namespace queuebox {
 
 class Metrics;
 
+// One component of GET /health/ready: up while `up` returns true (unset: down). An advisory
+// component is shown but never makes readiness fail.
+struct HealthComponent {
+  std::string name;
+  std::function<bool()> up;
+  bool advisory = false;
+};
+
+// One component per broker destination (rabbitmq, kafka, nats), "<type>.<name>", up while
+// Destination::Health() is OK; http and file destinations have none.
+std::vector<HealthComponent> BrokerDestinationHealth(const std::vector<Destination*>& destinations);
+
 // What the health checks and routes read. Pointers are borrowed and must outlive the server.
 struct AdminServerDeps {
   OutboxOperations* store = nullptr;  // database check (Ping) and replay; required
   // The inbox, for POST /admin/replay with "table": "inbox"; nullptr answers that replay 400.
   InboxOperations* inbox = nullptr;
   Metrics* metrics = nullptr;  // GET /metrics; nullptr serves an empty exposition
-  // outbox-poller: true while the poller cycles (e.g. relay->SecondsSinceLastCycle() < bound).
-  // Unset: the component reports down.
-  std::function<bool()> poller_healthy;
-  // retention-service: shown when set (retention enabled).
-  std::function<bool()> retention_healthy;
-  // outbox-capture: shown when set (outbox.capture.enabled); advisory, QueueBox reference §13.3:
-  // its status is reported but never makes readiness fail, since delivery goes on by SQL.
-  std::function<bool()> capture_healthy;
-  // inbox-relay: shown when set (inbox.relay.enabled); true while the relay cycles.
-  std::function<bool()> inbox_relay_healthy;
-  // Broker destinations (rabbitmq, kafka, nats): one component "<type>.<name>" each, checked
-  // with Destination::Health(). http and file destinations are skipped.
-  std::vector<Destination*> destinations;
-  // Broker sources (rabbitmq, kafka, nats): one component each, named "<type>.<source>", up
-  // while the function returns true.
-  std::vector<std::pair<std::string, std::function<bool()>>> source_components;
-  // Advisory components (shown, never failing readiness): "circuit.<destination>" per destination
-  // with a circuit breaker, up while it is closed.
-  std::vector<std::pair<std::string, std::function<bool()>>> advisory_components;
+  // The components of readiness after database, in order: the running parts of the process
+  // report theirs (QueueBox reference §13.3; outbox-capture and circuit.<destination> are
+  // advisory: delivery goes on without them).
+  std::vector<HealthComponent> components;
   // Unix ms for HMAC timestamps; the system clock when unset (tests inject).
   std::function<int64_t()> now_ms;
   // Bound of each health check.
@@ -92,6 +89,10 @@ struct AdminServerDeps {
   // Called on the server's worker threads, several at once.
   std::function<std::pair<int, std::string>(std::string_view body)> transform_test;
 };
+
+// The refusal QueueBox gives when admin routes are enabled with no auth and not insecure
+// (reference §13.2): kFailedPrecondition with that message; OK otherwise.
+Status RequireAdminAuth(const AdminConfig& admin);
 
 class AdminServer {
  public:

@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "admin/auth.h"
+#include "admin/admin_server.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
 #include "admin/retention.h"
+#include "auth/auth_schemes.h"
+#include "auth/request_auth.h"
 #include "config/schema.h"
 #include "core/log.h"
 #include "testing/fake_destination.h"
@@ -105,7 +107,7 @@ TEST(AuthTest, HmacBodyAndTimestampDotBody) {
 // Every algorithm the option table accepts has a digest (HMAC-SHA1("key", "The quick brown fox
 // jumps over the lazy dog") is a published vector).
 TEST(AuthTest, EveryDeclaredAlgorithmSigns) {
-  for (const std::string& algorithm : cfg::HmacAlgorithms()) {
+  for (const std::string& algorithm : HmacAlgorithms()) {
     EXPECT_TRUE(HmacHex(algorithm, "k", "p").ok()) << algorithm;
   }
   auto sha1 = HmacHex("HmacSHA1", "key", "The quick brown fox jumps over the lazy dog");

@@ -103,6 +103,158 @@ const std::vector<std::string>& InboxStates() {
 
 }  // namespace
 
+namespace {
+
+// What `queuebox status` shows, read once, rendered as JSON or as tables.
+struct StatusReport {
+  OutboxStats stats;
+  std::vector<std::string> states;  // the four states, then any other the table holds
+  std::optional<CaptureReport> capture;
+  std::optional<InboxStats> inbox;  // nullopt: no inbox table
+  bool inbox_missing = false;       // an inbox store without its table
+  std::vector<ReplicaInfo> live;    // key affinity; empty without a replica set
+
+  int64_t Count(const std::string& state) const {
+    auto it = stats.rows_by_state.find(state);
+    return it == stats.rows_by_state.end() ? int64_t{0} : it->second;
+  }
+};
+
+ordered_json InboxJson(const InboxStats& in) {
+  ordered_json by_source = ordered_json::object();
+  for (const auto& [source, by_state] : in.rows_by_source_state) {
+    ordered_json counts = ordered_json::object();
+    for (const std::string& st : InboxStates()) {
+      auto it = by_state.find(st);
+      counts[st] = it == by_state.end() ? int64_t{0} : it->second;
+    }
+    for (const auto& [st, n] : by_state) counts[st] = n;
+    by_source[source] = counts;
+  }
+  return {{"rowsBySourceAndState", by_source},
+          {"oldestPendingAgeSeconds", in.oldest_pending_age_seconds}};
+}
+
+ordered_json CaptureJson(const CaptureConfig& cap, const CaptureReport& capture) {
+  ordered_json slot = {{"name", cap.slot}, {"exists", capture.slot.has_value()}};
+  if (capture.slot) {
+    slot["active"] = capture.slot->active;
+    slot["confirmedFlushLsn"] = capture.slot->confirmed_flush_lsn;
+    slot["restartLsn"] = capture.slot->restart_lsn;
+    slot["walStatus"] = capture.slot->wal_status;
+    slot["retainedBytes"] = capture.slot->retained_bytes;
+    slot["overThreshold"] = capture.slot->retained_bytes > cap.slot_retention_warn_bytes;
+  }
+  return {{"mode", cap.mode},
+          {"identity", cap.identity},
+          {"recorded", capture.recorded},
+          {"slot", slot}};
+}
+
+void PrintStatusJson(const StatusReport& r, const CaptureConfig& cap, std::ostream& out) {
+  ordered_json rows = ordered_json::object();
+  for (const auto& s : r.states) rows[s] = r.Count(s);
+  ordered_json dead = ordered_json::object();
+  for (const auto& [topic, n] : r.stats.dead_by_topic) dead[topic] = n;
+  ordered_json replicas = ordered_json::array();
+  for (const ReplicaInfo& info : r.live) {
+    replicas.push_back({{"name", info.name},
+                        {"heartbeatAgeSeconds", info.heartbeat_age_seconds},
+                        {"startedAt", info.started_at}});
+  }
+  ordered_json j = {{"rowsByState", rows},
+                    {"oldestPendingAgeSeconds", r.stats.oldest_pending_age_seconds},
+                    {"deadByTopic", dead},
+                    {"replicas", replicas},
+                    {"inbox", r.inbox ? InboxJson(*r.inbox) : ordered_json(nullptr)}};
+  if (r.capture) j["capture"] = CaptureJson(cap, *r.capture);
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void PrintCapture(const CaptureConfig& cap, const CaptureReport& capture, std::ostream& out) {
+  out << "\nChange capture: " << cap.mode << ", identity " << cap.identity
+      << (capture.recorded ? " (recorded in queuebox_capture_state)"
+                           : " (not recorded yet: capture has not started once)")
+      << "\n";
+  if (!capture.slot) {
+    out << "The replication slot " << cap.slot
+        << " does not exist (capture creates it on its first start).\n";
+    return;
+  }
+  const auto& slot = *capture.slot;
+  out << Table({"SLOT", "ACTIVE", "CONFIRMED", "RETAINED WAL"},
+               {{cap.slot, slot.active ? "yes" : "no", slot.confirmed_flush_lsn,
+                 Bytes(slot.retained_bytes)}});
+  if (slot.retained_bytes > cap.slot_retention_warn_bytes) {
+    out << "Warning: the slot retains more WAL than outbox.capture.slotRetentionWarnBytes ("
+        << cap.slot_retention_warn_bytes
+        << "). A slot that nobody reads keeps WAL until the disk fills: start the relay that "
+           "owns capture, or drop the slot of a retired capture identity (SELECT "
+           "pg_drop_replication_slot('"
+        << cap.slot << "');).\n";
+  }
+}
+
+void PrintInbox(const InboxStats& in, std::ostream& out) {
+  if (in.rows_by_source_state.empty()) {
+    out << "\nThe inbox is empty.\n";
+  } else {
+    std::vector<std::string> header = {"INBOX SOURCE"};
+    for (const std::string& st : InboxStates()) {
+      std::string upper = st;
+      std::transform(upper.begin(), upper.end(), upper.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+      header.push_back(upper);
+    }
+    std::vector<std::vector<std::string>> rows_in;
+    for (const auto& [source, by_state] : in.rows_by_source_state) {
+      std::vector<std::string> row = {source};
+      for (const std::string& st : InboxStates()) {
+        auto it = by_state.find(st);
+        row.push_back(std::to_string(it == by_state.end() ? 0 : it->second));
+      }
+      rows_in.push_back(std::move(row));
+    }
+    out << "\n" << Table(header, rows_in);
+  }
+  out << "\nOldest pending inbox age (push): " << Seconds(in.oldest_pending_age_seconds) << " s\n";
+}
+
+void PrintStatusTables(const StatusReport& r, const CaptureConfig& cap, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : r.states) rows.push_back({s, std::to_string(r.Count(s))});
+  out << Table({"STATE", "ROWS"}, rows);
+  out << "\nOldest pending age: " << Seconds(r.stats.oldest_pending_age_seconds) << " s\n";
+  if (r.stats.dead_by_topic.empty()) {
+    out << "\nNo dead rows.\n";
+  } else {
+    std::vector<std::vector<std::string>> dead;
+    for (const auto& [topic, n] : r.stats.dead_by_topic) {
+      dead.push_back({topic, std::to_string(n)});
+    }
+    out << "\n" << Table({"DEAD TOPIC", "ROWS"}, dead);
+  }
+  if (!r.live.empty()) {
+    // Key affinity: the live replicas in rank order; replica i of n claims the keys with
+    // hash mod n = i (docs/operations.md "Replicas and key affinity").
+    std::vector<std::vector<std::string>> replicas;
+    for (size_t i = 0; i < r.live.size(); ++i) {
+      const ReplicaInfo& info = r.live[i];
+      replicas.push_back({std::to_string(i), info.name, Seconds(info.heartbeat_age_seconds) + " s",
+                          info.started_at});
+    }
+    out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
+  }
+  if (r.capture) PrintCapture(cap, *r.capture, out);
+  if (r.inbox_missing) {
+    out << "\nNo inbox table.\n";
+  } else if (r.inbox) {
+    PrintInbox(*r.inbox, out);
+  }
+}
+
+}  // namespace
+
 int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, const Config& config,
                      bool json, std::ostream& out, std::ostream& err, InboxStore* inbox) {
   auto stats = store.Stats();
@@ -110,146 +262,27 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, co
     err << "The status query failed: " << stats.status().ToString() << "\n";
     return 1;
   }
-  const CaptureConfig& cap = config.outbox.capture;
-  const std::optional<CaptureReport> capture = CaptureReportFor(config, err);
+  StatusReport report;
+  report.stats = std::move(stats).value();
+  report.capture = CaptureReportFor(config, err);
   auto inbox_stats = InboxStatus(inbox);
   if (!inbox_stats.ok()) {
     err << "The inbox status query failed: " << inbox_stats.status().ToString() << "\n";
     return 1;
   }
-  // Key affinity; empty without a replica set.
-  const std::vector<ReplicaInfo> live =
-      replica_set != nullptr ? replica_set->Replicas() : std::vector<ReplicaInfo>{};
-  std::vector<std::string> states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
-  for (const auto& [state, n] : stats->rows_by_state) {
-    if (std::find(states.begin(), states.end(), state) == states.end()) states.push_back(state);
+  report.inbox = std::move(inbox_stats).value();
+  report.inbox_missing = inbox != nullptr && !report.inbox;
+  if (replica_set != nullptr) report.live = replica_set->Replicas();
+  report.states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
+  for (const auto& [state, n] : report.stats.rows_by_state) {
+    if (std::find(report.states.begin(), report.states.end(), state) == report.states.end()) {
+      report.states.push_back(state);
+    }
   }
-  auto count = [&](const std::string& s) {
-    auto it = stats->rows_by_state.find(s);
-    return it == stats->rows_by_state.end() ? int64_t{0} : it->second;
-  };
   if (json) {
-    ordered_json rows = ordered_json::object();
-    for (const auto& s : states) rows[s] = count(s);
-    ordered_json dead = ordered_json::object();
-    for (const auto& [topic, n] : stats->dead_by_topic) dead[topic] = n;
-    ordered_json replicas = ordered_json::array();
-    for (const ReplicaInfo& r : live) {
-      replicas.push_back({{"name", r.name},
-                          {"heartbeatAgeSeconds", r.heartbeat_age_seconds},
-                          {"startedAt", r.started_at}});
-    }
-    ordered_json inbox_json = nullptr;
-    if (*inbox_stats) {
-      const InboxStats& in = **inbox_stats;
-      ordered_json by_source = ordered_json::object();
-      for (const auto& [source, by_state] : in.rows_by_source_state) {
-        ordered_json counts = ordered_json::object();
-        for (const std::string& st : InboxStates()) {
-          auto it = by_state.find(st);
-          counts[st] = it == by_state.end() ? int64_t{0} : it->second;
-        }
-        for (const auto& [st, n] : by_state) counts[st] = n;
-        by_source[source] = counts;
-      }
-      inbox_json = {{"rowsBySourceAndState", by_source},
-                    {"oldestPendingAgeSeconds", in.oldest_pending_age_seconds}};
-    }
-    ordered_json j = {{"rowsByState", rows},
-                      {"oldestPendingAgeSeconds", stats->oldest_pending_age_seconds},
-                      {"deadByTopic", dead},
-                      {"replicas", replicas},
-                      {"inbox", inbox_json}};
-    if (capture) {
-      ordered_json slot = {{"name", cap.slot}, {"exists", capture->slot.has_value()}};
-      if (capture->slot) {
-        slot["active"] = capture->slot->active;
-        slot["confirmedFlushLsn"] = capture->slot->confirmed_flush_lsn;
-        slot["restartLsn"] = capture->slot->restart_lsn;
-        slot["walStatus"] = capture->slot->wal_status;
-        slot["retainedBytes"] = capture->slot->retained_bytes;
-        slot["overThreshold"] = capture->slot->retained_bytes > cap.slot_retention_warn_bytes;
-      }
-      j["capture"] = {{"mode", cap.mode},
-                      {"identity", cap.identity},
-                      {"recorded", capture->recorded},
-                      {"slot", slot}};
-    }
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& s : states) rows.push_back({s, std::to_string(count(s))});
-  out << Table({"STATE", "ROWS"}, rows);
-  out << "\nOldest pending age: " << Seconds(stats->oldest_pending_age_seconds) << " s\n";
-  if (stats->dead_by_topic.empty()) {
-    out << "\nNo dead rows.\n";
+    PrintStatusJson(report, config.outbox.capture, out);
   } else {
-    std::vector<std::vector<std::string>> dead;
-    for (const auto& [topic, n] : stats->dead_by_topic) dead.push_back({topic, std::to_string(n)});
-    out << "\n" << Table({"DEAD TOPIC", "ROWS"}, dead);
-  }
-  if (!live.empty()) {
-    // Key affinity: the live replicas in rank order; replica i of n claims the keys with
-    // hash mod n = i (docs/operations.md "Replicas and key affinity").
-    std::vector<std::vector<std::string>> replicas;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const ReplicaInfo& r = live[i];
-      replicas.push_back(
-          {std::to_string(i), r.name, Seconds(r.heartbeat_age_seconds) + " s", r.started_at});
-    }
-    out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
-  }
-  if (capture) {
-    out << "\nChange capture: " << cap.mode << ", identity " << cap.identity
-        << (capture->recorded ? " (recorded in queuebox_capture_state)"
-                              : " (not recorded yet: capture has not started once)")
-        << "\n";
-    if (!capture->slot) {
-      out << "The replication slot " << cap.slot
-          << " does not exist (capture creates it on its first start).\n";
-    } else {
-      const auto& slot = *capture->slot;
-      out << Table({"SLOT", "ACTIVE", "CONFIRMED", "RETAINED WAL"},
-                   {{cap.slot, slot.active ? "yes" : "no", slot.confirmed_flush_lsn,
-                     Bytes(slot.retained_bytes)}});
-      if (slot.retained_bytes > cap.slot_retention_warn_bytes) {
-        out << "Warning: the slot retains more WAL than outbox.capture.slotRetentionWarnBytes ("
-            << cap.slot_retention_warn_bytes
-            << "). A slot that nobody reads keeps WAL until the disk fills: start the relay that "
-               "owns capture, or drop the slot of a retired capture identity (SELECT "
-               "pg_drop_replication_slot('"
-            << cap.slot << "');).\n";
-      }
-    }
-  }
-  if (inbox != nullptr && !*inbox_stats) {
-    out << "\nNo inbox table.\n";
-  } else if (*inbox_stats) {
-    const InboxStats& in = **inbox_stats;
-    if (in.rows_by_source_state.empty()) {
-      out << "\nThe inbox is empty.\n";
-    } else {
-      std::vector<std::string> header = {"INBOX SOURCE"};
-      for (const std::string& st : InboxStates()) {
-        std::string upper = st;
-        std::transform(upper.begin(), upper.end(), upper.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-        header.push_back(upper);
-      }
-      std::vector<std::vector<std::string>> rows_in;
-      for (const auto& [source, by_state] : in.rows_by_source_state) {
-        std::vector<std::string> row = {source};
-        for (const std::string& st : InboxStates()) {
-          auto it = by_state.find(st);
-          row.push_back(std::to_string(it == by_state.end() ? 0 : it->second));
-        }
-        rows_in.push_back(std::move(row));
-      }
-      out << "\n" << Table(header, rows_in);
-    }
-    out << "\nOldest pending inbox age (push): " << Seconds(in.oldest_pending_age_seconds)
-        << " s\n";
+    PrintStatusTables(report, config.outbox.capture, out);
   }
   return 0;
 }

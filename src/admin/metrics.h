@@ -2,7 +2,8 @@
 // rendered with prometheus::TextSerializer for GET /metrics. Names, types and labels are
 // QueueBox's; docs/metrics.md lists every family (a test compares the list with a scrape).
 //
-// Metrics implements RelayObserver and InboxRelayObserver, so both relays feed it directly. The
+// Metrics implements RelayObserver, InboxRelayObserver and the sources' IntakeObserver, so both
+// relays and every source feed it directly. The
 // pending gauges (queuebox_outbox_messages_pending, queuebox_outbox_oldest_pending_age_seconds)
 // come from OutboxOperations::Stats (database clock), refreshed by a background thread at most
 // every outbox.pendingGaugeIntervalMs and on scrape when older than that.
@@ -31,6 +32,7 @@
 #include "core/inbox_relay.h"
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
+#include "sources/intake_observer.h"
 
 namespace prometheus {
 class Registry;
@@ -40,7 +42,9 @@ namespace queuebox {
 
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-class Metrics final : public RelayObserver, public InboxRelayObserver {
+class Metrics final : public RelayObserver,
+                      public InboxRelayObserver,
+                      public sources::IntakeObserver {
  public:
   explicit Metrics(std::string version = QUEUEBOX_VERSION);
   ~Metrics() override;
@@ -69,19 +73,21 @@ class Metrics final : public RelayObserver, public InboxRelayObserver {
   void OnInboxClaimsLost(int64_t n) override;  // queuebox_claims_lost_total{component="inbox"}
   void OnInboxOldestPendingAge(double seconds) override;
 
+  // --- sources::IntakeObserver ---
   // queuebox_inbox_messages_total{status}: "new" and "duplicate" from the sources after
   // InboxIntake::Store ("forwarded" comes from the relay).
-  void OnInboxMessages(std::string_view status, int64_t n);
+  void OnInboxMessages(std::string_view status, int64_t n) override;
+  // queuebox_inbox_rejections_total{reason}: QueueBox's extraction_failed, transform_failed,
+  // storage_failed, and this build's rate_limited, auth_failed, invalid_json, invalid_message.
+  void OnInboxRejection(std::string_view reason) override;
+  // queuebox_inbox_filtered_total{source}.
+  void OnInboxFiltered(std::string_view source) override;
+
   // queuebox_claims_lost_total{component} for other components (e.g. "inbox").
   void OnClaimsLost(std::string_view component, int64_t n);
   // queuebox_http_publish_responses_total{status_class}: 100-599 -> "1xx".."5xx", else "other".
   // For the HTTP destination (wire through the composition root).
   void OnHttpResponse(int status);
-  // queuebox_inbox_rejections_total{reason}: QueueBox's extraction_failed, transform_failed,
-  // storage_failed, and this build's rate_limited, auth_failed, invalid_json, invalid_message.
-  void OnInboxRejection(std::string_view reason);
-  // queuebox_inbox_filtered_total{source}.
-  void OnInboxFiltered(std::string_view source);
   // One retention run of `table` ("outbox"): deleted total, duration summary, last run = now.
   void OnCleanup(std::string_view table, int64_t deleted, double seconds);
   // Exports the per-destination series at 0 (outcome success/failure, queue depth) for the

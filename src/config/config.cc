@@ -5,11 +5,11 @@
 #include "config/env.h"
 #include "config/load.h"
 #include "config/schema.h"
-#include "config/sources.h"
 #include "config/validate.h"
 #include "config/yaml.h"
 #include "core/router.h"
 #include "destinations/registry.h"
+#include "sources/registry.h"
 #include "store/change_capture.h"
 #include "store/open_store.h"
 
@@ -177,15 +177,16 @@ void FillSources(const json& tree, Config& c, Diagnostics& d) {
     if (value.is_object() && (!value.contains("type") || value["type"].is_null())) {
       value["type"] = "http";
     }
-    std::optional<cfg::VariantResult> v =
-        cfg::ValidateVariant(value, cfg::SourceVariants(), {}, cfg::KnownSourceTypes(), path, d);
+    std::optional<cfg::VariantResult> v = cfg::ValidateVariant(
+        value, cfg::SourceVariants(), {}, sources::KnownSourceTypes(), path, d);
     if (!v) continue;
     SourceConfig sc;
     sc.name = it.key();
     sc.type = v->type;
     sc.options = std::move(v->block);
-    if (sc.type == "http") {
-      const std::string route = c.inbox.base_path + sc.options.value("path", std::string());
+    Result<sources::SourceCommon> common = sources::BindSourceCommon(sc);
+    if (common.ok() && common->path) {
+      const std::string route = c.inbox.base_path + *common->path;
       auto [at, inserted] = routes.emplace(route, sc.name);
       if (!inserted) {
         d.Add(path + ".path", "POST " + route + " is already the route of source " + at->second +

@@ -1,14 +1,16 @@
 // Every option's default is declared in its table row; the structs keep initialisers so that a
 // default-constructed struct is usable in code. These tests prove the two agree, row by row, for
-// every table: a row without a default leaves its member unset (an empty optional or text).
+// every table: a row without a default leaves its member unset (an empty optional, text or list).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "auth/auth_schemes.h"
 #include "config/schema.h"
 #include "config/validate.h"
 #include "destinations/registry.h"
+#include "sources/registry.h"
 
 namespace queuebox {
 namespace {
@@ -18,7 +20,9 @@ using nlohmann::json;
 // "" when the struct default equals the row default, else what differs.
 std::string Mismatch(const OptionSpec& spec, const json& struct_value) {
   if (spec.default_value.is_null()) {
-    bool unset = struct_value.is_null() || struct_value == "";
+    // Unset: an empty optional, text or list (a required list such as kafka's topics).
+    bool unset = struct_value.is_null() || struct_value == "" ||
+                 (struct_value.is_array() && struct_value.empty());
     return unset ? "" : "no default in the table, the struct holds " + struct_value.dump();
   }
   cfg::Diagnostics d;
@@ -56,14 +60,26 @@ TEST(OptionDefaults, RouteAndDestinationCommonKeysMatchTheirStructs) {
 }
 
 TEST(OptionDefaults, AuthTypesMatchTheirSettings) {
-  ExpectDefaultsAgree(cfg::BearerAuthOptions(), "admin.auth bearer");
-  ExpectDefaultsAgree(cfg::ApiKeyAuthOptions(), "admin.auth api-key");
-  ExpectDefaultsAgree(cfg::HmacAuthOptions(), "admin.auth hmac");
+  ExpectDefaultsAgree(BearerAuthOptions(), "admin.auth bearer");
+  ExpectDefaultsAgree(ApiKeyAuthOptions(), "admin.auth api-key");
+  ExpectDefaultsAgree(HmacAuthOptions(), "admin.auth hmac");
 }
 
 TEST(OptionDefaults, DestinationTypesMatchTheirSettings) {
   for (const DestinationType& t : BuiltinDestinationTypes()) {
     ExpectDefaultsAgree(t.options, t.settings_defaults, "destinations type " + t.type);
+  }
+}
+
+TEST(OptionDefaults, SourceKindsMatchTheirSettings) {
+  for (const sources::SourceKind& k : sources::BuiltinSourceKinds()) {
+    ExpectDefaultsAgree(k.options, k.settings_defaults, "sources type " + k.type);
+  }
+}
+
+TEST(OptionDefaults, AuthSchemesMatchTheirSettings) {
+  for (const AuthScheme& s : BuiltinAuthSchemes()) {
+    ExpectDefaultsAgree(s.options, s.settings_defaults, "auth type " + s.type);
   }
 }
 

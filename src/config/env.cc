@@ -9,9 +9,9 @@
 
 #include "config/load.h"
 #include "config/schema.h"
-#include "config/sources.h"
 #include "config/yaml.h"
 #include "queuebox/config.h"
+#include "sources/registry.h"
 
 namespace queuebox::cfg {
 namespace {

@@ -2,9 +2,9 @@
 #include "config/reference.h"
 
 #include "config/schema.h"
-#include "config/sources.h"
 #include "config/validate.h"
 #include "destinations/registry.h"
+#include "sources/registry.h"
 
 namespace queuebox {
 namespace {
@@ -253,7 +253,7 @@ std::string RenderConfigurationReference() {
   out +=
       "\n### sources\n\nA map of names to blocks; the name is stored in the inbox `source` "
       "column. `type` selects the kind and defaults to http (known: " +
-      cfg::KnownSourceTypes() +
+      sources::KnownSourceTypes() +
       "). Each http source answers `POST <inbox.basePath><path>`; a broker source (rabbitmq, "
       "kafka, nats) consumes into the inbox and acknowledges after the row commits. Every JSONPath "
       "must be definite "

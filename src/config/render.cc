@@ -7,11 +7,12 @@
 
 #include "config/load.h"
 #include "config/schema.h"
-#include "config/sources.h"
 #include "config/validate.h"
 #include "core/redaction.h"
+#include "core/transform_options.h"
 #include "destinations/registry.h"
 #include "queuebox/config.h"
+#include "sources/registry.h"
 
 namespace queuebox {
 namespace cfg {
@@ -224,7 +225,7 @@ std::string RenderMasked(const Config& config) {
     item["type"] = d.type;
     for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
     item["headers"] = cfg::MaskHeaders(d.headers);
-    if (d.transform) item["transform"] = cfg::RenderRows(cfg::TransformOptions(), *d.transform);
+    if (d.transform) item["transform"] = cfg::RenderRows(TransformOptions(), *d.transform);
     destinations[name] = std::move(item);
   }
   root["destinations"] = std::move(destinations);

@@ -7,7 +7,10 @@
 #include <climits>
 #include <utility>
 
+#include "auth/auth_schemes.h"
+#include "core/transform_options.h"
 #include "destinations/registry.h"
+#include "sources/registry.h"
 #include "store/columns.h"
 #include "store/inbox_columns.h"
 
@@ -218,7 +221,7 @@ OptionTable<AdminConfig> AdminOptions() {
   using S = AdminConfig;
   return {
       opt::Flag("enabled", &S::enabled, false, "Register the /admin/* routes"),
-      opt::TypedBlock("auth", &S::auth, AdminAuthVariants(),
+      opt::TypedBlock("auth", &S::auth, AuthVariants(),
                       "Authentication of the admin routes (described below)"),
       opt::Flag("insecure", &S::insecure, false,
                 "Allow admin routes without auth (a local test only)"),
@@ -304,29 +307,6 @@ std::vector<Section> BuildSections() {
   return out;
 }
 
-std::vector<Variant> BuildAuthVariants() {
-  Variant bearer{"bearer", BearerAuthOptions().specs(), nullptr, nullptr};
-  Variant api_key{"api-key", ApiKeyAuthOptions().specs(), nullptr, nullptr};
-  Variant hmac{"hmac", HmacAuthOptions().specs(), nullptr, nullptr};
-  hmac.validate = [](const nlohmann::json& block) {
-    std::vector<std::string> problems;
-    std::string format = block.value("signaturePayloadFormat", std::string());
-    if ((format == "TIMESTAMP_DOT_BODY" || format == "timestamp-dot-body") &&
-        !block.contains("timestampHeader")) {
-      problems.push_back("signaturePayloadFormat: " + format +
-                         " needs timestampHeader; set timestampHeader or use BODY");
-    }
-    return problems;
-  };
-  // One spelling for consumers and the printout: BODY or TIMESTAMP_DOT_BODY.
-  hmac.complete = [](nlohmann::json& block) {
-    HmacAuthSettings settings;
-    HmacAuthOptions().Assign(block, settings);
-    block["signaturePayloadFormat"] = PayloadFormatOf(settings);
-  };
-  return {api_key, bearer, hmac};
-}
-
 }  // namespace
 
 const char kAdminGuardMessage[] =
@@ -371,26 +351,6 @@ const OptionTable<RouteConfig>& RouteOptions() {
       opt::Block("transform", &S::transform, TransformOptions(),
                  "JSONata rewrite of the delivered body for this route's rows (described "
                  "below); the row keeps its payload"),
-  };
-  return *table;
-}
-
-const OptionTable<TransformConfig>& TransformOptions() {
-  using S = TransformConfig;
-  static const OptionTable<S>* const table = new OptionTable<S>{
-      opt::Text("expression", &S::expression, nullptr,
-                "JSONata expression; `$` is the input, `$messageId`, `$topic`, `$attempt`, "
-                "`$timestamp` the stage's variables. Compiled at start: a syntax error stops it")
-          .Required(),
-      opt::Millis("timeoutMs", &S::timeout_ms, 100,
-                  "Wall-clock limit of one evaluation; past it the evaluation fails")
-          .Min(1),
-      opt::Int("maxDepth", &S::max_depth, 100,
-               "Depth limit of one evaluation (JSONata's evaluation frames)")
-          .Min(1),
-      opt::Choice("onError", &S::on_error, {"Fail", "Skip", "Dead"}, "Fail",
-                  "What a failed evaluation does (exact case). Route/destination: Fail retries "
-                  "the delivery, Skip delivers the stage's input, Dead marks the row dead"),
   };
   return *table;
 }
@@ -441,61 +401,14 @@ const std::vector<Variant>& DestinationVariants() {
   return *variants;
 }
 
-const std::vector<std::string>& HmacAlgorithms() {
-  static const std::vector<std::string>* const names =
-      new std::vector<std::string>{"HmacSHA256", "HmacSHA1", "HmacSHA512"};
-  return *names;
-}
-
-const OptionTable<BearerAuthSettings>& BearerAuthOptions() {
-  static const OptionTable<BearerAuthSettings>* const table = new OptionTable<BearerAuthSettings>{
-      opt::Secret("token", &BearerAuthSettings::token,
-                  "Expected token of `Authorization: Bearer <token>`")
-          .Required(),
-  };
-  return *table;
-}
-
-const OptionTable<ApiKeyAuthSettings>& ApiKeyAuthOptions() {
-  using S = ApiKeyAuthSettings;
-  static const OptionTable<S>* const table = new OptionTable<S>{
-      opt::Secret("key", &S::key, "Expected API key").Required(),
-      opt::Text("headerName", &S::header_name, "X-API-Key", "Header carrying the key"),
-  };
-  return *table;
-}
-
-const OptionTable<HmacAuthSettings>& HmacAuthOptions() {
-  using S = HmacAuthSettings;
-  static const OptionTable<S>* const table = new OptionTable<S>{
-      opt::Secret("secret", &S::secret, "HMAC key (UTF-8)").Required(),
-      opt::Text("headerName", &S::header_name, "X-Signature", "Header carrying the signature"),
-      opt::Choice("algorithm", &S::algorithm, HmacAlgorithms(), "HmacSHA256", "HMAC hash"),
-      opt::Text("signaturePrefix", &S::signature_prefix,
-                "sha256=", "Text before the lowercase hex signature; may be empty"),
-      opt::Text("timestampHeader", &S::timestamp_header, nullptr,
-                "Header with the request time in Unix milliseconds; checked when set"),
-      opt::Millis("timestampTolerance", &S::timestamp_tolerance_ms, 300000,
-                  "Largest accepted distance between the timestamp and now")
-          .Min(0),
-      opt::Choice("signaturePayloadFormat", &S::signature_payload_format,
-                  {"BODY", "TIMESTAMP_DOT_BODY", "body", "timestamp-dot-body"}, nullptr,
-                  "What is signed: the body, or `<timestamp>.<body>`. Default TIMESTAMP_DOT_BODY "
-                  "when timestampHeader is set, else BODY"),
-  };
-  return *table;
-}
-
-std::string PayloadFormatOf(const HmacAuthSettings& hmac) {
-  std::string format =
-      hmac.signature_payload_format.value_or(hmac.timestamp_header ? "TIMESTAMP_DOT_BODY" : "BODY");
-  for (char& c : format)
-    c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return format == "BODY" || format == "TIMESTAMP_DOT_BODY" ? format : "";
-}
-
-const std::vector<Variant>& AdminAuthVariants() {
-  static const std::vector<Variant>* const variants = new std::vector<Variant>(BuildAuthVariants());
+const std::vector<Variant>& SourceVariants() {
+  static const std::vector<Variant>* const variants = [] {
+    auto* v = new std::vector<Variant>();
+    for (const sources::SourceKind& k : sources::BuiltinSourceKinds()) {
+      v->push_back(Variant{k.type, k.options, k.validate, nullptr});
+    }
+    return v;
+  }();
   return *variants;
 }
 
@@ -507,7 +420,5 @@ std::string KnownTypes(const std::vector<Variant>& variants) {
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
-
-std::string KnownAuthTypes() { return KnownTypes(AdminAuthVariants()); }
 
 }  // namespace queuebox::cfg

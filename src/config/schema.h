@@ -44,30 +44,13 @@ const std::vector<std::string>& ReservedRootKeys();
 // One item of `routes`.
 const OptionTable<RouteConfig>& RouteOptions();
 
-// A JSONata transform block (routes[i].transform, destinations.<name>.transform, and the
-// sources' transform): expression, timeoutMs, maxDepth, onError.
-const OptionTable<TransformConfig>& TransformOptions();
-
 // Keys every destination takes besides its type's keys: `headers`, `transform`.
 const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions();
 const OptionTable<DestinationConfig>& DestinationCommonOptions();
 // The built-in destination types (src/destinations/registry.h) as variants, registry order.
 const std::vector<Variant>& DestinationVariants();
-
-// admin.auth types (the source auth block of QueueBox §11.1), bound into their settings.
-const OptionTable<BearerAuthSettings>& BearerAuthOptions();
-const OptionTable<ApiKeyAuthSettings>& ApiKeyAuthOptions();
-const OptionTable<HmacAuthSettings>& HmacAuthOptions();
-// The three as variants: api-key, bearer, hmac.
-const std::vector<Variant>& AdminAuthVariants();
-// "api-key, bearer, hmac": the known auth types for messages.
-std::string KnownAuthTypes();
-// The values of hmac `algorithm`: HmacSHA256 (default), HmacSHA1, HmacSHA512.
-const std::vector<std::string>& HmacAlgorithms();
-// What an hmac block signs: "BODY" or "TIMESTAMP_DOT_BODY" (signaturePayloadFormat in any case,
-// with - or _; unset: TIMESTAMP_DOT_BODY when timestampHeader is set, else BODY). "" for another
-// value.
-std::string PayloadFormatOf(const HmacAuthSettings& hmac);
+// The source kinds (src/sources/registry.h) as the variants of sources.<name>, registry order.
+const std::vector<Variant>& SourceVariants();
 
 // The admin guard message (QueueBox reference §13.2).
 extern const char kAdminGuardMessage[];

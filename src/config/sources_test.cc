@@ -1,12 +1,14 @@
 // sources.<name> and inbox.*: the start-up checks of QueueBox reference §11.4 and what this build
 // refuses by name (source transforms); the broker kinds' tables and checks (§11.3).
-#include "config/sources.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "config/config_test_util.h"
 #include "core/header_filter.h"
+#include "sources/http/http_settings.h"
+#include "sources/kafka/kafka_settings.h"
+#include "sources/nats/nats_settings.h"
+#include "sources/rabbitmq/rabbitmq_settings.h"
 
 namespace queuebox {
 namespace {
@@ -40,7 +42,7 @@ sources:
   EXPECT_EQ(c->inbox.max_body_bytes, 1048576);
   ASSERT_EQ(c->sources.count("stripe"), 1u);
   EXPECT_EQ(c->sources.at("stripe").type, "http");
-  auto s = cfg::BindHttpSource(c->sources.at("stripe"));
+  auto s = sources::BindHttpSource(c->sources.at("stripe"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->path, "/stripe");
   EXPECT_EQ(s->topic, "{{ eventType }}");
@@ -74,7 +76,7 @@ sources:
     ackWaitMs: 5000
 )");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  auto k = cfg::BindKafkaSource(c->sources.at("orders"));
+  auto k = sources::BindKafkaSource(c->sources.at("orders"));
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   EXPECT_EQ(k->topics, std::vector<std::string>{"orders"});
   EXPECT_EQ(k->group_id, "queuebox-orders");
@@ -83,19 +85,19 @@ sources:
   EXPECT_EQ(k->broker.topic, "{{ source }}");
   EXPECT_EQ(k->broker.idempotency_key_path, std::vector<std::string>{"$.id"});
   EXPECT_EQ(k->broker.attribute_headers.idempotency_key, "x-idempotency-key");
-  auto r = cfg::BindRabbitmqSource(c->sources.at("jobs"));
+  auto r = sources::BindRabbitmqSource(c->sources.at("jobs"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->prefetch_count, 10);
   EXPECT_FALSE(r->declare_queue);
   EXPECT_TRUE(r->broker.event_type_from_header);
   EXPECT_EQ(r->broker.attribute_headers.event_type, "x-kind");
   EXPECT_EQ(r->broker.attribute_headers.aggregate_id, "x-aggregate-id");
-  auto n = cfg::BindNatsSource(c->sources.at("stream"));
+  auto n = sources::BindNatsSource(c->sources.at("stream"));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->ack_wait_ms, 5000);
   EXPECT_EQ(n->batch_size, 100);
   EXPECT_EQ(n->broker.idempotency_key_path, (std::vector<std::string>{"$.key", "$.id"}));
-  EXPECT_FALSE(cfg::BindNatsSource(c->sources.at("orders")).ok());
+  EXPECT_FALSE(sources::BindNatsSource(c->sources.at("orders")).ok());
 }
 
 TEST_F(SourcesConfigTest, BrokerKindsListEveryProblemWithItsPath) {
@@ -151,7 +153,7 @@ sources:
     aggregateIdExpression: order.id
 )");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  auto s = cfg::BindHttpSource(c->sources.at("stripe"));
+  auto s = sources::BindHttpSource(c->sources.at("stripe"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->keys.idempotency_key_expression, "id");
   EXPECT_EQ(s->keys.event_type_expression, "$uppercase(type)");
@@ -159,7 +161,7 @@ sources:
   EXPECT_EQ(s->keys.transform->expression, "{'id': id}");
   EXPECT_EQ(s->keys.transform->on_error, "Dead");
   EXPECT_EQ(s->keys.transform->timeout_ms, 100);
-  auto k = cfg::BindKafkaSource(c->sources.at("orders"));
+  auto k = sources::BindKafkaSource(c->sources.at("orders"));
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   EXPECT_EQ(k->broker.keys.aggregate_id_expression, "order.id");
   EXPECT_FALSE(k->broker.keys.transform.has_value());
@@ -219,7 +221,7 @@ sources:
                            {"QUEUEBOX_SOURCES_ORDERS_FILTER_EXCLUDE_0_HEADER", "x-test"},
                            {"QUEUEBOX_SOURCES_ORDERS_FILTER_EXCLUDE_0_EXISTS", "true"}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  auto s = cfg::BindHttpSource(c->sources.at("orders"));
+  auto s = sources::BindHttpSource(c->sources.at("orders"));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->keys.filter, nlohmann::json::parse(
                                 R"({"require": [{"header": "x-region", "in": ["eu", "uk"]}],

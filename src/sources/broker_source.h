@@ -18,13 +18,10 @@
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+#include "sources/intake_observer.h"
 #include "sources/source_transforms.h"
 
-namespace queuebox {
-
-class Metrics;
-
-namespace sources {
+namespace queuebox::sources {
 
 class BrokerSource {
  public:
@@ -39,18 +36,18 @@ class BrokerSource {
 
 // What a broker source is built with. Borrowed pointers must outlive Stop().
 struct BrokerSourceContext {
-  InboxIntake* intake = nullptr;  // required
-  Metrics* metrics = nullptr;     // optional
+  InboxIntake* intake = nullptr;       // required
+  IntakeObserver* observer = nullptr;  // optional
   // The source stage and key expressions (optional): pass to BrokerIntake::Create.
   const SourceTransforms* transforms = nullptr;
   int max_error_body_bytes = 2048;
 };
 
-// One BrokerSource per broker-kind entry of config.sources (http sources are skipped), in name
-// order. kInvalidArgument naming sources.<name>.<key> for a block that does not bind;
+// One BrokerSource per entry of config.sources whose kind consumes on its own threads (http
+// sources are skipped), in name order, built through the registry (sources/registry.h).
+// kInvalidArgument naming sources.<name>.<key> for a block that does not bind;
 // kFailedPrecondition naming sources.<name>.type for a kind this build was compiled without.
 Result<std::vector<std::unique_ptr<BrokerSource>>> CreateBrokerSources(
     const Config& config, const BrokerSourceContext& context);
 
-}  // namespace sources
-}  // namespace queuebox
+}  // namespace queuebox::sources

@@ -65,6 +65,10 @@ std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>
 // `s` without leading and trailing blanks (space, tab, CR, LF).
 std::string Trimmed(std::string_view s);
 
+// True when `s` is well-formed UTF-8 (no overlong form, surrogate or code point past U+10FFFF)
+// without a NUL byte.
+bool IsUtf8(std::string_view s);
+
 // Unicode code points of UTF-8 text (continuation bytes not counted).
 size_t CodePoints(std::string_view s);
 

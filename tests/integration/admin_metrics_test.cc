@@ -140,7 +140,8 @@ TEST_P(MetricsDocTest, AStalledBacklogIsVisible) {
   StopsServer stop_first{this};
   AdminServerDeps deps;
   deps.metrics = &metrics;
-  deps.poller_healthy = [&metrics] { return metrics.SecondsSinceLastPollCycle() < 30; };
+  deps.components = {
+      {"outbox-poller", [&metrics] { return metrics.SecondsSinceLastPollCycle() < 30; }}};
   StartServer(std::move(deps));
   auto cli = Data();
   Row("order.created", "pending", "2024-01-01T00:00:00.000Z");

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <set>
 
-#include "admin/auth.h"
+#include "auth/request_auth.h"
 #include "integration/admin_test_support.h"
 
 namespace queuebox::testing {
@@ -79,9 +79,9 @@ TEST_P(AdminServerTest, ReadinessListsComponentsAndTurnsUnhealthy) {
   BrokerDestination web("web", "http");
   StopsServer stop_first{this};
   AdminServerDeps deps;
-  deps.poller_healthy = [&] { return poller.load(); };
-  deps.retention_healthy = [] { return true; };
-  deps.destinations = {&rabbit, &web};
+  deps.components = {{"outbox-poller", [&] { return poller.load(); }},
+                     {"retention-service", [] { return true; }}};
+  for (HealthComponent& h : BrokerDestinationHealth({&rabbit, &web})) deps.components.push_back(h);
   deps.health_timeout = std::chrono::milliseconds(500);
   StartServer(std::move(deps));
   auto cli = Data();
@@ -120,8 +120,8 @@ TEST_P(AdminServerTest, TheCaptureComponentIsShownButNeverDecidesReadiness) {
   std::atomic<bool> capture{true};
   StopsServer stop_first{this};
   AdminServerDeps deps;
-  deps.poller_healthy = [] { return true; };
-  deps.capture_healthy = [&] { return capture.load(); };
+  deps.components = {{"outbox-poller", [] { return true; }},
+                     {"outbox-capture", [&] { return capture.load(); }, /*advisory=*/true}};
   deps.health_timeout = std::chrono::milliseconds(500);
   StartServer(std::move(deps));
   auto cli = Data();
@@ -145,8 +145,8 @@ TEST_P(AdminServerTest, TheInboxRelayComponentDecidesReadiness) {
   std::atomic<bool> relay{true};
   StopsServer stop_first{this};
   AdminServerDeps deps;
-  deps.poller_healthy = [] { return true; };
-  deps.inbox_relay_healthy = [&] { return relay.load(); };
+  deps.components = {{"outbox-poller", [] { return true; }},
+                     {"inbox-relay", [&] { return relay.load(); }}};
   deps.health_timeout = std::chrono::milliseconds(500);
   StartServer(std::move(deps));
   auto cli = Data();
@@ -173,7 +173,9 @@ TEST_P(AdminServerTest, ManagementPortTakesHealthMetricsAndAdmin) {
   config_.server.management_port = 0;
   config_.admin.enabled = true;
   config_.admin.insecure = true;
-  StartServer();
+  AdminServerDeps deps;
+  deps.components = {{"outbox-poller", nullptr}};
+  StartServer(std::move(deps));
   ASSERT_TRUE(server_->management_port().has_value());
   EXPECT_NE(*server_->management_port(), server_->data_port());
   auto data = Data();
@@ -517,7 +519,7 @@ void AdminSql(const std::string& url, const std::string& sql) {
 
 TEST_P(ReadinessDatabaseTest, Turns503WhileTheDatabaseIsDownAnd200WhenItReturns) {
   AdminServerDeps deps;
-  deps.poller_healthy = [] { return true; };
+  deps.components = {{"outbox-poller", [] { return true; }}};
   StartServer(std::move(deps));
   auto cli = Data();
   cli.set_read_timeout(10, 0);

@@ -173,7 +173,7 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
   sources::BrokerSource* Start(KafkaSourceSettings s, Metrics* metrics = nullptr) {
     sources::BrokerSourceContext ctx;
     ctx.intake = store_->inbox();
-    ctx.metrics = metrics;
+    ctx.observer = metrics;
     auto made = sources::CreateKafkaSource(std::move(s), ctx);
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     if (!made.ok()) return nullptr;

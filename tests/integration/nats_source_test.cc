@@ -91,7 +91,7 @@ class NatsSourceTest : public ::testing::TestWithParam<std::string> {
   sources::BrokerSource* Started(NatsSourceSettings s) {
     sources::BrokerSourceContext ctx;
     ctx.intake = store_->inbox();
-    ctx.metrics = &metrics_;
+    ctx.observer = &metrics_;
     auto made = sources::CreateNatsSource(std::move(s), ctx);
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     if (!made.ok()) return nullptr;
@@ -479,7 +479,7 @@ TEST(NatsSourceOutageTest, DatabaseCutMidConsumptionAcksOnlyWhatWasStored) {
   s.batch_size = 20;
   sources::BrokerSourceContext ctx;
   ctx.intake = store->inbox();
-  ctx.metrics = &metrics;
+  ctx.observer = &metrics;
   auto made = sources::CreateNatsSource(s, ctx);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::unique_ptr<sources::BrokerSource> source = std::move(made).value();

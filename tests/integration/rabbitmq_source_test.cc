@@ -211,7 +211,7 @@ class RabbitmqSourceTest : public ::testing::TestWithParam<std::string> {
   BrokerSource* Start(RabbitmqSourceSettings s) {
     sources::BrokerSourceContext ctx;
     ctx.intake = store_->inbox();
-    ctx.metrics = &metrics_;
+    ctx.observer = &metrics_;
     auto made = sources::CreateRabbitmqSource(std::move(s), ctx);
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     if (!made.ok()) return nullptr;
@@ -637,7 +637,7 @@ TEST(RabbitmqSourceOutageTest, DatabaseAwayNacksAndNothingIsLostOrDoubled) {
   s.prefetch_count = 25;
   sources::BrokerSourceContext ctx;
   ctx.intake = store->inbox();
-  ctx.metrics = &metrics;
+  ctx.observer = &metrics;
   auto made = sources::CreateRabbitmqSource(s, ctx);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::unique_ptr<BrokerSource> source = std::move(made).value();

@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "admin/auth.h"
 #include "admin_test_support.h"
+#include "auth/request_auth.h"
 #include "config/load.h"
 #include "core/log.h"
-#include "sources/http_source.h"
+#include "sources/http/http_source.h"
 #include "testing/http_receiver.h"
 #include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"

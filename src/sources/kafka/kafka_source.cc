@@ -322,7 +322,7 @@ void KafkaSource::Process(rd_kafka_t* rk, const Records& batch) {
     log::Info("Kafka source stores again", {{"source", settings_.name}});
     store_failures_ = 0;
   }
-  intake_.Count(context_.metrics, *stored, filtered);
+  intake_.Count(context_.observer, *stored, filtered);
   CommitStored(rk, batch);
 }
 
@@ -567,7 +567,7 @@ Result<std::unique_ptr<BrokerSource>> CreateKafkaSource(KafkaSourceSettings sett
   }
   if (!problems.empty()) return InvalidArgument(prefix + problems.front());
   Result<BrokerIntake> intake = BrokerIntake::Create("kafka", settings.name, settings.broker,
-                                                     context.transforms, context.metrics);
+                                                     context.transforms, context.observer);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(
       new KafkaSource(std::move(settings), std::move(intake).value(), context));

@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "sources/broker_source.h"
+#include "sources/kafka/kafka_settings.h"
 
 typedef struct rd_kafka_headers_s rd_kafka_headers_t;  // librdkafka/rdkafka.h
 

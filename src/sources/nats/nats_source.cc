@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "admin/metrics.h"
 #include "core/backoff.h"
 #include "core/log.h"
 #include "core/redaction.h"
@@ -127,6 +126,7 @@ class NatsSource final : public BrokerSource {
   // What a round of the loop ended with.
   enum class Round { kConsumed, kBrokerDown, kStoreFailed };
 
+  // The consuming thread: rounds until Stop(), then what was fetched is stored and settled.
   void Run();
   // Connects (when not connected) and binds the durable (when not bound); `closed`: the caller
   // saw the connection closed and settled everything fetched on it, so it is replaced.
@@ -151,6 +151,30 @@ class NatsSource final : public BrokerSource {
   // Waits for the batch's Store, then acks every message (kConsumed) or NAKs them all
   // (kStoreFailed, `why` the store's error).
   Round Settle(InFlight& batch, Status* why);
+  // The consuming loop's state. One Store at a time, so stores (and acks) stay in stream order,
+  // one after the other. While it runs, the loop fetches on, and what it fetched meanwhile (at
+  // most max_batches_per_store batches) becomes the next Store: one commit for several batches
+  // when commits are the bottleneck (fsync on), one batch per commit when they are not. Every
+  // message fetched (in_flight, waiting) belongs to sub_ and nc_ and is settled through them:
+  // nats.c's messages do not keep their subscription alive, so nothing may Unbind or Disconnect
+  // while one is outstanding.
+  struct Loop {
+    std::unique_ptr<InFlight> in_flight;
+    std::vector<natsMsgList> waiting;  // fetched behind in_flight, in stream order
+    int waiting_count = 0;
+    int broker_failures = 0, store_failures = 0;
+  };
+  // One fetch and what follows it; false when Stop() came during a pause.
+  bool RunRound(Loop& loop);
+  // Settles the batch in flight after a fetch gave `list`; false (and `list` NAKed and the
+  // waiting batches dropped) when its Store failed: the caller backs off.
+  bool SettleBehind(Loop& loop, natsMsgList& list, Status* store_why);
+  // Stores and settles what waits behind the batch in flight (on the way down).
+  void StoreWaiting(Loop& loop);
+  // Destroys the waiting batches, NAKing their messages first when `nak`.
+  void DropWaiting(Loop& loop, bool nak);
+  // Settles the batch in flight whatever its outcome (a lost ack is redelivered).
+  void SettleAnyway(Loop& loop);
   void Unbind();
   void Disconnect();
   // Waits `ms` or until Stop(); false when stopping.
@@ -191,135 +215,124 @@ class NatsSource final : public BrokerSource {
 };
 
 void NatsSource::Run() {
-  int broker_failures = 0, store_failures = 0;
-  // One Store at a time, so stores (and acks) stay in stream order, one after the other. While it
-  // runs, the loop fetches on, and what it fetched meanwhile (at most max_batches_per_store
-  // batches) becomes the next Store: one commit for several batches when commits are the
-  // bottleneck (fsync on), one batch per commit when they are not.
-  std::unique_ptr<InFlight> in_flight;
-  std::vector<natsMsgList> waiting;  // fetched behind in_flight, in stream order
-  int waiting_count = 0;
-  auto drop_waiting = [&](bool nak) {
-    for (natsMsgList& l : waiting) {
-      if (nak) {
-        for (int i = 0; i < l.Count; ++i) natsMsg_Nak(l.Msgs[i], nullptr);
-      }
-      natsMsgList_Destroy(&l);
-    }
-    waiting.clear();
-    waiting_count = 0;
-  };
-  auto store_failed = [&](const Status& why) {
+  Loop loop;
+  while (!stopping()) {
+    if (!RunRound(loop)) break;
+  }
+  // Stopping: what was fetched is stored and acked (or NAKed) before the connection closes; what
+  // waits behind the last Store is stored too, so nothing fetched waits for ackWait.
+  SettleAnyway(loop);
+  StoreWaiting(loop);
+  healthy_ = false;
+  Unbind();
+  Disconnect();
+}
+
+bool NatsSource::RunRound(Loop& loop) {
+  // Read once per round: EnsureBound tears down only a connection seen closed here, after what
+  // was fetched on it is settled.
+  const bool closed = nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED;
+  if (closed) {
+    // What waited behind the store is redelivered after ackWait (its acks would go nowhere).
+    SettleAnyway(loop);
+    DropWaiting(loop, false);
+  }
+  Status bound = EnsureBound(closed);
+  if (!bound.ok()) {
+    SettleAnyway(loop);  // stored or NAKed; a lost ack is redelivered
+    DropWaiting(loop, true);
+    BrokerDown(bound);
+    return Pause(NextDelayMs(loop.broker_failures));
+  }
+  natsMsgList list{};
+  Status fetch_why;
+  Round fetched = Fetch(&list, loop.in_flight ? kFetchWaitBehindStoreMs : kFetchWaitMs, &fetch_why);
+  const int max_waiting = settings_.batch_size * std::max(1, settings_.max_batches_per_store);
+  if (loop.in_flight && fetched == Round::kConsumed && list.Count > 0 &&
+      loop.in_flight->Storing() && loop.waiting_count + list.Count < max_waiting) {
+    loop.waiting_count += list.Count;
+    loop.waiting.push_back(list);
+    return true;  // the store still runs: fetch on
+  }
+  Status store_why;
+  if (!SettleBehind(loop, list, &store_why)) {
     if (!store_outage_logged_) {
       store_outage_logged_ = true;
       log::Warn(
           "The NATS source cannot store into the inbox; the batch is NAKed (redelivered) "
           "and the source backs off until the database answers",
-          {{"source", settings_.name}, {"reason", Reason(why.message())}});
+          {{"source", settings_.name}, {"reason", Reason(store_why.message())}});
     }
-    return Pause(NextDelayMs(store_failures));
-  };
-  const int max_waiting = settings_.batch_size * std::max(1, settings_.max_batches_per_store);
-  // Every message fetched (in_flight, waiting) belongs to sub_ and nc_ and is settled through
-  // them: nats.c's messages do not keep their subscription alive, so nothing may Unbind or
-  // Disconnect while one is outstanding.
-  while (!stopping()) {
-    // Read once per round: EnsureBound tears down only a connection seen closed here, after
-    // what was fetched on it is settled.
-    const bool closed = nc_ != nullptr && natsConnection_Status(nc_) == NATS_CONN_STATUS_CLOSED;
-    if (closed) {
-      // What waited behind the store is redelivered after ackWait (its acks would go nowhere).
-      Status ignored;
-      if (in_flight) Settle(*in_flight, &ignored);
-      in_flight.reset();
-      drop_waiting(false);
-    }
-    Status bound = EnsureBound(closed);
-    if (!bound.ok()) {
-      Status ignored;
-      if (in_flight) Settle(*in_flight, &ignored);  // stored or NAKed; a lost ack is redelivered
-      in_flight.reset();
-      drop_waiting(true);
-      BrokerDown(bound);
-      if (!Pause(NextDelayMs(broker_failures))) break;
-      continue;
-    }
-    natsMsgList list{};
-    Status fetch_why;
-    Round fetched = Fetch(&list, in_flight ? kFetchWaitBehindStoreMs : kFetchWaitMs, &fetch_why);
-    if (in_flight && fetched == Round::kConsumed && list.Count > 0 && in_flight->Storing() &&
-        waiting_count + list.Count < max_waiting) {
-      waiting_count += list.Count;
-      waiting.push_back(list);
-      continue;  // the store still runs: fetch on
-    }
-    if (in_flight) {
-      Status store_why;
-      Round settled = Settle(*in_flight, &store_why);
-      in_flight.reset();
-      if (settled == Round::kStoreFailed) {
-        // The database is away: what was fetched behind it goes back too.
-        for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
-        natsMsgList_Destroy(&list);
-        drop_waiting(true);
-        if (!store_failed(store_why)) break;
-        continue;
-      }
-      if (store_failures > 0) {
-        store_failures = 0;
-        if (store_outage_logged_) {
-          store_outage_logged_ = false;
-          log::Info("The NATS source stores into the inbox again", {{"source", settings_.name}});
-        }
-      }
-    }
-    if (fetched == Round::kBrokerDown) {
-      natsMsgList_Destroy(&list);
-      if (!waiting.empty()) {
-        // Fetched on the subscription a rebind replaces: stored and acked through it first.
-        in_flight = Begin(std::move(waiting));
-        waiting.clear();
-        waiting_count = 0;
-        Status ignored;
-        Settle(*in_flight, &ignored);
-        in_flight.reset();
-      }
-      if (rebind_) {
-        rebind_ = false;
-        Unbind();
-      }
-      BrokerDown(fetch_why);
-      if (!Pause(NextDelayMs(broker_failures))) break;
-      continue;
-    }
-    broker_failures = 0;
-    BrokerUp();
-    if (list.Count > 0) {
-      waiting.push_back(list);
-    } else {
-      natsMsgList_Destroy(&list);
-    }
-    if (!waiting.empty()) in_flight = Begin(std::move(waiting));
-    waiting.clear();
-    waiting_count = 0;
+    return Pause(NextDelayMs(loop.store_failures));
   }
-  if (in_flight) {
-    // Stopping: what was fetched is stored and acked (or NAKed) before the connection closes.
-    Status ignored;
-    Settle(*in_flight, &ignored);
-    in_flight.reset();
+  if (fetched == Round::kBrokerDown) {
+    natsMsgList_Destroy(&list);
+    // Fetched on the subscription a rebind replaces: stored and acked through it first.
+    StoreWaiting(loop);
+    if (rebind_) {
+      rebind_ = false;
+      Unbind();
+    }
+    BrokerDown(fetch_why);
+    return Pause(NextDelayMs(loop.broker_failures));
   }
-  if (!waiting.empty()) {
-    // Behind the last Store: stored too, so nothing fetched waits for ackWait.
-    in_flight = Begin(std::move(waiting));
-    waiting.clear();
-    Status ignored;
-    Settle(*in_flight, &ignored);
-    in_flight.reset();
+  loop.broker_failures = 0;
+  BrokerUp();
+  if (list.Count > 0) {
+    loop.waiting.push_back(list);
+  } else {
+    natsMsgList_Destroy(&list);
   }
-  healthy_ = false;
-  Unbind();
-  Disconnect();
+  if (!loop.waiting.empty()) loop.in_flight = Begin(std::move(loop.waiting));
+  loop.waiting.clear();
+  loop.waiting_count = 0;
+  return true;
+}
+
+bool NatsSource::SettleBehind(Loop& loop, natsMsgList& list, Status* store_why) {
+  if (!loop.in_flight) return true;
+  Round settled = Settle(*loop.in_flight, store_why);
+  loop.in_flight.reset();
+  if (settled == Round::kStoreFailed) {
+    // The database is away: what was fetched behind it goes back too.
+    for (int i = 0; i < list.Count; ++i) natsMsg_Nak(list.Msgs[i], nullptr);
+    natsMsgList_Destroy(&list);
+    DropWaiting(loop, true);
+    return false;
+  }
+  if (loop.store_failures > 0) {
+    loop.store_failures = 0;
+    if (store_outage_logged_) {
+      store_outage_logged_ = false;
+      log::Info("The NATS source stores into the inbox again", {{"source", settings_.name}});
+    }
+  }
+  return true;
+}
+
+void NatsSource::StoreWaiting(Loop& loop) {
+  if (loop.waiting.empty()) return;
+  loop.in_flight = Begin(std::move(loop.waiting));
+  loop.waiting.clear();
+  loop.waiting_count = 0;
+  SettleAnyway(loop);
+}
+
+void NatsSource::DropWaiting(Loop& loop, bool nak) {
+  for (natsMsgList& l : loop.waiting) {
+    if (nak) {
+      for (int i = 0; i < l.Count; ++i) natsMsg_Nak(l.Msgs[i], nullptr);
+    }
+    natsMsgList_Destroy(&l);
+  }
+  loop.waiting.clear();
+  loop.waiting_count = 0;
+}
+
+void NatsSource::SettleAnyway(Loop& loop) {
+  Status ignored;
+  if (loop.in_flight) Settle(*loop.in_flight, &ignored);
+  loop.in_flight.reset();
 }
 
 void NatsSource::BrokerDown(const Status& why) {
@@ -533,9 +546,9 @@ NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
     Result<std::vector<InboxStoreOutcome>> stored = batch.stored.get();
     if (!stored.ok()) {
       // Nothing was stored: redeliver the whole batch at once.
-      if (context_.metrics != nullptr) {
+      if (context_.observer != nullptr) {
         for (size_t i = 0; i < batch.rows.size(); ++i) {
-          context_.metrics->OnInboxRejection("storage_failed");
+          context_.observer->OnInboxRejection("storage_failed");
         }
       }
       each_message([](natsMsg* m) { natsMsg_Nak(m, nullptr); });
@@ -553,9 +566,9 @@ NatsSource::Round NatsSource::Settle(InFlight& batch, Status* why) {
                    {"suppressed", std::to_string(suppressed)}});
       }
     }
-    intake_.Count(context_.metrics, *stored, batch.filtered);
+    intake_.Count(context_.observer, *stored, batch.filtered);
   } else {
-    intake_.Count(context_.metrics, {}, batch.filtered);
+    intake_.Count(context_.observer, {}, batch.filtered);
   }
 
   // Acknowledge only now: every row (or its duplicate/filtered/rejected outcome) committed. A
@@ -622,7 +635,7 @@ Result<std::unique_ptr<BrokerSource>> CreateNatsSource(NatsSourceSettings settin
     return InvalidArgument(prefix + "token: use either token or username and password, not both");
   }
   Result<BrokerIntake> intake = BrokerIntake::Create("nats", settings.name, settings.broker,
-                                                     context.transforms, context.metrics);
+                                                     context.transforms, context.observer);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(
       new NatsSource(std::move(settings), context, std::move(intake).value()));

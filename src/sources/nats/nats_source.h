@@ -30,9 +30,9 @@
 #include <utility>
 #include <vector>
 
-#include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "sources/broker_source.h"
+#include "sources/nats/nats_settings.h"
 
 namespace queuebox::sources {
 

@@ -320,8 +320,8 @@ Status RabbitmqSource::ConsumeBatch() {
   std::vector<NewInboxMessage> rows;
   rows.reserve(batch.size());
   int64_t filtered = 0;
-  for (const Delivery& delivery : batch) {
-    std::optional<NewInboxMessage> row = intake_.Receive(delivery.message);
+  for (Delivery& delivery : batch) {
+    std::optional<NewInboxMessage> row = intake_.Receive(std::move(delivery.message));
     if (row) {
       rows.push_back(std::move(*row));
     } else {
@@ -356,7 +356,7 @@ Status RabbitmqSource::ConsumeBatch() {
   }
   // Stored, duplicate, rejected and filtered deliveries are all done with.
   int rc = amqp_basic_ack(conn_, kChannel, last_tag, /*multiple=*/1);
-  intake_.Count(context_.metrics, outcomes, filtered);
+  intake_.Count(context_.observer, outcomes, filtered);
   if (rc != AMQP_STATUS_OK) {
     // The rows are stored; the redelivery after the reconnect is a duplicate.
     return Unavailable(std::string("RabbitMQ basic.ack failed: ") + amqp_error_string2(rc));
@@ -380,7 +380,7 @@ Result<std::unique_ptr<BrokerSource>> CreateRabbitmqSource(RabbitmqSourceSetting
                            std::to_string(settings.prefetch_count));
   }
   Result<BrokerIntake> intake = BrokerIntake::Create("rabbitmq", settings.name, settings.broker,
-                                                     context.transforms, context.metrics);
+                                                     context.transforms, context.observer);
   if (!intake.ok()) return intake.status();
   return std::unique_ptr<BrokerSource>(new RabbitmqSource(
       std::move(settings), std::move(url).value(), std::move(intake).value(), context));

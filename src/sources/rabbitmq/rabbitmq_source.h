@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "sources/broker_source.h"
+#include "sources/rabbitmq/rabbitmq_settings.h"
 
 namespace queuebox::sources {
 

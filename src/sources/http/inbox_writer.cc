@@ -1,4 +1,4 @@
-#include "sources/inbox_writer.h"
+#include "sources/http/inbox_writer.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,7 +1,9 @@
 // http_source.h: HTTP webhook sources on the data port (QueueBox reference §9.3, §9.4, §11.1,
-// §11.2, §11.5). Each `sources.<name>` of type http answers POST <inbox.basePath><path>, in
-// QueueBox's processing order, after the server's own rules (503 while draining; 413 for a body
-// over inbox.maxBodyBytes, declared or counted):
+// §11.2, §11.5). Each `sources.<name>` of type http (settings: sources/http/http_settings.h)
+// answers POST <inbox.basePath><path>, in QueueBox's processing order, after the server's own
+// rules (503 while draining; 413 for a body over inbox.maxBodyBytes, declared or counted). Steps
+// 1-2 are the route's; 3-7 are the intake pipeline's (sources/intake.h) under its refusal policy
+// (a fault is refused with its 4xx); 8 is the route's again:
 //   1. rate limit (rateLimit.requestsPerMinute, one bucket per source): 429, no body, Retry-After
 //   2. auth over the raw body: 401 {"error":"<reason naming the check>"}
 //   3. header filter: 202 {"status":"filtered"}, no row
@@ -21,7 +23,7 @@
 // Stored headers: the request's, one value per name, without Authorization, Proxy-Authorization,
 // Cookie, the source auth's header, and the connection's own (Host, Content-Length,
 // Transfer-Encoding, Connection, Keep-Alive, TE, Trailer, Upgrade, Expect).
-// Counted: queuebox_inbox_messages_total{status=new|duplicate},
+// Counted through the IntakeObserver: queuebox_inbox_messages_total{status=new|duplicate},
 // queuebox_inbox_rejections_total{reason}, queuebox_inbox_filtered_total{source}. Logs name the
 // source and the reason; never a credential, a header value or the body. The per-request lines
 // (401, 422, 500) are limited to one per source per second, with the count suppressed.
@@ -44,6 +46,7 @@
 #include "queuebox/config.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+#include "sources/intake_observer.h"
 #include "sources/source_transforms.h"
 
 namespace httplib {
@@ -52,15 +55,9 @@ struct Request;
 struct Response;
 }  // namespace httplib
 
-namespace queuebox {
-
-class Metrics;
-
-namespace sources {
+namespace queuebox::sources {
 
 class InboxWriter;
-
-inline constexpr int kMaxJsonDepth = 1000;
 
 struct WebhookOptions {
   // The source stage and key expressions; null: none configured. Borrowed; outlives Stop().
@@ -77,10 +74,10 @@ struct WebhookOptions {
 class WebhookSources {
  public:
   // Binds and checks every http source of `config` (auth, paths, filters). `intake` and
-  // `metrics` (may be null) are borrowed and must outlive Stop(). kInvalidArgument naming the
+  // `observer` (may be null) are borrowed and must outlive Stop(). kInvalidArgument naming the
   // source key on a bad block.
   static Result<std::unique_ptr<WebhookSources>> Create(const Config& config, InboxIntake* intake,
-                                                        Metrics* metrics,
+                                                        IntakeObserver* observer,
                                                         WebhookOptions options = {});
   ~WebhookSources();
 
@@ -114,5 +111,4 @@ class WebhookSources {
   std::unique_ptr<InboxWriter> writer_;
 };
 
-}  // namespace sources
-}  // namespace queuebox
+}  // namespace queuebox::sources

@@ -1,4 +1,4 @@
-// request_headers.h: reading a request header on the data and management ports.
+// request_headers.h: reading a header of an inbound request (the data and management ports).
 //
 // Thread-safety: pure function over the request.
 #pragma once

@@ -1,0 +1,106 @@
+// auth_schemes.h: the one list of request auth schemes (admin.auth and sources.<name>.auth;
+// QueueBox reference §11.1). Each scheme brings its settings, its option table (validated by
+// src/config, which offers the schemes as the variants of both blocks) and the factory of its
+// check, as a destination type does (destinations/registry.h):
+//   bearer   Authorization: Bearer <token> (scheme any case)
+//   api-key  <headerName>: <key>
+//   hmac     <headerName>: signaturePrefix + lowercase hex HMAC(secret, payload), payload = the
+//            raw body or "<timestamp>.<body>"; the timestamp header holds Unix milliseconds and
+//            |now - ts| <= timestampTolerance (milliseconds).
+// A new scheme is a file beside bearer_auth.cc and one line in auth_schemes.cc.
+//
+// Thread-safety: the list and the tables are built once and immutable.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "auth/request_auth.h"
+#include "queuebox/options.h"
+
+namespace queuebox {
+
+struct BearerAuthSettings {
+  std::string token;  // secret: `Authorization: Bearer <token>`
+};
+
+struct ApiKeyAuthSettings {
+  std::string key;  // secret
+  std::string header_name = "X-API-Key";
+};
+
+struct HmacAuthSettings {
+  std::string secret;
+  std::string header_name = "X-Signature";
+  std::string algorithm = "HmacSHA256";  // HmacSHA256 | HmacSHA1 | HmacSHA512
+  std::string signature_prefix = "sha256=";
+  std::optional<std::string> timestamp_header;  // request time in Unix ms; checked when set
+  int64_t timestamp_tolerance_ms = 300000;      // largest |now - timestamp|
+  // BODY | TIMESTAMP_DOT_BODY (any case, - or _); unset: TIMESTAMP_DOT_BODY with
+  // timestamp_header, else BODY.
+  std::optional<std::string> signature_payload_format;
+};
+
+struct AuthScheme {
+  std::string type;                 // "bearer", "api-key", "hmac"
+  std::vector<OptionSpec> options;  // keys of the block besides `type`
+  BlockValidator validate;          // cross-key checks; may be empty
+  // Fills values that depend on other keys, after validation passed; may be empty.
+  std::function<void(nlohmann::json& block)> complete;
+  // Each option's value in a default-constructed settings struct, by key (the defaults test).
+  nlohmann::json settings_defaults = nlohmann::json::object();
+  // Binds a validated block (without `type`) and builds the check; kInvalidArgument naming
+  // `path`.<key>.
+  std::function<Result<std::unique_ptr<RequestAuth>>(const nlohmann::json& options,
+                                                     const std::string& path)>
+      create;
+};
+
+// A scheme whose options bind into `Settings`: the factory receives the settings with every
+// option of the block set, and `path` for its messages.
+template <typename Settings>
+AuthScheme MakeAuthScheme(
+    std::string type, const OptionTable<Settings>& options,
+    std::function<Result<std::unique_ptr<RequestAuth>>(Settings, const std::string& path)> create) {
+  AuthScheme s;
+  s.type = std::move(type);
+  s.options = options.specs();
+  s.settings_defaults = options.StructDefaults();
+  s.create = [options, create = std::move(create)](
+                 const nlohmann::json& block,
+                 const std::string& path) -> Result<std::unique_ptr<RequestAuth>> {
+    Settings settings;
+    QB_RETURN_IF_ERROR(options.Bind(block, settings, path));
+    return create(std::move(settings), path);
+  };
+  return s;
+}
+
+// The schemes, in the order messages name them (bearer, api-key, hmac).
+const std::vector<AuthScheme>& BuiltinAuthSchemes();
+// nullptr when unknown (`type` exactly as listed).
+const AuthScheme* FindAuthScheme(std::string_view type);
+// The schemes as the variants of an auth block, sorted by type (api-key, bearer, hmac).
+const std::vector<BlockVariant>& AuthVariants();
+
+// The option tables of the three schemes.
+const OptionTable<BearerAuthSettings>& BearerAuthOptions();
+const OptionTable<ApiKeyAuthSettings>& ApiKeyAuthOptions();
+const OptionTable<HmacAuthSettings>& HmacAuthOptions();
+// The values of hmac `algorithm`: HmacSHA256 (default), HmacSHA1, HmacSHA512.
+const std::vector<std::string>& HmacAlgorithms();
+// What an hmac block signs: "BODY" or "TIMESTAMP_DOT_BODY" (signaturePayloadFormat in any case,
+// with - or _; unset: TIMESTAMP_DOT_BODY when timestampHeader is set, else BODY). "" for another
+// value.
+std::string PayloadFormatOf(const HmacAuthSettings& hmac);
+
+// The schemes' factories (one file each).
+AuthScheme BearerAuthScheme();
+AuthScheme ApiKeyAuthScheme();
+AuthScheme HmacAuthScheme();
+
+}  // namespace queuebox
