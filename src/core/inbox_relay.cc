@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/outcome.h"
 #include "core/redaction.h"
+#include "core/write_retry.h"
 
 namespace queuebox {
 namespace {
@@ -401,28 +402,29 @@ class InboxRelayImpl final : public InboxRelay {
   }
 
   // Forward, retrying an outage with capped backoff while the claims can still hold (one lease;
-  // the lease is renewed on the way). A refusal that is not an outage is retried row by row.
+  // the lease is renewed on the way; core/write_retry.h). A refusal that is not an outage is
+  // retried row by row.
   Result<Forwarded> ForwardWithRetry(const std::vector<InboxForward>& forwards,
                                      Clock::time_point claimed_at) {
     const auto lease = milliseconds(options_.relay.claim_timeout_ms);
     auto renewed_at = claimed_at;
-    int failures = 0;
-    while (true) {
-      Result<std::vector<std::string>> done = claims_->Forward(forwards);
-      if (done.ok()) return Forwarded{std::move(done).value(), 0};
-      if (!IsTransient(done.status().code())) {
-        CycleFailed(done.status(), "Forwarding inbox rows failed; retrying them one at a time");
-        return ForwardOneByOne(forwards);
-      }
-      CycleFailed(done.status(), "Forwarding inbox rows failed; retrying");
-      if (stop_flag_.load() || Clock::now() - renewed_at >= lease) return done.status();
-      std::this_thread::sleep_for(milliseconds(ReconnectDelayMs(failures++, 50, 5000)));
-      if (Clock::now() - renewed_at >= lease / 3) {
-        std::vector<Fence> fences;
-        for (const InboxForward& f : forwards) fences.push_back(f.fence);
-        if (claims_->Renew(fences, options_.relay.claim_timeout_ms).ok()) renewed_at = Clock::now();
-      }
-    }
+    WriteRetryHooks hooks;
+    hooks.retry = [&](const Status& failure) {
+      CycleFailed(failure, "Forwarding inbox rows failed; retrying");
+      return !stop_flag_.load() && Clock::now() - renewed_at < lease;
+    };
+    hooks.after_wait = [&] {
+      if (Clock::now() - renewed_at < lease / 3) return;
+      std::vector<Fence> fences;
+      for (const InboxForward& f : forwards) fences.push_back(f.fence);
+      if (claims_->Renew(fences, options_.relay.claim_timeout_ms).ok()) renewed_at = Clock::now();
+    };
+    Result<std::vector<std::string>> done =
+        RetryTransientWrite([&] { return claims_->Forward(forwards); }, hooks);
+    if (done.ok()) return Forwarded{std::move(done).value(), 0};
+    if (IsTransient(done.status().code())) return done.status();
+    CycleFailed(done.status(), "Forwarding inbox rows failed; retrying them one at a time");
+    return ForwardOneByOne(forwards);
   }
 
   // Each row in its own forward: rows the outbox accepts go on; a row refused again stays

@@ -13,8 +13,10 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
 
 std::string PgMarker(size_t n) { return "$" + std::to_string(n); }
 
-Result<NamedSql> NamedSql::Compile(std::string_view text, std::vector<std::string> names,
-                                   Marker marker) {
+Result<NamedSql> NamedSql::Compile(std::string_view source, std::vector<std::string> names,
+                                   Marker marker, const SqlTemplateOptions& options) {
+  QB_ASSIGN_OR_RETURN(const std::string expanded, ExpandSqlTemplate(source, options));
+  const std::string_view text = expanded;
   std::vector<bool> used(names.size(), false);
   std::string out;
   out.reserve(text.size());

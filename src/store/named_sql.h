@@ -6,6 +6,8 @@
 // that runs to the end of the line. Compile drops the comments and turns every run of whitespace
 // outside quotes into one space, so the statement the database sees (and logs) is one line.
 //
+// Before that, the text is expanded as a template (store/sql_template.h: {if}, {define}, macros).
+//
 // Errors are bugs in QueueBox's own SQL, so they are kInternal and name the parameter.
 // Thread-safety: a compiled NamedSql is immutable; share it freely.
 #pragma once
@@ -19,6 +21,7 @@
 
 #include "queuebox/status.h"
 #include "store/common.h"
+#include "store/sql_template.h"
 
 namespace queuebox::store {
 
@@ -30,8 +33,9 @@ class NamedSql {
   // `names` are the parameters in position order: names[i] becomes marker(i + 1), so the order
   // of the positional parameters is the order of this list. kInternal when the text uses a name
   // that is not in `names`, a name in `names` is never used, or a quote is not closed.
+  // `options`: the template's flags and macros (ExpandSqlTemplate).
   static Result<NamedSql> Compile(std::string_view text, std::vector<std::string> names,
-                                  Marker marker);
+                                  Marker marker, const SqlTemplateOptions& options = {});
 
   // The statement with positional markers.
   const std::string& sql() const { return sql_; }

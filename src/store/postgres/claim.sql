@@ -20,10 +20,9 @@
 --                          this replica's key share (key affinity); :replicas 1 = every key
 -- The window-and-walk inputs come from ClaimWindowState, the share from ReplicaHeartbeat.
 --
--- Key affinity, wherever a row or key is tested for this replica's share:
---   (:replicas::int <= 1 OR int4eq(mod(hashtext(<key>) & 2147483647, :replicas::int),
---    :replica_index::int))
--- with the row's key (its id when unkeyed). int4eq(a, b) is a = b written as a function call,
+-- Key affinity: {in_share(<key>)} (defined below, expanded by the template layer,
+-- store/sql_template.h) is true when <key> is in this replica's share, wherever a row or key is
+-- tested: the row's key, its id when unkeyed. int4eq(a, b) is a = b written as a function call,
 -- which the planner estimates to keep a third of the rows instead of 0.5 %; with 0.5 % it read
 -- every pending row and sorted them instead of reading the window in index order
 -- (docs/claim-plans.md, "Window under key affinity"). The filter comes before any lock, so
@@ -31,6 +30,11 @@
 --
 -- The CTEs are MATERIALIZED so each LIMIT holds once for the statement (a CTE on the inner side
 -- of a nested loop would be rescanned, each rescan taking more rows).
+
+{define in_share(share_key)}
+  (:replicas::int <= 1
+   OR int4eq(mod(hashtext({share_key}) & 2147483647, :replicas::int), :replica_index::int))
+{end define}
 
 WITH RECURSIVE
 -- One database instant per claim: claimed_at, the lease and the re-checks of locked rows.
@@ -48,9 +52,7 @@ qb_win AS MATERIALIZED (
     AND w.{state} = 'pending' AND w.{scheduled_at} <= statement_timestamp()
     AND (w.{scheduled_at}, w.{sequence}) >= (:window_from_at::timestamptz,
                                               :window_from_sequence::bigint)
-    AND (:replicas::int <= 1
-         OR int4eq(mod(hashtext(coalesce(nullif(w.{key}, ''), w.{id}::text)) & 2147483647,
-                       :replicas::int), :replica_index::int))
+    AND {in_share(coalesce(nullif(w.{key}, ''), w.{id}::text))}
   ORDER BY w.{scheduled_at}, w.{sequence}
   LIMIT :window_rows::bigint + 1),
 
@@ -94,9 +96,7 @@ qb_gate AS MATERIALIZED (
 qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
   SELECT f.*,
          CASE WHEN f.qb_state = 'pending' AND f.qb_at <= (SELECT t FROM qb_now)
-                   AND (:replicas::int <= 1
-                        OR int4eq(mod(hashtext(f.qb_key) & 2147483647, :replicas::int),
-                                  :replica_index::int))
+                   AND {in_share(f.qb_key)}
               THEN 1 ELSE 0 END
   FROM ((SELECT k.{key}, k.ctid, k.{state}, k.{scheduled_at}, k.{sequence}, 1
          FROM {T} AS k
@@ -118,9 +118,7 @@ qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
   SELECT nxt.*,
          prev.qb_n
          + CASE WHEN nxt.qb_state = 'pending' AND nxt.qb_at <= (SELECT t FROM qb_now)
-                     AND (:replicas::int <= 1
-                          OR int4eq(mod(hashtext(nxt.qb_key) & 2147483647, :replicas::int),
-                                    :replica_index::int))
+                     AND {in_share(nxt.qb_key)}
                 THEN 1 ELSE 0 END
   FROM qb_keys AS prev
   CROSS JOIN LATERAL (
@@ -149,16 +147,13 @@ qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
 qb_cand AS (
   SELECT qb_ctid, qb_at, qb_seq FROM qb_keys
   WHERE qb_state = 'pending' AND qb_at <= (SELECT t FROM qb_now)
-    AND (:replicas::int <= 1
-         OR int4eq(mod(hashtext(qb_key) & 2147483647, :replicas::int), :replica_index::int))
+    AND {in_share(qb_key)}
   UNION ALL
   (SELECT u.ctid, u.{scheduled_at}, u.{sequence}
    FROM {T} AS u
    WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR u.{key} = '')
      AND u.{scheduled_at} <= (SELECT t FROM qb_now) AND (SELECT qb_on FROM qb_gate)
-     AND (:replicas::int <= 1
-          OR int4eq(mod(hashtext(u.{id}::text) & 2147483647, :replicas::int),
-                    :replica_index::int))
+     AND {in_share(u.{id}::text)}
    ORDER BY u.{scheduled_at}, u.{sequence}
    LIMIT :batch_size::int)),
 
@@ -208,9 +203,7 @@ RETURNING
        AND w.{state} = 'pending' AND w.{scheduled_at} <= statement_timestamp()
        AND (w.{scheduled_at}, w.{sequence}) >= (:window_from_at::timestamptz,
                                                  :window_from_sequence::bigint)
-       AND (:replicas::int <= 1
-            OR int4eq(mod(hashtext(coalesce(nullif(w.{key}, ''), w.{id}::text)) & 2147483647,
-                          :replicas::int), :replica_index::int))
+       AND {in_share(coalesce(nullif(w.{key}, ''), w.{id}::text))}
      ORDER BY w.{scheduled_at}, w.{sequence}
      LIMIT 1)
   END AS next_window_from,
@@ -222,22 +215,14 @@ RETURNING
   (SELECT CASE WHEN count(*) > 0 AND max(qb_n) < :batch_size::int
                     AND NOT coalesce(bool_or(qb_state = 'pending'
                                              AND qb_at > (SELECT t FROM qb_now)
-                                             AND (:replicas::int <= 1
-                                                  OR int4eq(mod(hashtext(qb_key) & 2147483647,
-                                                                :replicas::int),
-                                                            :replica_index::int))),
+                                             AND {in_share(qb_key)}),
                                      false)
                     AND NOT EXISTS (
                       SELECT 1 FROM {T} AS u
                       WHERE u.{state} = 'pending' AND (u.{key} IS NULL OR u.{key} = '')
                         AND u.{scheduled_at} <= (SELECT t FROM qb_now)
-                        AND (:replicas::int <= 1
-                             OR int4eq(mod(hashtext(u.{id}::text) & 2147483647,
-                                           :replicas::int), :replica_index::int)))
-               THEN count(*) FILTER (WHERE (:replicas::int <= 1
-                                            OR int4eq(mod(hashtext(qb_key) & 2147483647,
-                                                          :replicas::int),
-                                                      :replica_index::int)))
+                        AND {in_share(u.{id}::text)})
+               THEN count(*) FILTER (WHERE {in_share(qb_key)})
                ELSE -1 END
    FROM qb_keys) AS walk_share_keys,
   -- window_keys: when the walk ran, the keys among the window's first :window_rows rows.

@@ -70,12 +70,14 @@ class PostgresInboxStore final : public InboxStore {
                                     int batch) override;
   Status CheckSchema() override;
 
-  // The claim statement for `config` (names mapped): $1 limit, $2 lease ms, $3 window rows. For
-  // EXPLAIN in bench/ and docs/inbox.md.
+  // The claim statement for `config` (names mapped; inbox_claim.sql): $1 limit, $2 lease ms,
+  // $3 window rows. For EXPLAIN in bench/ and docs/inbox.md.
   static std::string ClaimSql(const DatabaseConfig& config);
-  // ForwardDue's claim: the same CTEs, ending in a locking SELECT; $2 is unused.
+  // ForwardDue's claim (inbox_claim.sql, forward_due): the same CTEs, ending in a locking
+  // SELECT; $2 is unused.
   static std::string ForwardDueClaimSql(const DatabaseConfig& config);
-  // ForwardDueInLane's claim: ForwardDue's, restricted to the rows of lane $4.
+  // ForwardDueInLane's claim (inbox_claim.sql, forward_due and lane): ForwardDue's, restricted to
+  // the rows of lane $4.
   static std::string LaneClaimSql(const DatabaseConfig& config);
   // The lane of a row (SQL over the row's columns, names mapped): 0 .. kInboxLanes - 1.
   static std::string LaneOf(const DatabaseConfig& config);
