@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "destinations/registry.h"
+#include "testing/source_dir.h"
 
 namespace queuebox {
 namespace {

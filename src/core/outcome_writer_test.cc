@@ -16,7 +16,7 @@ namespace {
 using testing::FakeDestination;
 using testing::FakeStore;
 
-class CountingObserver : public RelayObserver {
+class OutcomeCountingObserver : public RelayObserver {
  public:
   void OnMessages(std::string_view status, int64_t n) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -97,7 +97,7 @@ class OutcomeWriterTest : public ::testing::Test {
   FakeStore store_;
   FakeDestination destination_{"sink"};
   ClaimLedger ledger_;
-  CountingObserver observer_;
+  OutcomeCountingObserver observer_;
   log::RateLimiter limiter_{std::chrono::milliseconds(5000)};
   std::atomic<int64_t> accounted_{0};
   std::unique_ptr<OutcomeWriter> writer_;

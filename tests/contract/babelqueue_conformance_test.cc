@@ -20,6 +20,7 @@
 #include "testing/env.h"
 #include "testing/pg.h"
 #include "testing/status_matchers.h"
+#include "testing/source_dir.h"
 
 namespace babelqueue {
 namespace {

@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include "testing/source_dir.h"
 
 namespace {
 

@@ -15,6 +15,7 @@
 
 #include "queuebox/store.h"
 #include "store/open_store.h"
+#include "testing/source_dir.h"
 
 namespace queuebox::testing {
 

@@ -26,6 +26,7 @@
 #include "testing/http_receiver.h"
 #include "testing/pg.h"
 #include "testing/process.h"
+#include "testing/source_dir.h"
 
 namespace queuebox {
 namespace {

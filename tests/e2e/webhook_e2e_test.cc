@@ -13,6 +13,7 @@
 
 #include "testing/http_receiver.h"
 #include "testing/process.h"
+#include "testing/source_dir.h"
 
 namespace queuebox {
 namespace {

@@ -14,6 +14,7 @@
 #include "admin/retention.h"
 #include "integration/admin_test_support.h"
 #include "testing/fake_destination.h"
+#include "testing/source_dir.h"
 
 namespace queuebox::testing {
 namespace {

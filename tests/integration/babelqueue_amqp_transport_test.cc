@@ -23,6 +23,7 @@
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
+#include "testing/source_dir.h"
 
 namespace babelqueue {
 namespace {

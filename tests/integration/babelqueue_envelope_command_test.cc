@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "../../apps/queuebox/envelope_command.h"
+#include "testing/source_dir.h"
 
 namespace queuebox {
 namespace {

@@ -41,6 +41,7 @@
 #include <nats/nats.h>
 
 #include "destinations/nats/nats_destination.h"
+#include "testing/source_dir.h"
 #endif
 
 namespace queuebox {

@@ -57,6 +57,7 @@
 #include <amqp_tcp_socket.h>
 
 #include "destinations/rabbitmq/rabbitmq_destination.h"
+#include "testing/source_dir.h"
 #endif
 
 namespace queuebox {

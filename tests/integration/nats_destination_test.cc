@@ -546,5 +546,6 @@ TEST_F(NatsConfigTest, ValidBlockLoadsAndBuilds) {
 }  // namespace queuebox
 #else
 #include <gtest/gtest.h>
+#include "testing/source_dir.h"
 TEST(BrokerDestination, NotBuilt) { GTEST_SKIP() << "QB_WITH_NATS is off"; }
 #endif  // QB_WITH_NATS

@@ -475,5 +475,6 @@ TEST_F(RabbitMqConfigTest, ValidBlockLoadsAndBuilds) {
 }  // namespace queuebox
 #else
 #include <gtest/gtest.h>
+#include "testing/source_dir.h"
 TEST(BrokerDestination, NotBuilt) { GTEST_SKIP() << "QB_WITH_RABBITMQ is off"; }
 #endif  // QB_WITH_RABBITMQ

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include "testing/source_dir.h"
 
 namespace queuebox::testing {
 namespace {
