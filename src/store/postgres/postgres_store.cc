@@ -11,6 +11,7 @@
 #include "store/migrate.h"
 #include "store/postgres/claim_sql.h"
 #include "store/postgres/pg_arrays.h"
+#include "store/postgres/pg_fenced.h"
 
 namespace queuebox::store {
 namespace {
@@ -22,13 +23,16 @@ void MigrationNotice(void* /*arg*/, const PGresult* res) {
   std::fputs(PQresultErrorMessage(res), stderr);
 }
 
-// UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
-std::string FencedUpdate(const std::string& set, const std::string& unnest,
-                         const std::string& names) {
-  return "UPDATE {T} AS o SET " + set + " FROM unnest(" + unnest + ") AS f(" + names +
-         ") WHERE o.{id} = f.qb_id AND o.{claim_token} = f.qb_token"
-         " AND o.{state} = 'processing' AND o.{lease_expires_at} > clock_timestamp()"
-         " RETURNING o.{id}::text";
+// ScheduleRetry's (the attempt spent) or Release's fenced UPDATE: $1 ids, $2 tokens, $3 delays
+// (ms), $4 errors.
+std::string RescheduleSql(const PgFencedWrites& fenced, bool spend_attempt) {
+  return fenced.Update(
+      std::string("{state} = 'pending', ") +
+          (spend_attempt ? "{attempt} = o.{attempt} + 1, " : "") +
+          "{scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
+          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} "
+          "= f.qb_error, {updated_at} = clock_timestamp()",
+      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
 }
 
 }  // namespace
@@ -75,8 +79,16 @@ Result<std::unique_ptr<PostgresOutboxStore>> PostgresOutboxStore::Open(
 PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings settings)
     : config_(std::move(config)),
       pool_(std::move(settings)),
+      fenced_({"o", ", {updated_at} = clock_timestamp()", ""},
+              [this](const std::string& tmpl, const std::vector<SqlParam>& params, int64_t* changes,
+                     PgConnection::Plan plan) { return Run(tmpl, params, changes, plan); }),
       heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }),
-      inbox_(config_, pool_, &window_) {}
+      inbox_(config_, pool_, &window_),
+      sent_sql_(fenced_.Update("{state} = 'sent', {updated_at} = clock_timestamp(), "
+                               "{claim_token} = NULL, {lease_expires_at} = NULL",
+                               "$1::uuid[], $2::uuid[]", "qb_id, qb_token")),
+      retry_sql_(RescheduleSql(fenced_, /*spend_attempt=*/true)),
+      release_sql_(RescheduleSql(fenced_, /*spend_attempt=*/false)) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);
@@ -95,15 +107,8 @@ Result<SqlTable> PostgresOutboxStore::RunTable(const std::string& tmpl,
   return conn->QueryTable(Sql(tmpl), params);
 }
 
-Result<std::vector<std::string>> PostgresOutboxStore::Ids(const std::string& tmpl,
-                                                          const std::vector<SqlParam>& params) {
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, params, nullptr, PgConnection::Plan::kPerCall));
-  return FirstColumn(rows);
-}
-
 Result<std::vector<std::string>> PostgresOutboxStore::OutcomeIds(
-    const std::string& tmpl, const std::vector<SqlParam>& params) {
-  Result<std::vector<std::string>> ids = Ids(tmpl, params);
+    Result<std::vector<std::string>> ids) {
   if (ids.ok() && !ids->empty()) window_.OutcomeWritten();
   return ids;
 }
@@ -159,17 +164,9 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const Fence> fences) {
-  std::vector<std::string> ids, tokens;
-  for (const Fence* f : InIdOrder(fences, [](const Fence& x) -> const Fence& { return x; })) {
-    ids.push_back(f->id);
-    tokens.push_back(f->claim_token);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
-      "{state} = 'sent', {updated_at} = clock_timestamp(), {claim_token} = NULL, "
-      "{lease_expires_at} = NULL",
-      "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
-  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens)});
+  FenceArrays batch = FencedBatch(fences);
+  if (batch.empty()) return std::vector<std::string>{};
+  return OutcomeIds(fenced_.Ids(sent_sql_, {PgArray(batch.ids), PgArray(batch.tokens)}));
 }
 
 // ScheduleRetry and Release: back to `pending`, due after each order's delay (database clock),
@@ -177,16 +174,16 @@ Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const F
 template <typename Order>
 Result<std::vector<std::string>> PostgresOutboxStore::Reschedule(const std::string& tmpl,
                                                                  std::span<const Order> orders) {
-  std::vector<std::string> ids, tokens, delays, errors;
-  for (const Order* o : InIdOrder(orders, [](const Order& x) -> const Fence& { return x.fence; })) {
-    ids.push_back(o->fence.id);
-    tokens.push_back(o->fence.claim_token);
-    delays.push_back(std::to_string(o->delay_ms < 0 ? 0 : o->delay_ms));
-    errors.push_back(o->error);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  Result<std::vector<std::string>> changed =
-      OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(delays), PgArray(errors)});
+  std::vector<std::string> delays, errors;
+  FenceArrays batch = FencedBatch(
+      orders, [](const Order& x) -> const Fence& { return x.fence; },
+      [&](const Order& o) {
+        delays.push_back(std::to_string(o.delay_ms < 0 ? 0 : o.delay_ms));
+        errors.push_back(o.error);
+      });
+  if (batch.empty()) return std::vector<std::string>{};
+  Result<std::vector<std::string>> changed = OutcomeIds(fenced_.Ids(
+      tmpl, {PgArray(batch.ids), PgArray(batch.tokens), PgArray(delays), PgArray(errors)}));
   // A head due later than its key's later rows: a window holding rows of every key no longer
   // means it judged every head.
   if (changed.ok() && !changed->empty()) {
@@ -197,72 +194,28 @@ Result<std::vector<std::string>> PostgresOutboxStore::Reschedule(const std::stri
   return changed;
 }
 
-static std::string RescheduleTemplate(bool spend_attempt) {
-  return FencedUpdate(std::string("{state} = 'pending', ") +
-                          (spend_attempt ? "{attempt} = o.{attempt} + 1, " : "") +
-                          "{scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
-                          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = "
-                          "NULL, {last_error} = f.qb_error, {updated_at} = clock_timestamp()",
-                      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]",
-                      "qb_id, qb_token, qb_delay, qb_error");
-}
-
 Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
     std::span<const RetryOrder> orders) {
-  static const std::string tmpl = RescheduleTemplate(/*spend_attempt=*/true);
-  return Reschedule(tmpl, orders);
+  return Reschedule(retry_sql_, orders);
 }
 
 // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
 Result<std::vector<std::string>> PostgresOutboxStore::Release(
     std::span<const ReleaseOrder> orders) {
-  static const std::string tmpl = RescheduleTemplate(/*spend_attempt=*/false);
-  return Reschedule(tmpl, orders);
+  return Reschedule(release_sql_, orders);
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
-  std::vector<std::string> ids, tokens, errors;
-  for (const DeadOrder* o :
-       InIdOrder(orders, [](const DeadOrder& x) -> const Fence& { return x.fence; })) {
-    ids.push_back(o->fence.id);
-    tokens.push_back(o->fence.claim_token);
-    errors.push_back(o->error);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedUpdate(
-      "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
-      "{last_error} = f.qb_error, {updated_at} = clock_timestamp()",
-      "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
-  return OutcomeIds(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)});
+  return OutcomeIds(fenced_.MarkDead(orders));
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::Renew(std::span<const Fence> fences,
                                                             int64_t lease_ms) {
-  std::vector<std::string> ids, tokens;
-  for (const Fence* f : InIdOrder(fences, [](const Fence& x) -> const Fence& { return x; })) {
-    ids.push_back(f->id);
-    tokens.push_back(f->claim_token);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
-  static const std::string tmpl =
-      FencedUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
-                   "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
-  return Ids(tmpl, {PgArray(ids), PgArray(tokens), lease_ms});
+  return fenced_.Renew(fences, lease_ms);
 }
 
 Result<int64_t> PostgresOutboxStore::ReclaimExpired() {
-  int64_t changes = 0;
-  // SKIP LOCKED: a row whose lease expired while a replica writes its outcome or renews it is
-  // locked by that write; waiting for it could deadlock with the write's other rows (locked in
-  // id order, InIdOrder). The write's fence rejects an expired lease, so the row is still
-  // expired afterwards and the next reclaim (every claimTimeoutMs / 5) returns it.
-  static const std::string sql =
-      "UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL, {updated_at} = clock_timestamp() "
-      "WHERE {id} IN (SELECT r.{id} FROM {T} AS r WHERE r.{state} = 'processing' AND "
-      "(r.{lease_expires_at} IS NULL OR r.{lease_expires_at} <= clock_timestamp()) "
-      "FOR UPDATE OF r SKIP LOCKED)";
-  QB_RETURN_IF_ERROR(Run(sql, {}, &changes).status());
+  QB_ASSIGN_OR_RETURN(int64_t changes, fenced_.ReclaimExpired());
   // Reclaimed rows keep their due time, which may lie before the window start.
   if (changes > 0) window_.LeasesReclaimed();
   return changes;
