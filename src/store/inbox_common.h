@@ -44,6 +44,12 @@ using InboxBatchInsert = std::function<Result<std::vector<InboxStoreOutcome>>(
 Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,
                                                        const InboxBatchInsert& insert);
 
+// The outcome of each message of `batch` from the rows its insert returned (id, source,
+// idempotency_key; a key already stored returns none): the first message of a returned key is
+// kStored with the row's id, every other message kDuplicate. kInternal when a row lacks a column.
+Result<std::vector<InboxStoreOutcome>> InboxInsertOutcomes(
+    const std::vector<const NewInboxMessage*>& batch, const SqlRows& inserted);
+
 // The deepest JSON nesting stored: SQLite's json_valid stops at 1000 levels.
 inline constexpr int kMaxJsonDepth = 1000;
 
