@@ -242,22 +242,6 @@ Status ValidateInboxRetention(const std::string& state, int64_t limit, const cha
   return Status::Ok();
 }
 
-Status RequireInboxHeaders(const std::string& table, const std::string& column,
-                           const std::vector<std::string>& columns, const std::string& alter) {
-  if (columns.empty()) {
-    return NotFound("The inbox table '" + table +
-                    "' does not exist. Run `queuebox migrate` or create it (docs/schema.md), "
-                    "then start QueueBox again.");
-  }
-  for (const std::string& c : columns) {
-    if (EqualsIgnoreCase(c, column)) return Status::Ok();
-  }
-  return FailedPrecondition("The inbox table '" + table + "' has no column '" + column +
-                            "'. QueueBox stores the message headers there. Add the column, then "
-                            "start QueueBox again: " +
-                            alter);
-}
-
 InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest) {
   InboxStats stats;
   for (const SqlRow& r : by_source_state) {

@@ -62,13 +62,6 @@ std::optional<size_t> Utf8Length(std::string_view text);
 Status ValidateInboxRetention(const std::string& state, int64_t limit, const char* limit_name,
                               int batch);
 
-// The schema guard (QueueBox reference §3.6) over the column names of `table`: kNotFound when
-// there are none (no table); kFailedPrecondition when none equals `column` without case:
-// "The inbox table '<t>' has no column '<c>'. QueueBox stores the message headers there. Add the
-// column, then start QueueBox again: <alter>".
-Status RequireInboxHeaders(const std::string& table, const std::string& column,
-                           const std::vector<std::string>& columns, const std::string& alter);
-
 // Stats from the queries every dialect runs: (source, state, count) rows and one row with the
 // oldest pending push age in seconds (or NULL).
 InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest);

@@ -461,18 +461,13 @@ Result<int64_t> PostgresInboxStore::DeleteBeyondCount(const std::string& state, 
 }
 
 Status PostgresInboxStore::CheckSchema() {
-  const std::string& table = config_.inbox_table;
   const std::string& column = config_.inbox_columns.headers;
-  // Like QueueBox's SchemaGuard: the table as written, lower or upper case; columns compared
-  // without case.
-  QB_ASSIGN_OR_RETURN(SqlRows cols,
-                      Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                          "ANY (current_schemas(false)) AND table_name::text IN ($1::text, "
-                          "lower($1::text), upper($1::text))",
-                          {table}, nullptr, PgConnection::Plan::kCached));
-  return RequireInboxHeaders(table, column, FirstColumn(cols),
-                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
-                                 " JSONB NOT NULL DEFAULT '{}';");
+  QB_ASSIGN_OR_RETURN(SqlRows cols, Run(kPgTableColumnsSql, {config_.inbox_table}, nullptr,
+                                        PgConnection::Plan::kCached));
+  return RequireColumn(
+      InboxHeadersColumn(config_, "ALTER TABLE " + Quote(config_.inbox_table) + " ADD COLUMN " +
+                                      Quote(column) + " JSONB NOT NULL DEFAULT '{}';"),
+      FirstColumn(cols));
 }
 
 }  // namespace queuebox::store

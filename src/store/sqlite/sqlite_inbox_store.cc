@@ -416,14 +416,14 @@ Result<int64_t> SqliteInboxStore::DeleteBeyondCount(const std::string& state, in
 }
 
 Status SqliteInboxStore::CheckSchema() {
-  const std::string& table = outbox_.config_.inbox_table;
-  const std::string& column = outbox_.config_.inbox_columns.headers;
-  QB_ASSIGN_OR_RETURN(SqlRows cols,
-                      outbox_.Read("SELECT name FROM pragma_table_info(?1)", {table}));
-  return RequireInboxHeaders(table, column, FirstColumn(cols),
-                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
-                                 " TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(" + Quote(column) +
-                                 "));");
+  const DatabaseConfig& config = outbox_.config_;
+  const std::string& column = config.inbox_columns.headers;
+  QB_ASSIGN_OR_RETURN(SqlRows cols, outbox_.Read(kSqliteTableColumnsSql, {config.inbox_table}));
+  return RequireColumn(
+      InboxHeadersColumn(
+          config, "ALTER TABLE " + Quote(config.inbox_table) + " ADD COLUMN " + Quote(column) +
+                      " TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(" + Quote(column) + "));"),
+      FirstColumn(cols));
 }
 
 }  // namespace queuebox::store
