@@ -1,11 +1,6 @@
 #include "store/postgres/capture/pg_capture.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <utility>
 
 #include "babelqueue/envelope.h"
@@ -238,28 +233,14 @@ PgCapture::PgCapture(PgCaptureOptions options, CaptureTarget target, std::functi
                                      options_.table, options_.slot, options_.publication});
 }
 
-PgCapture::~PgCapture() {
-  Stop();
-  if (stop_fd_ >= 0) close(stop_fd_);
-}
+PgCapture::~PgCapture() { Stop(); }
 
 Status PgCapture::Start() {
-  if (thread_.joinable() || stopping_.load()) {
-    return FailedPrecondition("change capture is already started");
-  }
-  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return Internal("cannot create the capture's stop event (eventfd)");
-  thread_ = std::thread([this] { Loop(); });
-  return Status::Ok();
+  return thread_.Start([this] { Loop(); });
 }
 
 void PgCapture::Stop() {
-  if (!thread_.joinable()) return;
-  stopping_ = true;
-  uint64_t one = 1;
-  while (write(stop_fd_, &one, sizeof one) < 0 && errno == EINTR) {
-  }
-  thread_.join();
+  if (!thread_.Stop()) return;
   if (state_.load() != CaptureState::kStopped)
     SetState(CaptureState::kStopped, "capture was stopped");
 }
@@ -291,21 +272,7 @@ void PgCapture::Wake(bool insert) {
   on_wake_();
 }
 
-int PgCapture::WaitFor(int fd_a, int fd_b, int64_t ms) {
-  pollfd fds[3] = {{stop_fd_, POLLIN, 0}, {fd_a, POLLIN, 0}, {fd_b, POLLIN, 0}};
-  const auto deadline = Clock::now() + milliseconds(ms);
-  while (true) {
-    if (stopping_.load()) return -1;
-    int timeout =
-        ms < 0 ? -1
-               : static_cast<int>(std::min<int64_t>(MillisUntil(deadline, Clock::now()), 1 << 30));
-    int r = poll(fds, 3, timeout);  // negative fds are ignored by poll
-    if (r < 0 && errno == EINTR) continue;
-    if (stopping_.load() || (r > 0 && fds[0].revents != 0)) return -1;
-    if (r <= 0) return 0;
-    return (fds[1].revents != 0 ? 1 : 0) | (fds[2].revents != 0 ? 2 : 0);
-  }
-}
+int PgCapture::WaitFor(int fd_a, int fd_b, int64_t ms) { return thread_.WaitFor(fd_a, fd_b, ms); }
 
 Result<PGresult*> PgCapture::AsyncQuery(PGconn* conn, const std::string& sql,
                                         ExecStatusType expect) {
@@ -341,11 +308,11 @@ Result<PGresult*> PgCapture::AsyncQuery(PGconn* conn, const std::string& sql,
 void PgCapture::Loop() {
   log::RateLimiter limiter(milliseconds(30000));
   int failures = 0;
-  while (!stopping_.load()) {
+  while (!thread_.stopping()) {
     Wake(false);  // every attempt: delivery never waits for capture to recover
     const int64_t streams_before = streams_.load();
     RunEnd end = RunOnce();
-    if (stopping_.load()) break;
+    if (thread_.stopping()) break;
     Wake(false);
     const std::string reason = SanitizeError(end.status.message());
     if (end.final) {
@@ -747,7 +714,7 @@ void PgCapture::CheckRetention(PgConnection* control) {
 }
 
 void PgCapture::RetentionOnlyLoop() {
-  while (!stopping_.load()) {
+  while (!thread_.stopping()) {
     const int64_t wait = MillisUntil(next_retention_check_, Clock::now());
     if (WaitFor(-1, -1, wait) < 0) return;
     CheckRetention(nullptr);

@@ -46,13 +46,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "store/change_capture.h"
 #include "store/postgres/capture/capture_state.h"
 #include "store/postgres/capture/pgoutput.h"
+#include "store/postgres/notifier_thread.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store::capture {
@@ -182,9 +182,7 @@ class PgCapture final : public ChangeCapture {
   std::string fingerprint_;
   StateDirectory state_dir_;
   std::function<void()> on_wake_;
-  int stop_fd_ = -1;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
+  NotifierThread thread_{"change capture", "the capture"};
   std::atomic<CaptureState> state_{CaptureState::kStarting};
   std::atomic<int64_t> wakes_{0}, insert_wakes_{0}, streams_{0}, ignored_{0};
   std::atomic<int64_t> retained_bytes_{-1};
