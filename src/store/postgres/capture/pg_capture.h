@@ -161,10 +161,23 @@ class PgCapture final : public ChangeCapture {
     bool recovery = false;
     bool owned_elsewhere = false;
   };
+  struct RunChecks;
+  struct Stream;
   void Loop();
+  // One run (see above): the checks on a control connection, then the stream until it fails or
+  // Stop. A check that fails ends the run with its status.
   RunEnd RunOnce();
+  RunEnd TakeIdentity(PgConnection& control);
+  RunEnd CheckState(PgConnection& control, RunChecks& checks);
+  Status CheckPublication(PgConnection& control);
+  RunEnd CheckSlot(PgConnection& control, RunChecks& checks);
+  Result<Lsn> SlotStart(PGconn* replication, const RunChecks& checks);
+  Result<Lsn> RecordState(PgConnection& control, const RunChecks& checks, Lsn start);
+  Status StartStreaming(PGconn* replication, Lsn start);
   // Streams on an open replication connection until it fails or Stop.
   Status Serve(PgConnection& control, PgConnection& replication, Lsn start);
+  Status SendStatus(Stream& stream, bool reply_requested);
+  Status ReadFrames(Stream& stream, bool& reply);
   // Reads and, above the threshold, reports the slot's retention (best effort).
   void CheckRetention(PgConnection* control);
   void RetentionOnlyLoop();
