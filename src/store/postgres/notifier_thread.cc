@@ -10,6 +10,18 @@
 #include <utility>
 
 namespace queuebox::store {
+namespace {
+
+void NotifierIgnoreNotice(void* /*arg*/, const char* /*message*/) {}
+
+}  // namespace
+
+int64_t MillisUntil(std::chrono::steady_clock::time_point t,
+                    std::chrono::steady_clock::time_point now) {
+  return std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(t - now).count());
+}
+
+void IgnoreNotices(PGconn* conn) { PQsetNoticeProcessor(conn, NotifierIgnoreNotice, nullptr); }
 
 NotifierThread::NotifierThread(std::string name, std::string owner)
     : name_(std::move(name)), owner_(std::move(owner)) {}
@@ -44,8 +56,7 @@ int NotifierThread::WaitFor(int fd_a, int fd_b, int64_t ms) const {
   const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
   while (true) {
     if (stopping_.load()) return -1;
-    const int64_t left = std::max<int64_t>(
-        0, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    const int64_t left = MillisUntil(deadline, Clock::now());
     const int timeout = ms < 0 ? -1 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
     const int r = poll(fds, 3, timeout);  // negative fds are ignored by poll
     if (r < 0 && errno == EINTR) continue;

@@ -9,7 +9,10 @@
 // Thread-safety: Start/Stop from one controlling thread; stopping() and WaitFor from the body.
 #pragma once
 
+#include <libpq-fe.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +21,14 @@
 #include "queuebox/status.h"
 
 namespace queuebox::store {
+
+// Milliseconds from `now` until `t`, rounded up; 0 once `t` has passed (a WaitFor timeout).
+int64_t MillisUntil(std::chrono::steady_clock::time_point t,
+                    std::chrono::steady_clock::time_point now);
+
+// Drops the notices libpq would print on stderr for a notifier's connection: a terminated backend
+// sends its FATAL message outside any query, and the notifier reports the loss itself.
+void IgnoreNotices(PGconn* conn);
 
 class NotifierThread {
  public:

@@ -13,14 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A terminated backend sends its FATAL message outside any query; libpq would print it on
-// stderr through the default notice processor. The reconnect log line reports the loss instead.
-void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
-
-int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
-  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
-}
-
 // Frees every queued notification; true when there was at least one.
 bool DrainNotifications(PGconn* pg) {
   bool any = false;
@@ -101,7 +93,7 @@ void PgNotifyListener::Loop() {
     Status status = Status::Ok();
     auto conn = PgConnection::Connect(settings_);
     if (conn.ok()) {
-      PQsetNoticeProcessor((*conn)->native(), IgnoreNotice, nullptr);
+      IgnoreNotices((*conn)->native());
       status = (*conn)->Exec(std::string("LISTEN ") + kNotifyChannel);
       if (status.ok()) EnsureTriggerEnabled(**conn);
     } else {

@@ -17,13 +17,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kRetentionWarnEvery{600000};
 
-// A terminated backend sends its FATAL message outside any query; the run's end reports it.
-void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
-
-int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
-  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
-}
-
 // A replication-protocol identifier: double-quoted (the names are validated identifiers).
 std::string QuoteIdent(const std::string& name) { return "\"" + name + "\""; }
 
@@ -357,7 +350,7 @@ struct PgCapture::RunChecks {
 PgCapture::RunEnd PgCapture::RunOnce() {
   auto control = PgConnection::Connect(options_.connection);
   if (!control.ok()) return {control.status()};
-  PQsetNoticeProcessor((*control)->native(), IgnoreNotice, nullptr);
+  IgnoreNotices((*control)->native());
   if (Clock::now() >= next_retention_check_) CheckRetention(control->get());
   RunChecks checks;
   RunEnd end = TakeIdentity(**control);
@@ -371,7 +364,7 @@ PgCapture::RunEnd PgCapture::RunOnce() {
   auto replication = PgConnection::Connect(replication_settings);
   if (!replication.ok()) return {replication.status()};
   PGconn* rc = (*replication)->native();
-  PQsetNoticeProcessor(rc, IgnoreNotice, nullptr);
+  IgnoreNotices(rc);
   Result<Lsn> start = SlotStart(rc, checks);
   if (start.ok()) start = RecordState(**control, checks, *start);
   const Status streaming = start.ok() ? StartStreaming(rc, *start) : start.status();
