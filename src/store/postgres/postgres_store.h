@@ -3,8 +3,8 @@
 // Every statement names the mapped table and columns (double-quoted) and uses clock_timestamp()
 // for every time decision. The claim is one statement (claim.sql; docs/claim.md) whose inputs
 // from earlier claims come from ClaimWindowState and whose key share comes from ReplicaHeartbeat;
-// fenced writes are one UPDATE ... FROM unnest(arrays) per batch. Connections come from a pool of
-// database.poolSize (pg_connection.h).
+// fenced writes are one UPDATE ... FROM unnest(arrays) per batch (pg_fenced.h, shared with the
+// inbox store). Connections come from a pool of database.poolSize (pg_connection.h).
 //
 // Terminal writes (sent, retry, dead) clear claim_token and lease_expires_at; reclaim keeps them
 // like QueueBox does (the state change already makes the old token useless).
