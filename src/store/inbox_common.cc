@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "store/common.h"
@@ -239,22 +242,6 @@ Status ValidateInboxRetention(const std::string& state, int64_t limit, const cha
   return Status::Ok();
 }
 
-Status RequireInboxHeaders(const std::string& table, const std::string& column,
-                           const std::vector<std::string>& columns, const std::string& alter) {
-  if (columns.empty()) {
-    return NotFound("The inbox table '" + table +
-                    "' does not exist. Run `queuebox migrate` or create it (docs/schema.md), "
-                    "then start QueueBox again.");
-  }
-  for (const std::string& c : columns) {
-    if (EqualsIgnoreCase(c, column)) return Status::Ok();
-  }
-  return FailedPrecondition("The inbox table '" + table + "' has no column '" + column +
-                            "'. QueueBox stores the message headers there. Add the column, then "
-                            "start QueueBox again: " +
-                            alter);
-}
-
 InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest) {
   InboxStats stats;
   for (const SqlRow& r : by_source_state) {
@@ -332,6 +319,29 @@ int64_t JavaStringHash(std::string_view text) {
   uint32_t h = 0;
   for (char c : text) h = 31 * h + static_cast<unsigned char>(c);
   return static_cast<int64_t>(static_cast<int32_t>(h));
+}
+
+Result<std::vector<InboxStoreOutcome>> InboxInsertOutcomes(
+    const std::vector<const NewInboxMessage*>& batch, const SqlRows& inserted) {
+  std::map<std::pair<std::string, std::string>, std::string> ids;
+  for (const SqlRow& r : inserted) {
+    if (r.size() < 3 || !r[0] || !r[1] || !r[2]) {
+      return Internal("The inbox insert returned no id.");
+    }
+    ids[{*r[1], *r[2]}] = *r[0];
+  }
+  std::vector<InboxStoreOutcome> out;
+  out.reserve(batch.size());
+  for (const NewInboxMessage* m : batch) {
+    auto it = ids.find({m->source, m->idempotency_key});
+    if (it == ids.end()) {
+      out.push_back({InboxStoreOutcome::Kind::kDuplicate, "", Status::Ok()});
+      continue;
+    }
+    out.push_back({InboxStoreOutcome::Kind::kStored, std::move(it->second), Status::Ok()});
+    ids.erase(it);  // a later message with the same key is a duplicate
+  }
+  return out;
 }
 
 Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,
