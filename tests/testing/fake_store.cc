@@ -210,7 +210,20 @@ Result<int64_t> FakeStore::NextWakeDelayMs(int64_t max_wait_ms) {
 Result<std::string> FakeStore::Insert(const NewOutboxRow& in) {
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
+  return InsertLocked(in, NowMs());
+}
+
+Result<std::vector<std::string>> FakeStore::InsertAll(std::span<const NewOutboxRow> rows) {
+  if (rows.empty()) return std::vector<std::string>{};
+  QB_FAKE_DOWN_CHECK();
+  std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = NowMs();
+  std::vector<std::string> ids;
+  for (const NewOutboxRow& in : rows) ids.push_back(InsertLocked(in, now));
+  return ids;
+}
+
+std::string FakeStore::InsertLocked(const NewOutboxRow& in, int64_t now) {
   Row r;
   r.row.id = in.id.value_or(NewUuid());
   r.row.topic = in.topic;

@@ -44,6 +44,8 @@ class FakeStore final : public OutboxClaims {
 
   // The application's insert (OutboxStore::Insert's defaults; the payload is not checked).
   Result<std::string> Insert(const NewOutboxRow& row);
+  // Several rows in one "statement", in order: all or none (the inbox twin's forward).
+  Result<std::vector<std::string>> InsertAll(std::span<const NewOutboxRow> rows);
 
   // Test controls.
   void set_down(bool down) { down_ = down; }  // every call answers kUnavailable
@@ -58,6 +60,7 @@ class FakeStore final : public OutboxClaims {
 
  private:
   Row* Find(const std::string& id);
+  std::string InsertLocked(const NewOutboxRow& row, int64_t now);
   bool Owned(const Row& r, const Fence& f) const;
   template <typename Order, typename FenceOf, typename Change>
   Result<std::vector<std::string>> ApplyFenced(std::span<const Order> orders, FenceOf fence_of,
