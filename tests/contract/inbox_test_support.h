@@ -37,7 +37,8 @@ class InboxUnderTest {
 
   // Column `column` of inbox row `id` as text: "<null>" for NULL, "" when there is no such row.
   // Columns: source, idempotency_key, aggregate_id, event_type, correlation_id, payload, headers,
-  // state, consumption, attempt, claim_token, last_error, claimed_at, processed_at.
+  // state, consumption, attempt, claim_token, last_error, claimed_at, processed_at,
+  // lease_expires_at.
   virtual std::string Field(const std::string& id, const std::string& column) = 0;
   // scheduled_at of row `id` in UTC to the millisecond: "2000-01-01T00:00:05.000".
   virtual std::string ScheduledAtText(const std::string& id) = 0;
@@ -61,8 +62,15 @@ class InboxUnderTest {
   virtual void SetCreatedAt(const std::string& id, int64_t seconds) = 0;
   // Moves the lease of `id` one hour into the past (an expired claim).
   void ExpireLease(const std::string& id) { SetLease(id, -3600); }
+  // ExpireLease on every row in `processing`.
+  virtual void ExpireEveryLease() = 0;
+  // correlation_id = `value`.
+  virtual void SetCorrelationId(const std::string& id, const std::string& value) = 0;
   // From now on, the tables refuse a second push row of one aggregate in `processing`.
   virtual void RefuseTwoInFlight() = 0;
+  // From now on, an insert of an outbox row of `topic` fails (a trigger raises), so the
+  // statement or transaction that makes it writes nothing.
+  virtual void RefuseOutboxTopic(const std::string& topic) = 0;
 };
 
 // A migrated SQLite or PostgreSQL store and its database (StoreDb).
@@ -133,10 +141,29 @@ class SqlInboxUnderTest final : public InboxUnderTest {
   void SetCreatedAt(const std::string& id, int64_t seconds) override {
     db_.Exec("UPDATE inbox SET created_at = " + db_.NowPlus(seconds) + " WHERE id = '" + id + "'");
   }
+  void ExpireEveryLease() override {
+    db_.Exec("UPDATE inbox SET lease_expires_at = " + db_.NowPlus(-3600) +
+             " WHERE state = 'processing'");
+  }
+  void SetCorrelationId(const std::string& id, const std::string& value) override {
+    db_.Exec("UPDATE inbox SET correlation_id = '" + value + "' WHERE id = '" + id + "'");
+  }
   void RefuseTwoInFlight() override {
     db_.Exec(
         "CREATE UNIQUE INDEX test_one_in_flight ON inbox (aggregate_id) WHERE state = "
         "'processing' AND consumption = 'push'");
+  }
+  void RefuseOutboxTopic(const std::string& topic) override {
+    if (db_.pg()) {
+      db_.Exec(
+          "CREATE FUNCTION qb_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE "
+          "EXCEPTION 'refused by a trigger'; END $$");
+      db_.Exec("CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox FOR EACH ROW WHEN (NEW.topic = '" +
+               topic + "') EXECUTE FUNCTION qb_refuse()");
+    } else {
+      db_.Exec("CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox WHEN NEW.topic = '" + topic +
+               "' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END");
+    }
   }
 
  private:
@@ -172,6 +199,7 @@ class MemoryInboxUnderTest final : public InboxUnderTest {
     if (column == "last_error") return text(r->last_error);
     if (column == "claimed_at") return time(r->claimed_at_ms);
     if (column == "processed_at") return time(r->processed_at_ms);
+    if (column == "lease_expires_at") return time(r->lease_expires_at_ms);
     ADD_FAILURE() << "MemoryInboxUnderTest has no column " << column;
     return "";
   }
@@ -241,7 +269,16 @@ class MemoryInboxUnderTest final : public InboxUnderTest {
     const int64_t at = inbox_.NowMs() + seconds * 1000;
     EXPECT_TRUE(inbox_.Update(id, [&](MemoryInboxStore::Row& r) { r.created_at_ms = at; }));
   }
+  void ExpireEveryLease() override {
+    for (const auto& r : inbox_.All()) {
+      if (r.state == kInboxStateProcessing) ExpireLease(r.id);
+    }
+  }
+  void SetCorrelationId(const std::string& id, const std::string& value) override {
+    EXPECT_TRUE(inbox_.Update(id, [&](MemoryInboxStore::Row& r) { r.correlation_id = value; }));
+  }
   void RefuseTwoInFlight() override { inbox_.set_check_one_in_flight(true); }
+  void RefuseOutboxTopic(const std::string& topic) override { outbox_.set_refused_topic(topic); }
 
  private:
   static int64_t TimeOf(const MemoryInboxStore::Row& r, const std::string& column) {
