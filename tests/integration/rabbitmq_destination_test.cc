@@ -202,10 +202,12 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeve
   EXPECT_EQ(lost_sink.at(0).kind, Outcome::Kind::kCancelled)
       << KindName(lost_sink.at(0).kind) << " " << lost_sink.at(0).error;
   EXPECT_EQ(ahead_sink.at(0).kind, Outcome::Kind::kDelivered) << ahead_sink.at(0).error;
-  std::vector<Received> got = consumer.Take(3, std::chrono::seconds(2));
+  // Every publish had its confirm: the queue holds what reached it, no need to wait for more.
+  std::vector<Received> got = consumer.Take(2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].message_id, "w");
   EXPECT_EQ(got[1].message_id, "a");
+  EXPECT_TRUE(consumer.Drain().empty());
 }
 
 TEST_F(RabbitMqDestinationTest, ExchangeFromColumnAndEmptyExchange) {
