@@ -11,6 +11,8 @@
 #include <system_error>
 #include <utility>
 
+#include "json/escape.h"
+
 namespace babelqueue {
 namespace {
 
@@ -54,56 +56,15 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 }
 
 Status WriteString(std::string& out, std::string_view s, const std::string& path) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
   for (size_t i = 0; i < s.size();) {
     const size_t len = Utf8SequenceLength(s, i);
     if (len == 0) {
       return InvalidArgument("invalid UTF-8 at byte " + std::to_string(i) + " of the string at " +
                              path + "; the envelope must be valid UTF-8");
     }
-    if (len == 1) {
-      const char c = s[i];
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            out += "\\u00";
-            out.push_back(kHex[(c >> 4) & 0xF]);
-            out.push_back(kHex[c & 0xF]);
-          } else {
-            out.push_back(c);
-          }
-      }
-    } else if (len == 3 && s.compare(i, 2, "\xE2\x80") == 0 &&
-               (s[i + 2] == '\xA8' || s[i + 2] == '\xA9')) {
-      out += s[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";  // as PHP and Go do
-    } else {
-      out.append(s.substr(i, len));
-    }
     i += len;
   }
-  out.push_back('"');
+  queuebox::json::AppendQuoted(out, s);
   return Status::Ok();
 }
 
