@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "json/utf8.h"
 #include "store/common.h"
 #include "store/inbox_columns.h"
 
@@ -96,7 +97,7 @@ Status CheckText(const std::string& text, const char* what, size_t max) {
   if (text.find('\0') != std::string::npos) {
     return InvalidArgument(std::string(what) + " contains a NUL character");
   }
-  std::optional<size_t> n = Utf8Length(text);
+  std::optional<size_t> n = json::Utf8CodePoints(text);
   if (!n) return InvalidArgument(std::string(what) + " is not UTF-8");
   if (*n > max) {
     return InvalidArgument(std::string(what) + " is longer than " + std::to_string(max) +
@@ -143,43 +144,6 @@ std::string RenderInboxSql(std::string_view tmpl, const DatabaseConfig& config) 
     out += tmpl[i++];
   }
   return out;
-}
-
-std::optional<size_t> Utf8Length(std::string_view text) {
-  size_t n = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t extra;
-    uint32_t cp;
-    if (c < 0x80) {
-      extra = 0;
-      cp = c;
-    } else if ((c & 0xE0) == 0xC0) {
-      extra = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      extra = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      extra = 3;
-      cp = c & 0x07;
-    } else {
-      return std::nullopt;
-    }
-    if (i + extra >= text.size() && extra > 0) return std::nullopt;  // cut short
-    for (size_t k = 1; k <= extra; ++k) {
-      unsigned char d = static_cast<unsigned char>(text[i + k]);
-      if ((d & 0xC0) != 0x80) return std::nullopt;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Overlong forms, surrogates and code points beyond U+10FFFF are not UTF-8.
-    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return std::nullopt;
-    i += extra + 1;
-    ++n;
-  }
-  return n;
 }
 
 namespace {

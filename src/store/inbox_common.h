@@ -53,9 +53,6 @@ Result<std::vector<InboxStoreOutcome>> InboxInsertOutcomes(
 // The deepest JSON nesting stored: SQLite's json_valid stops at 1000 levels.
 inline constexpr int kMaxJsonDepth = 1000;
 
-// Number of Unicode code points of valid UTF-8 text; nullopt when `text` is not UTF-8.
-std::optional<size_t> Utf8Length(std::string_view text);
-
 // Retention of the inbox may delete only finished rows: OK for "processed" and "dead", otherwise
 // kInvalidArgument "Cannot delete active work" (QueueBox reference §5.5). Plus `limit_name` >= 0
 // and batch > 0.
