@@ -290,7 +290,7 @@ std::string Trimmed(std::string_view s) {
 }
 
 bool IsUtf8(std::string_view s) {
-  return s.find('\0') == std::string_view::npos && !json::FirstInvalidUtf8(s);
+  return s.find('\0') == std::string_view::npos && !queuebox::json::FirstInvalidUtf8(s);
 }
 
 size_t CodePoints(std::string_view s) {
