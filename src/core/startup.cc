@@ -12,8 +12,8 @@ namespace queuebox {
 
 Status WaitForDatabase(OutboxOperations& store, int64_t startup_timeout_ms,
                        const std::atomic<bool>* cancel) {
-  using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::milliseconds(startup_timeout_ms);
+  using StartupClock = std::chrono::steady_clock;
+  auto deadline = StartupClock::now() + std::chrono::milliseconds(startup_timeout_ms);
   int failures = 0;
   Status last;
   log::RateLimiter limiter(std::chrono::milliseconds(5000));
@@ -23,7 +23,7 @@ Status WaitForDatabase(OutboxOperations& store, int64_t startup_timeout_ms,
       if (failures > 0) log::Info("The database answered; starting");
       return last;
     }
-    auto now = Clock::now();
+    auto now = StartupClock::now();
     if (now >= deadline || (cancel != nullptr && cancel->load())) break;
     int64_t suppressed = 0;
     if (limiter.Allow(&suppressed)) {
@@ -34,8 +34,8 @@ Status WaitForDatabase(OutboxOperations& store, int64_t startup_timeout_ms,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     int64_t delay = std::min<int64_t>(ReconnectDelayMs(failures++, 200, 5000), left);
     // Sleep in short slices so a cancel is seen quickly.
-    auto until = Clock::now() + std::chrono::milliseconds(delay);
-    while (Clock::now() < until && !(cancel != nullptr && cancel->load())) {
+    auto until = StartupClock::now() + std::chrono::milliseconds(delay);
+    while (StartupClock::now() < until && !(cancel != nullptr && cancel->load())) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, delay)));
     }
   }
