@@ -101,7 +101,7 @@ cat >"$CONFIG" <<JSON
   "User": "10001:10001",
   "Entrypoint": ["queuebox"],
   "Cmd": ["run"],
-  "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+  "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "QUEUEBOX_CPP_LOG_STREAM=stdout"],
   "WorkingDir": "/var/lib/queuebox",
   "ExposedPorts": {"8080/tcp": {}},
   "Volumes": {"/var/lib/queuebox": {}},
