@@ -76,7 +76,7 @@ ln -s /etc/ssl/certs "$ROOT/usr/lib/ssl/certs"
 ln -s /etc/ssl/certs/ca-certificates.crt "$ROOT/usr/lib/ssl/cert.pem"
 
 # tzdata: the zone files as the package installs them (links kept); UTC by default.
-dpkg -L tzdata | grep '^/usr/share/zoneinfo/' | sort |
+dpkg -L tzdata | grep '^/usr/share/zoneinfo/' | sed 's|^/||' | sort |
   tar -C / --no-recursion --hard-dereference --verbatim-files-from -T - -cf - | tar -C "$ROOT" -xf -
 ln -s /usr/share/zoneinfo/Etc/UTC "$ROOT/etc/localtime"
 
