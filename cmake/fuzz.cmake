@@ -25,6 +25,7 @@ add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-re
 add_link_options(-fsanitize=address,undefined)
 
 add_subdirectory(src/status)
+add_subdirectory(src/json)
 add_subdirectory(src/babelqueue)
 add_subdirectory(src/core)
 add_subdirectory(src/store)

@@ -11,6 +11,9 @@
 #include <system_error>
 #include <utility>
 
+#include "json/escape.h"
+#include "json/utf8.h"
+
 namespace babelqueue {
 namespace {
 
@@ -24,86 +27,12 @@ std::string_view TrimSpace(std::string_view s) {
   return s.substr(begin, end - begin + 1);
 }
 
-// Length of the UTF-8 sequence starting at s[i], or 0 when it is not well-formed (overlong
-// forms, surrogates and code points above U+10FFFF are refused, as RFC 3629 requires).
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return len;
-}
-
 Status WriteString(std::string& out, std::string_view s, const std::string& path) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    const size_t len = Utf8SequenceLength(s, i);
-    if (len == 0) {
-      return InvalidArgument("invalid UTF-8 at byte " + std::to_string(i) + " of the string at " +
-                             path + "; the envelope must be valid UTF-8");
-    }
-    if (len == 1) {
-      const char c = s[i];
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            out += "\\u00";
-            out.push_back(kHex[(c >> 4) & 0xF]);
-            out.push_back(kHex[c & 0xF]);
-          } else {
-            out.push_back(c);
-          }
-      }
-    } else if (len == 3 && s.compare(i, 2, "\xE2\x80") == 0 &&
-               (s[i + 2] == '\xA8' || s[i + 2] == '\xA9')) {
-      out += s[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";  // as PHP and Go do
-    } else {
-      out.append(s.substr(i, len));
-    }
-    i += len;
+  if (std::optional<size_t> bad = queuebox::json::FirstInvalidUtf8(s)) {
+    return InvalidArgument("invalid UTF-8 at byte " + std::to_string(*bad) + " of the string at " +
+                           path + "; the envelope must be valid UTF-8");
   }
-  out.push_back('"');
+  queuebox::json::AppendQuoted(out, s);
   return Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #include "config/load.h"
 #include "config/schema.h"
 #include "config/yaml.h"
+#include "json/utf8.h"
 #include "queuebox/config.h"
 #include "sources/registry.h"
 
@@ -387,7 +388,8 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
         name == kLogStreamVar) {
       continue;
     }
-    if (FirstInvalidUtf8(value)) {  // nothing could print it (check-config, the logs)
+    if (queuebox::json::FirstInvalidUtf8(
+            value)) {  // nothing could print it (check-config, the logs)
       d.Add(name, "the value is not valid UTF-8");
       continue;
     }
@@ -436,7 +438,7 @@ void ExpandPlaceholders(json& tree, const std::map<std::string, std::string>& en
     const std::string& s = tree.get_ref<const std::string&>();
     if (s.find("${") == std::string::npos) return;
     std::optional<std::string> expanded = ExpandText(s, env, path, d);
-    if (expanded && FirstInvalidUtf8(*expanded)) {
+    if (expanded && queuebox::json::FirstInvalidUtf8(*expanded)) {
       d.Add(path, "a placeholder's value is not valid UTF-8");
     } else if (expanded) {
       tree = std::move(*expanded);

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "json/utf8.h"
+
 namespace queuebox::cfg {
 
 using nlohmann::json;
@@ -109,32 +111,6 @@ json ToJson(const YAML::Node& node) {
 
 }  // namespace
 
-std::optional<size_t> FirstInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80           ? 1
-                     : (c >> 5) == 0x6  ? 2
-                     : (c >> 4) == 0xe  ? 3
-                     : (c >> 3) == 0x1e ? 4
-                                        : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1fu) : n == 3 ? (c & 0x0fu) : (c & 0x07u);
-    for (size_t k = 1; k < n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 0x2) return i;
-      cp = (cp << 6) | (cc & 0x3fu);
-    }
-    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 either.
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return i;
-    }
-    i += n;
-  }
-  return std::nullopt;
-}
-
 Result<json> ParseYaml(const std::string& text, const std::string& name) {
   // YAML is UTF-8 text here; yaml-cpp would pass other bytes through into values that no JSON
   // dump (check-config, the logs) can print.
@@ -144,7 +120,7 @@ Result<json> ParseYaml(const std::string& text, const std::string& name) {
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
     return "line " + std::to_string(line) + ", column " + std::to_string(column);
   };
-  if (std::optional<size_t> bad = FirstInvalidUtf8(text)) {
+  if (std::optional<size_t> bad = queuebox::json::FirstInvalidUtf8(text)) {
     return InvalidArgument("The configuration file " + name +
                            " is not valid UTF-8: " + where(*bad));
   }

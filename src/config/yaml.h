@@ -25,8 +25,5 @@ Result<nlohmann::json> ParseYaml(const std::string& text, const std::string& nam
 // of range), a float, else the text itself.
 nlohmann::json PlainScalar(const std::string& s);
 
-// The offset of the first byte of `s` that does not start a well-formed UTF-8 sequence (overlong
-// forms, surrogates and code points past U+10FFFF included); nullopt when all of `s` is UTF-8.
-std::optional<size_t> FirstInvalidUtf8(std::string_view s);
 
 }  // namespace queuebox::cfg

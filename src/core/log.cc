@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "json/escape.h"
+
 namespace queuebox::log {
 namespace {
 
@@ -74,40 +76,6 @@ std::string NowIso() {
 
 bool Reserved(std::string_view k) { return k == "time" || k == "level" || k == "message"; }
 
-// Text format: control characters escaped so an event never spans lines.
-std::string EscapeText(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
 std::string TextValue(std::string_view v) {
   bool quote = v.empty();
   for (char c : v) {
@@ -115,7 +83,7 @@ std::string TextValue(std::string_view v) {
       quote = true;
     }
   }
-  return quote ? "\"" + EscapeText(v) + "\"" : std::string(v);
+  return quote ? queuebox::json::Quoted(v) : std::string(v);
 }
 
 }  // namespace
@@ -158,7 +126,9 @@ std::string FormatFields(bool json, Level level, std::string_view message,
     }
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::string line = NowIso() + " " + LevelLabel(level) + " " + EscapeText(message);
+  // Text format: escaped as in JSON, so an event never spans lines.
+  std::string line = NowIso() + " " + LevelLabel(level) + " ";
+  queuebox::json::AppendEscaped(line, message);
   for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + TextValue(v);
   return line;
 }

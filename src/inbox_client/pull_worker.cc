@@ -146,6 +146,13 @@ class PullWorker::Impl {
   Result<InFlightPtr> ReadRow(const SqlRows& rows, size_t r) const;
   void HandlerLoop();
   void Process(const InFlightPtr& m, std::unique_ptr<Connection>& conn);
+  // Process's steps. Begin: false when the message was abandoned (no connection or no BEGIN).
+  bool Begin(const std::string& id, std::unique_ptr<Connection>& conn);
+  Status RunHandler(const InFlightPtr& m, Connection& conn);
+  // True (rolled back and counted) when the claim was lost or the stop cancelled the handler.
+  bool RolledBackAfterCancel(const InFlightPtr& m, Connection& conn);
+  void Complete(const InFlightPtr& m, Connection& conn);
+  void RecordFailure(const InFlightPtr& m, Connection& conn, const Status& outcome);
   void Finish(const InFlightPtr& m);
   void LeaseLoop();
   void RenewAll(std::unique_ptr<Connection>& conn);
@@ -356,8 +363,10 @@ void PullWorker::Impl::Finish(const InFlightPtr& m) {
   cv_.notify_all();
 }
 
+// One message, step by step: skip it if cancelled before it started, begin its transaction,
+// run the handler, roll back if the claim was lost or the stop cancelled it, else record the
+// outcome (complete, or retry/dead-letter through the policy).
 void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>& conn) {
-  const std::string& id = m->message.id;
   if (m->cancel.stop_requested()) {
     // Lost before it started, or the stop's grace ran out while it waited: not started, not
     // completed, no attempt spent; the lease expires.
@@ -368,6 +377,17 @@ void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>
     }
     return;
   }
+  if (!Begin(m->message.id, conn)) return;
+  const Status outcome = RunHandler(m, *conn);
+  if (RolledBackAfterCancel(m, *conn)) return;
+  if (outcome.ok()) {
+    Complete(m, *conn);
+  } else {
+    RecordFailure(m, *conn, outcome);
+  }
+}
+
+bool PullWorker::Impl::Begin(const std::string& id, std::unique_ptr<Connection>& conn) {
   if (conn == nullptr || !conn->healthy()) {
     conn.reset();
     auto opened = connections_->Open();
@@ -375,7 +395,7 @@ void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>
       Log(LogLevel::kError,
           "Message " + id + " was abandoned; its lease will expire: " + opened.status().message());
       ++abandoned_;
-      return;
+      return false;
     }
     conn = std::move(*opened);
   }
@@ -383,15 +403,19 @@ void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>
     Log(LogLevel::kError,
         "Message " + id + " was abandoned; its lease will expire: " + begun.message());
     ++abandoned_;
-    return;
+    return false;
   }
+  return true;
+}
+
+Status PullWorker::Impl::RunHandler(const InFlightPtr& m, Connection& conn) {
   {
     std::lock_guard lock(m->mu);
-    m->running_on = conn.get();
+    m->running_on = &conn;
   }
   Status outcome;
   {
-    HandlerTransaction tx(*conn);
+    HandlerTransaction tx(conn);
     const HandlerContext context(m->cancel.get_token());
     try {
       outcome = handler_(m->message, tx, context);
@@ -406,51 +430,59 @@ void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>
     m->running_on = nullptr;
     m->finishing = true;  // no renewal from here on: the fenced writes below decide
   }
+  return outcome;
+}
 
+bool PullWorker::Impl::RolledBackAfterCancel(const InFlightPtr& m, Connection& conn) {
+  const std::string& id = m->message.id;
   if (m->lost) {
-    (void)conn->Rollback();
+    (void)conn.Rollback();
     ++lost_;
     Log(LogLevel::kWarn, "The claim on message " + id + " was lost, so its work was rolled back.");
-    return;
+    return true;
   }
   if (m->cancel.stop_requested()) {
-    (void)conn->Rollback();
+    (void)conn.Rollback();
     ++abandoned_;
     Log(LogLevel::kInfo,
         "The stop cancelled message " + id + "; nothing was completed and no attempt was spent.");
+    return true;
+  }
+  return false;
+}
+
+void PullWorker::Impl::Complete(const InFlightPtr& m, Connection& conn) {
+  const std::string& id = m->message.id;
+  const auto params = sql_.complete.Bind({{"id", id}, {"token", m->token}});
+  auto changed =
+      params.ok() ? conn.Execute(sql_.complete.sql(), *params) : Result<int64_t>(params.status());
+  if (!changed.ok()) {
+    (void)conn.Rollback();
+    Log(LogLevel::kError,
+        "The completion of message " + id +
+            " failed, so its work was rolled back: " + changed.status().message());
     return;
   }
-
-  if (outcome.ok()) {
-    const auto params = sql_.complete.Bind({{"id", id}, {"token", m->token}});
-    auto changed = params.ok() ? conn->Execute(sql_.complete.sql(), *params)
-                               : Result<int64_t>(params.status());
-    if (!changed.ok()) {
-      (void)conn->Rollback();
-      Log(LogLevel::kError,
-          "The completion of message " + id +
-              " failed, so its work was rolled back: " + changed.status().message());
-      return;
-    }
-    if (*changed != 1) {
-      (void)conn->Rollback();
-      ++lost_;
-      Log(LogLevel::kWarn,
-          "The completion of message " + id +
-              " changed no row (the claim was lost), so its work was rolled back.");
-      return;
-    }
-    if (Status committed = conn->Commit(); !committed.ok()) {
-      (void)conn->Rollback();
-      Log(LogLevel::kError, "The commit of message " + id + " failed: " + committed.message());
-      return;
-    }
-    ++completed_;
+  if (*changed != 1) {
+    (void)conn.Rollback();
+    ++lost_;
+    Log(LogLevel::kWarn, "The completion of message " + id +
+                             " changed no row (the claim was lost), so its work was rolled back.");
     return;
   }
+  if (Status committed = conn.Commit(); !committed.ok()) {
+    (void)conn.Rollback();
+    Log(LogLevel::kError, "The commit of message " + id + " failed: " + committed.message());
+    return;
+  }
+  ++completed_;
+}
 
-  // The handler failed: its writes go, then the policy decides.
-  (void)conn->Rollback();
+// The handler failed: its writes go, then the policy decides.
+void PullWorker::Impl::RecordFailure(const InFlightPtr& m, Connection& conn,
+                                     const Status& outcome) {
+  const std::string& id = m->message.id;
+  (void)conn.Rollback();
   const FailureAction action = options_.retry_policy(m->message, outcome);
   const std::string error =
       SanitizeError(outcome.message().empty() ? "the handler failed" : outcome.message());
@@ -461,7 +493,7 @@ void PullWorker::Impl::Process(const InFlightPtr& m, std::unique_ptr<Connection>
                 {{"id", id}, {"token", m->token}, {"delay_ms", action.delay_ms}, {"error", error}})
           : statement.Bind({{"id", id}, {"token", m->token}, {"error", error}});
   auto changed =
-      params.ok() ? conn->Execute(statement.sql(), *params) : Result<int64_t>(params.status());
+      params.ok() ? conn.Execute(statement.sql(), *params) : Result<int64_t>(params.status());
   if (!changed.ok()) {
     Log(LogLevel::kError,
         "The failure of message " + id + " was not recorded: " + changed.status().message());

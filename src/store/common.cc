@@ -144,20 +144,38 @@ Status RequireFinishedState(const std::string& state) {
       state + "'.");
 }
 
-Status RequireSequenceColumn(const std::string& table, const std::string& column,
-                             const std::vector<std::string>& columns, const std::string& alter) {
+RequiredColumn OutboxSequenceColumn(const DatabaseConfig& config, std::string alter) {
+  return {"outbox",
+          config.outbox_table,
+          config.columns.sequence,
+          "QueueBox orders the rows of one key by it.",
+          StatusCode::kFailedPrecondition,
+          std::move(alter)};
+}
+
+RequiredColumn InboxHeadersColumn(const DatabaseConfig& config, std::string alter) {
+  return {"inbox",
+          config.inbox_table,
+          config.inbox_columns.headers,
+          "QueueBox stores the message headers there.",
+          StatusCode::kNotFound,
+          std::move(alter)};
+}
+
+Status RequireColumn(const RequiredColumn& required, const std::vector<std::string>& columns) {
+  const std::string table = std::string(required.kind) + " table '" + required.table + "'";
   if (columns.empty()) {
-    return FailedPrecondition("The outbox table '" + table +
-                              "' does not exist. Run `queuebox migrate` or create it "
-                              "(docs/schema.md), then start QueueBox again.");
+    return Status(required.missing_table,
+                  "The " + table +
+                      " does not exist. Run `queuebox migrate` or create it (docs/schema.md), "
+                      "then start QueueBox again.");
   }
   for (const std::string& c : columns) {
-    if (EqualsIgnoreCase(c, column)) return Status::Ok();
+    if (EqualsIgnoreCase(c, required.column)) return Status::Ok();
   }
-  return FailedPrecondition("The outbox table '" + table + "' has no column '" + column +
-                            "'. QueueBox orders the rows of one key by it. Add the column, then "
-                            "start QueueBox again: " +
-                            alter);
+  return FailedPrecondition("The " + table + " has no column '" + required.column + "'. " +
+                            std::string(required.purpose) +
+                            " Add the column, then start QueueBox again: " + required.alter);
 }
 
 int32_t MigrationChecksum(std::string_view sql) {

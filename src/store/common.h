@@ -48,11 +48,23 @@ std::string RenderSql(std::string_view tmpl, const std::string& table, const Out
 // "Cannot delete active work" (QueueBox reference §5.5).
 Status RequireFinishedState(const std::string& state);
 
-// The schema guard (reference §3.6) over the column names of `table`: kFailedPrecondition when
-// there are none (no table) or none equals `column` without case; the message then ends with
-// `alter`, the statement that adds the column.
-Status RequireSequenceColumn(const std::string& table, const std::string& column,
-                             const std::vector<std::string>& columns, const std::string& alter);
+// A column the schema guard (QueueBox reference §3.6) requires in a table.
+struct RequiredColumn {
+  std::string_view kind;      // "outbox" | "inbox": the table's role in the messages
+  std::string table, column;  // mapped names
+  std::string_view purpose;   // what QueueBox uses the column for, one sentence
+  StatusCode missing_table;   // the code when the table does not exist
+  std::string alter;          // the statement (or steps) that add the column
+};
+// The outbox's sequence column and the inbox's headers column of `config`, `alter` adding it.
+RequiredColumn OutboxSequenceColumn(const DatabaseConfig& config, std::string alter);
+RequiredColumn InboxHeadersColumn(const DatabaseConfig& config, std::string alter);
+
+// The schema guard over the column names of the table (`columns`, empty when there is no table):
+// `missing_table` "The <kind> table '<t>' does not exist. ..." when there are none;
+// kFailedPrecondition when none equals the column without case: "The <kind> table '<t>' has no
+// column '<c>'. <purpose> Add the column, then start QueueBox again: <alter>".
+Status RequireColumn(const RequiredColumn& required, const std::vector<std::string>& columns);
 
 // FNV-1a (32 bit) of a migration's text, stored as its checksum in queuebox_schema_history.
 int32_t MigrationChecksum(std::string_view sql);

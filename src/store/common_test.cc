@@ -44,6 +44,29 @@ TEST(StoreCommonTest, RetentionAcceptsOnlyFinishedStates) {
   EXPECT_THAT(RequireFinishedState("pending").message(), HasSubstr("Cannot delete active work"));
 }
 
+TEST(StoreCommonTest, TheSchemaGuardNamesTheMissingTableOrColumn) {
+  DatabaseConfig config;
+  config.outbox_table = "events";
+  config.columns.sequence = "seq";
+  config.inbox_table = "received";
+  EXPECT_TRUE(RequireColumn(OutboxSequenceColumn(config, "ALTER"), {"id", "SEQ"}).ok());
+  EXPECT_THAT(RequireColumn(OutboxSequenceColumn(config, "ALTER"), {}),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       "The outbox table 'events' does not exist. Run `queuebox migrate` or "
+                       "create it (docs/schema.md), then start QueueBox again."));
+  EXPECT_THAT(RequireColumn(OutboxSequenceColumn(config, "ALTER ..."), {"id"}),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       "The outbox table 'events' has no column 'seq'. QueueBox orders the rows "
+                       "of one key by it. Add the column, then start QueueBox again: ALTER ..."));
+  EXPECT_THAT(RequireColumn(InboxHeadersColumn(config, "ALTER"), {}),
+              StatusIs(StatusCode::kNotFound, HasSubstr("The inbox table 'received' does not")));
+  EXPECT_THAT(RequireColumn(InboxHeadersColumn(config, "ALTER ..."), {"id"}),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       "The inbox table 'received' has no column 'headers'. QueueBox stores the "
+                       "message headers there. Add the column, then start QueueBox again: "
+                       "ALTER ..."));
+}
+
 TEST(StoreCommonTest, InstantsNeedAZone) {
   EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00Z", "x").ok());
   EXPECT_TRUE(ValidateInstant("2024-01-31T10:00:00.123456+02:00", "x").ok());

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "json/utf8.h"
 #include "store/common.h"
 #include "store/inbox_columns.h"
 
@@ -93,7 +97,7 @@ Status CheckText(const std::string& text, const char* what, size_t max) {
   if (text.find('\0') != std::string::npos) {
     return InvalidArgument(std::string(what) + " contains a NUL character");
   }
-  std::optional<size_t> n = Utf8Length(text);
+  std::optional<size_t> n = json::Utf8CodePoints(text);
   if (!n) return InvalidArgument(std::string(what) + " is not UTF-8");
   if (*n > max) {
     return InvalidArgument(std::string(what) + " is longer than " + std::to_string(max) +
@@ -140,43 +144,6 @@ std::string RenderInboxSql(std::string_view tmpl, const DatabaseConfig& config) 
     out += tmpl[i++];
   }
   return out;
-}
-
-std::optional<size_t> Utf8Length(std::string_view text) {
-  size_t n = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t extra;
-    uint32_t cp;
-    if (c < 0x80) {
-      extra = 0;
-      cp = c;
-    } else if ((c & 0xE0) == 0xC0) {
-      extra = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      extra = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      extra = 3;
-      cp = c & 0x07;
-    } else {
-      return std::nullopt;
-    }
-    if (i + extra >= text.size() && extra > 0) return std::nullopt;  // cut short
-    for (size_t k = 1; k <= extra; ++k) {
-      unsigned char d = static_cast<unsigned char>(text[i + k]);
-      if ((d & 0xC0) != 0x80) return std::nullopt;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Overlong forms, surrogates and code points beyond U+10FFFF are not UTF-8.
-    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return std::nullopt;
-    i += extra + 1;
-    ++n;
-  }
-  return n;
 }
 
 namespace {
@@ -237,22 +204,6 @@ Status ValidateInboxRetention(const std::string& state, int64_t limit, const cha
   if (limit < 0) return InvalidArgument(std::string(limit_name) + " must be 0 or more.");
   if (batch <= 0) return InvalidArgument("The retention batch size must be above 0.");
   return Status::Ok();
-}
-
-Status RequireInboxHeaders(const std::string& table, const std::string& column,
-                           const std::vector<std::string>& columns, const std::string& alter) {
-  if (columns.empty()) {
-    return NotFound("The inbox table '" + table +
-                    "' does not exist. Run `queuebox migrate` or create it (docs/schema.md), "
-                    "then start QueueBox again.");
-  }
-  for (const std::string& c : columns) {
-    if (EqualsIgnoreCase(c, column)) return Status::Ok();
-  }
-  return FailedPrecondition("The inbox table '" + table + "' has no column '" + column +
-                            "'. QueueBox stores the message headers there. Add the column, then "
-                            "start QueueBox again: " +
-                            alter);
 }
 
 InboxStats ToInboxStats(const SqlRows& by_source_state, const SqlRows& oldest) {
@@ -332,6 +283,29 @@ int64_t JavaStringHash(std::string_view text) {
   uint32_t h = 0;
   for (char c : text) h = 31 * h + static_cast<unsigned char>(c);
   return static_cast<int64_t>(static_cast<int32_t>(h));
+}
+
+Result<std::vector<InboxStoreOutcome>> InboxInsertOutcomes(
+    const std::vector<const NewInboxMessage*>& batch, const SqlRows& inserted) {
+  std::map<std::pair<std::string, std::string>, std::string> ids;
+  for (const SqlRow& r : inserted) {
+    if (r.size() < 3 || !r[0] || !r[1] || !r[2]) {
+      return Internal("The inbox insert returned no id.");
+    }
+    ids[{*r[1], *r[2]}] = *r[0];
+  }
+  std::vector<InboxStoreOutcome> out;
+  out.reserve(batch.size());
+  for (const NewInboxMessage* m : batch) {
+    auto it = ids.find({m->source, m->idempotency_key});
+    if (it == ids.end()) {
+      out.push_back({InboxStoreOutcome::Kind::kDuplicate, "", Status::Ok()});
+      continue;
+    }
+    out.push_back({InboxStoreOutcome::Kind::kStored, std::move(it->second), Status::Ok()});
+    ids.erase(it);  // a later message with the same key is a duplicate
+  }
+  return out;
 }
 
 Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,

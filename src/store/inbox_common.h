@@ -44,24 +44,20 @@ using InboxBatchInsert = std::function<Result<std::vector<InboxStoreOutcome>>(
 Result<std::vector<InboxStoreOutcome>> StoreInboxBatch(std::span<const NewInboxMessage> messages,
                                                        const InboxBatchInsert& insert);
 
+// The outcome of each message of `batch` from the rows its insert returned (id, source,
+// idempotency_key; a key already stored returns none): the first message of a returned key is
+// kStored with the row's id, every other message kDuplicate. kInternal when a row lacks a column.
+Result<std::vector<InboxStoreOutcome>> InboxInsertOutcomes(
+    const std::vector<const NewInboxMessage*>& batch, const SqlRows& inserted);
+
 // The deepest JSON nesting stored: SQLite's json_valid stops at 1000 levels.
 inline constexpr int kMaxJsonDepth = 1000;
-
-// Number of Unicode code points of valid UTF-8 text; nullopt when `text` is not UTF-8.
-std::optional<size_t> Utf8Length(std::string_view text);
 
 // Retention of the inbox may delete only finished rows: OK for "processed" and "dead", otherwise
 // kInvalidArgument "Cannot delete active work" (QueueBox reference §5.5). Plus `limit_name` >= 0
 // and batch > 0.
 Status ValidateInboxRetention(const std::string& state, int64_t limit, const char* limit_name,
                               int batch);
-
-// The schema guard (QueueBox reference §3.6) over the column names of `table`: kNotFound when
-// there are none (no table); kFailedPrecondition when none equals `column` without case:
-// "The inbox table '<t>' has no column '<c>'. QueueBox stores the message headers there. Add the
-// column, then start QueueBox again: <alter>".
-Status RequireInboxHeaders(const std::string& table, const std::string& column,
-                           const std::vector<std::string>& columns, const std::string& alter);
 
 // Stats from the queries every dialect runs: (source, state, count) rows and one row with the
 // oldest pending push age in seconds (or NULL).

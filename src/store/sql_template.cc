@@ -8,7 +8,7 @@
 namespace queuebox::store {
 namespace {
 
-bool IsNameChar(char c) {
+bool IsTemplateNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
@@ -55,7 +55,7 @@ struct Directive {
 // Reads `name` at t[j]; returns the position after it.
 size_t ReadName(std::string_view t, size_t j, std::string& name) {
   size_t k = j;
-  while (k < t.size() && IsNameChar(t[k])) ++k;
+  while (k < t.size() && IsTemplateNameChar(t[k])) ++k;
   name.assign(t.substr(j, k - j));
   return k;
 }

@@ -4,45 +4,9 @@
 #include <functional>
 
 #include "engine.h"
+#include "json/escape.h"
 
 namespace queuebox::transform {
-namespace {
-
-void AppendJsonString(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 15]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-}  // namespace
 
 std::string_view ErrorKindName(ErrorKind kind) {
   switch (kind) {
@@ -90,13 +54,13 @@ Status TransformError::ToStatus() const {
 
 void Bindings::AppendName(std::string_view name) {
   json_.push_back(json_.empty() ? '{' : ',');
-  AppendJsonString(json_, name);
+  queuebox::json::AppendQuoted(json_, name);
   json_.push_back(':');
 }
 
 Bindings& Bindings::SetString(std::string_view name, std::string_view value) {
   AppendName(name);
-  AppendJsonString(json_, value);
+  queuebox::json::AppendQuoted(json_, value);
   return *this;
 }
 

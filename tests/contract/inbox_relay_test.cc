@@ -1,4 +1,5 @@
-// The inbox relay (src/core/inbox_relay.h) on SQLite and PostgreSQL, against the real stores:
+// The inbox relay (src/core/inbox_relay.h) on SQLite and PostgreSQL, against the real stores, and
+// on the in-memory twin (testing/memory_inbox_store.h), all but the lanes (PostgreSQL only):
 // QueueBox's InboxRelayTest and InboxRelayClaimLostTest (reference §14.1, §14.3) and the
 // scenarios that apply to it (scenarios.md: crash between claim and forward, lost claim, two
 // relays on one database).
@@ -15,8 +16,8 @@
 #include <set>
 #include <thread>
 
+#include "inbox_test_support.h"
 #include "store/postgres/postgres_inbox_store.h"
-#include "store_test_support.h"
 #include "testing/join_on_exit.h"
 #include "testing/status_matchers.h"
 
@@ -24,7 +25,9 @@ namespace queuebox {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::StoreDb;
+using testing::InboxUnderTest;
+using testing::MemoryInboxUnderTest;
+using testing::SqlInboxUnderTest;
 using Kind = InboxStoreOutcome::Kind;
 
 class CountingObserver : public InboxRelayObserver {
@@ -98,17 +101,20 @@ class HookedClaims : public InboxRelayClaims {
 
 class InboxRelayTest : public ::testing::TestWithParam<std::string> {
  protected:
+  // A subject per parameter: "sqlite" and "postgresql" (a migrated store), "memory" (the twin).
   void SetUp() override {
-    std::string pg_url;
-    if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
-    db_ = std::make_unique<StoreDb>(GetParam());
-    db_->Create(pg_url);
-    store_ = db_->Open();
-    ASSERT_NE(store_, nullptr);
-    auto report = store_->Migrate(std::nullopt);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
-    inbox_ = store_->inbox();
-    ASSERT_NE(inbox_, nullptr);
+    if (GetParam() == "memory") {
+      subject_ = std::make_unique<MemoryInboxUnderTest>();
+    } else {
+      std::string pg_url;
+      if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+      auto sql = std::make_unique<SqlInboxUnderTest>(GetParam());
+      sql->Create(pg_url);
+      if (HasFatalFailure()) return;
+      db_ = &sql->db();
+      subject_ = std::move(sql);
+    }
+    inbox_ = &subject_->inbox();
   }
 
   InboxRelayOptions Options() const {
@@ -155,7 +161,14 @@ class InboxRelayTest : public ::testing::TestWithParam<std::string> {
     return total;
   }
 
-  std::string Count(const std::string& sql) { return db_->Scalar(sql); }
+  std::string Count(const std::string& sql) { return db_->Scalar(sql); }  // SQL subjects
+  std::string Field(const std::string& id, const std::string& column) {
+    return subject_->Field(id, column);
+  }
+  std::string Rows(const std::string& table, const std::string& column = "",
+                   const std::string& value = "") {
+    return subject_->Count(table, column, value);
+  }
   // The lane of inbox row `id` (PostgreSQL).
   int LaneOfRow(const std::string& id) {
     return std::stoi(Count("SELECT " + store::PostgresInboxStore::LaneOf(db_->config()) +
@@ -171,13 +184,11 @@ class InboxRelayTest : public ::testing::TestWithParam<std::string> {
                  "current_database())") != "0";
     });
   }
-  void ExpireInboxLeases() {
-    db_->Exec("UPDATE inbox SET lease_expires_at = " + db_->NowPlus(-3600) +
-              " WHERE state = 'processing'");
-  }
+  void ExpireInboxLeases() { subject_->ExpireEveryLease(); }
+  bool pg() const { return db_ != nullptr && db_->pg(); }
 
-  std::unique_ptr<StoreDb> db_;
-  std::unique_ptr<OutboxStore> store_;
+  std::unique_ptr<InboxUnderTest> subject_;
+  testing::StoreDb* db_ = nullptr;  // the SQL subject's database; null for the twin
   InboxStore* inbox_ = nullptr;
 };
 
@@ -186,27 +197,27 @@ TEST_P(InboxRelayTest, ForwardsEachPushRowWithItsTopicKeyHeadersAndMaxAttempts) 
                              R"({"h":"v","X-SOURCE":"spoofed","x-inbox-id":"spoofed"})");
   const std::string a2 = Add("evt_2", "cus_1");
   const std::string u = Add("evt_3", std::nullopt);
-  db_->Exec("UPDATE inbox SET correlation_id = 'corr-1' WHERE id = '" + a1 + "'");
+  subject_->SetCorrelationId(a1, "corr-1");
   CountingObserver observer;
   auto relay = MakeRelay(inbox_, &observer);
   ASSERT_NE(relay, nullptr);
 
   EXPECT_EQ(Drain(*relay), 3);
   EXPECT_EQ(observer.forwarded.load(), 3);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'processed'"), "3");
-  auto rows = db_->Query(
-      "SELECT topic, key, max_attempts, headers, payload FROM outbox "
-      "ORDER BY sequence");
+  EXPECT_EQ(Rows("inbox", "state", "processed"), "3");
+  auto rows = subject_->OutboxRows();
   ASSERT_EQ(rows.size(), 3u);
   std::map<std::string, nlohmann::json> by_inbox_id;
   std::vector<std::string> cus_1_order;
+  int unkeyed = 0;
   for (const auto& r : rows) {
-    EXPECT_EQ(r[0], "stripe.payment.succeeded");
-    EXPECT_EQ(r[2], "7");
-    nlohmann::json h = nlohmann::json::parse(r[3]);
+    EXPECT_EQ(r.topic, "stripe.payment.succeeded");
+    EXPECT_EQ(r.max_attempts, "7");
+    nlohmann::json h = nlohmann::json::parse(r.headers);
     by_inbox_id[h.value("x-inbox-id", "")] = h;
-    if (r[1] == "cus_1") cus_1_order.push_back(h.value("x-idempotency-key", ""));
-    EXPECT_EQ(nlohmann::json::parse(r[4])["key"], h.value("x-idempotency-key", ""));
+    if (r.key == "cus_1") cus_1_order.push_back(h.value("x-idempotency-key", ""));
+    if (!r.key) ++unkeyed;
+    EXPECT_EQ(nlohmann::json::parse(r.payload)["key"], h.value("x-idempotency-key", ""));
   }
   EXPECT_EQ(cus_1_order, (std::vector<std::string>{"evt_1", "evt_2"}));
   ASSERT_EQ(by_inbox_id.size(), 3u);
@@ -217,7 +228,7 @@ TEST_P(InboxRelayTest, ForwardsEachPushRowWithItsTopicKeyHeadersAndMaxAttempts) 
   EXPECT_EQ(h1["x-inbox-id"], a1);
   EXPECT_EQ(h1["X-Correlation-Id"], "corr-1");
   EXPECT_FALSE(by_inbox_id[a2].contains("X-Correlation-Id"));
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox WHERE key IS NULL"), "1");
+  EXPECT_EQ(unkeyed, 1);
   EXPECT_TRUE(by_inbox_id.count(u));
 }
 
@@ -231,11 +242,10 @@ TEST_P(InboxRelayTest, ABlankTopicMakesTheRowDeadWithARelayErrorAndWritesNothing
   auto n = (*relay)->RunCycle();
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 0);
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + id + "'"), "dead");
-  EXPECT_THAT(Count("SELECT last_error FROM inbox WHERE id = '" + id + "'"),
-              HasSubstr("rendered empty"));
+  EXPECT_EQ(Field(id, "state"), "dead");
+  EXPECT_THAT(Field(id, "last_error"), HasSubstr("rendered empty"));
   EXPECT_EQ(observer.errors.load(), 1);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+  EXPECT_EQ(Rows("outbox"), "0");
 }
 
 // S: the relay dies between its claim and its forward. The rows stay `processing` until their
@@ -253,21 +263,21 @@ TEST_P(InboxRelayTest, ACrashBetweenClaimAndForwardIsReclaimedAndForwardedOnce) 
   auto n = relay->RunCycle();  // leases still live: nothing to take
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 0);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+  EXPECT_EQ(Rows("outbox"), "0");
 
   ExpireInboxLeases();
   auto restarted = MakeRelay(inbox_);  // a new process reclaims on its first cycle
   ASSERT_NE(restarted, nullptr);
   EXPECT_EQ(Drain(*restarted), 3);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'processed'"), "3");
+  EXPECT_EQ(Rows("outbox"), "3");
+  EXPECT_EQ(Rows("inbox", "state", "processed"), "3");
   // The crashed relay's late forward is fenced out.
   std::vector<InboxForward> late;
   for (const auto& r : *crashed) late.push_back({{r.id, r.claim_token}, "late", "{}", 5});
   auto done = inbox_->Forward(late);
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->empty());
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
+  EXPECT_EQ(Rows("outbox"), "3");
 }
 
 // InboxRelayClaimLostTest, on the two-step path: another owner takes the rows between the claim
@@ -280,8 +290,7 @@ TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
   hooked.before_forward = [&](std::span<const InboxForward> forwards) {
     if (!thief.empty()) return;
     ASSERT_EQ(forwards.size(), 2u);
-    db_->Exec("UPDATE inbox SET lease_expires_at = " + db_->NowPlus(-3600) + " WHERE id = '" +
-              forwards[0].fence.id + "'");
+    subject_->ExpireLease(forwards[0].fence.id);
     ASSERT_TRUE(inbox_->ReclaimExpired().ok());
     auto taken = inbox_->ClaimPush(50, 60000);
     ASSERT_TRUE(taken.ok());
@@ -296,17 +305,17 @@ TEST_P(InboxRelayTest, ALostClaimInsertsNothingAndIsCounted) {
   EXPECT_EQ(*n, 1);
   EXPECT_EQ(observer.claims_lost.load(), 1);
   ASSERT_EQ(thief.size(), 1u);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "1");
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + thief[0].id + "'"), "processing");
-  EXPECT_EQ(
-      Count("SELECT COUNT(*) FROM outbox WHERE CAST(headers AS TEXT) LIKE '%" + thief[0].id + "%'"),
-      "0");
+  EXPECT_EQ(Rows("outbox"), "1");
+  EXPECT_EQ(Field(thief[0].id, "state"), "processing");
+  for (const auto& row : subject_->OutboxRows()) {
+    EXPECT_EQ(row.headers.find(thief[0].id), std::string::npos) << row.headers;
+  }
   // The new owner forwards it: one outbox row per inbox row in the end.
   std::vector<InboxForward> f = {{{thief[0].id, thief[0].claim_token}, "stripe.x", "{}", 5}};
   auto done = inbox_->Forward(f);
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->size(), 1u);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+  EXPECT_EQ(Rows("outbox"), "2");
 }
 
 // The lost claim on the default (one-transaction) path: another claimer (a second relay or a
@@ -317,7 +326,7 @@ TEST_P(InboxRelayTest, AClaimerRacingTheOneTransactionForwardTakesNoneOfItsRows)
   const std::string a = Add("evt_1", "cus_1");
   const std::string b = Add("evt_2", "cus_2");
   const std::string c = Add("evt_3", "cus_1");
-  auto other = db_->Open();
+  auto other = subject_->OpenAnother();
   ASSERT_NE(other, nullptr);
   HookedClaims hooked(inbox_);
   hooked.one_transaction = true;
@@ -328,11 +337,11 @@ TEST_P(InboxRelayTest, AClaimerRacingTheOneTransactionForwardTakesNoneOfItsRows)
   hooked.in_forward_due = [&] {
     if (racer.joinable()) return;
     racer = std::thread([&] {
-      raced = other->inbox()->ClaimPush(50, 60000);
-      a_when_raced = Count("SELECT state FROM inbox WHERE id = '" + a + "'");
+      raced = other->ClaimPush(50, 60000);
+      a_when_raced = Field(a, "state");
     });
     // The transaction goes on only once the racer waits for its lock: the race happens.
-    if (db_->pg()) {
+    if (pg()) {
       EXPECT_TRUE(WaitForAnAdvisoryLockWaiter());
     }
   };
@@ -350,18 +359,21 @@ TEST_P(InboxRelayTest, AClaimerRacingTheOneTransactionForwardTakesNoneOfItsRows)
   ASSERT_EQ(raced->size(), 1u) << "the racer takes only cus_1's next head";
   EXPECT_EQ((*raced)[0].id, c);
   EXPECT_EQ(a_when_raced, "processed") << "the racing claim ended only after the commit";
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + a + "'"), "processed");
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + b + "'"), "processed");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
+  EXPECT_EQ(Field(a, "state"), "processed");
+  EXPECT_EQ(Field(b, "state"), "processed");
+  EXPECT_EQ(Rows("outbox"), "2");
   // The racer forwards its row: one outbox row per inbox row, cus_1 in arrival order.
   std::vector<InboxForward> f = {{{c, (*raced)[0].claim_token}, "stripe.x", "{}", 5}};
-  auto done = other->inbox()->Forward(f);
+  auto done = other->Forward(f);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   EXPECT_THAT(*done, ::testing::ElementsAre(c));
-  auto rows = db_->Query("SELECT headers FROM outbox WHERE key = 'cus_1' ORDER BY sequence");
+  std::vector<std::string> rows;  // headers of cus_1's outbox rows, in sequence order
+  for (const auto& row : subject_->OutboxRows()) {
+    if (row.key == "cus_1") rows.push_back(row.headers);
+  }
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(nlohmann::json::parse(rows[0][0]).value("x-inbox-id", ""), a);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "3");
+  EXPECT_EQ(nlohmann::json::parse(rows[0]).value("x-inbox-id", ""), a);
+  EXPECT_EQ(Rows("outbox"), "3");
 }
 
 // The store's one-transaction forward: each row goes from `pending` straight to `processed` (or
@@ -390,20 +402,23 @@ TEST_P(InboxRelayTest, ForwardDueWritesEachRowOnceInClaimOrder) {
   EXPECT_THAT(planned, ::testing::ElementsAre(a, b, d));
   EXPECT_THAT(due->forwarded, ::testing::UnorderedElementsAre(a, b));
   EXPECT_THAT(due->dead, ::testing::ElementsAre(d));
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + a + "'"), "processed");
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + c + "'"), "pending");
-  EXPECT_EQ(Count("SELECT last_error FROM inbox WHERE id = '" + d + "'"),
-            "The topic template of source 'stripe' rendered empty");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE claim_token IS NOT NULL OR lease_expires_at "
-                  "IS NOT NULL OR (state = 'processed' AND (processed_at IS NULL OR claimed_at "
-                  "IS NULL))"),
-            "0");
-  auto rows = db_->Query("SELECT topic, key, max_attempts FROM outbox ORDER BY sequence");
+  EXPECT_EQ(Field(a, "state"), "processed");
+  EXPECT_EQ(Field(c, "state"), "pending");
+  EXPECT_EQ(Field(d, "last_error"), "The topic template of source 'stripe' rendered empty");
+  for (const std::string& id : {a, b, c, d}) {  // every row: no claim, no lease
+    EXPECT_EQ(Field(id, "claim_token"), "<null>") << id;
+    EXPECT_EQ(Field(id, "lease_expires_at"), "<null>") << id;
+    if (Field(id, "state") == "processed") {
+      EXPECT_NE(Field(id, "processed_at"), "<null>") << id;
+      EXPECT_NE(Field(id, "claimed_at"), "<null>") << id;
+    }
+  }
+  auto rows = subject_->OutboxRows();
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0][0], "t.evt_1");
-  EXPECT_EQ(rows[0][1], "cus_1");
-  EXPECT_EQ(rows[0][2], "4");
-  EXPECT_EQ(rows[1][0], "t.evt_2");
+  EXPECT_EQ(rows[0].topic, "t.evt_1");
+  EXPECT_EQ(rows[0].key.value_or("<null>"), "cus_1");
+  EXPECT_EQ(rows[0].max_attempts, "4");
+  EXPECT_EQ(rows[1].topic, "t.evt_2");
   // The next call takes evt_3, now the head of cus_1.
   auto next = inbox_->ForwardDue(50, [&](const ClaimedInboxRow& row) {
     InboxForwardPlan p;
@@ -421,18 +436,7 @@ TEST_P(InboxRelayTest, ARefusedForwardDueWritesNothingAndTheOtherRowsStillGo) {
   Add("evt_1", "cus_1", "ok");
   const std::string bad = Add("evt_2", "cus_2", "poison");
   Add("evt_3", "cus_3", "ok");
-  if (db_->pg()) {
-    db_->Exec(
-        "CREATE FUNCTION qb_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE "
-        "EXCEPTION 'refused by a trigger'; END $$");
-    db_->Exec(
-        "CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox FOR EACH ROW WHEN (NEW.topic = "
-        "'stripe.poison') EXECUTE FUNCTION qb_refuse()");
-  } else {
-    db_->Exec(
-        "CREATE TRIGGER qb_refuse BEFORE INSERT ON outbox WHEN NEW.topic = 'stripe.poison' "
-        "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END");
-  }
+  subject_->RefuseOutboxTopic("stripe.poison");
   auto plan = [](const ClaimedInboxRow& row) {
     InboxForwardPlan p;
     p.forward = {{}, "stripe." + row.event_type.value_or(""), "{}", 5};
@@ -441,8 +445,8 @@ TEST_P(InboxRelayTest, ARefusedForwardDueWritesNothingAndTheOtherRowsStillGo) {
   auto due = inbox_->ForwardDue(50, plan);
   ASSERT_FALSE(due.ok());
   EXPECT_FALSE(IsTransient(due.status().code())) << due.status().ToString();
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state = 'pending'"), "3");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "0");
+  EXPECT_EQ(Rows("inbox", "state", "pending"), "3");
+  EXPECT_EQ(Rows("outbox"), "0");
 
   CountingObserver observer;
   auto relay = MakeRelay(inbox_, &observer);
@@ -450,8 +454,8 @@ TEST_P(InboxRelayTest, ARefusedForwardDueWritesNothingAndTheOtherRowsStillGo) {
   auto n = relay->RunCycle();
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 2);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "2");
-  EXPECT_EQ(Count("SELECT state FROM inbox WHERE id = '" + bad + "'"), "processing");
+  EXPECT_EQ(Rows("outbox"), "2");
+  EXPECT_EQ(Field(bad, "state"), "processing");
   EXPECT_GE(observer.errors.load(), 2);  // the refused batch, then the refused row
 }
 
@@ -472,12 +476,12 @@ TEST_P(InboxRelayTest, TwoRelaysForwardEachRowOnceAndKeepEachAggregatesOrder) {
     }
   }
   ASSERT_TRUE(inbox_->Store(batch).ok());
-  auto second_store = db_->Open();
+  auto second_store = subject_->OpenAnother();
   ASSERT_NE(second_store, nullptr);
   InboxRelayOptions o = Options();
   o.relay.batch_size = 5;
   auto r1 = InboxRelay::Create(o, inbox_, inbox_);
-  auto r2 = InboxRelay::Create(o, second_store->inbox(), second_store->inbox());
+  auto r2 = InboxRelay::Create(o, second_store.get(), second_store.get());
   ASSERT_TRUE(r1.ok() && r2.ok());
   std::atomic<int64_t> total{0};
   const int kRows = kAggregates * kPerAggregate;
@@ -492,18 +496,19 @@ TEST_P(InboxRelayTest, TwoRelaysForwardEachRowOnceAndKeepEachAggregatesOrder) {
   t1.join();
   t2.join();
   EXPECT_EQ(total.load(), kRows);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(kRows));
-  auto rows = db_->Query("SELECT key, headers, payload FROM outbox ORDER BY sequence");
+  EXPECT_EQ(Rows("outbox"), std::to_string(kRows));
+  auto rows = subject_->OutboxRows();
   std::set<std::string> inbox_ids;
   std::map<std::string, int> last_n;
   for (const auto& r : rows) {
-    inbox_ids.insert(nlohmann::json::parse(r[1]).value("x-inbox-id", ""));
-    int n = nlohmann::json::parse(r[2])["n"].get<int>();
-    auto it = last_n.find(r[0]);
+    inbox_ids.insert(nlohmann::json::parse(r.headers).value("x-inbox-id", ""));
+    int n = nlohmann::json::parse(r.payload)["n"].get<int>();
+    const std::string key = r.key.value_or("<null>");
+    auto it = last_n.find(key);
     if (it != last_n.end()) {
-      EXPECT_EQ(n, it->second + 1) << "aggregate " << r[0];
+      EXPECT_EQ(n, it->second + 1) << "aggregate " << key;
     }
-    last_n[r[0]] = n;
+    last_n[key] = n;
   }
   EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows));
 }
@@ -570,7 +575,7 @@ TEST_P(InboxRelayLanesTest, ALaneForwardsOnlyItsRowsSkipsAHeldLaneAndRunsBesideA
     }
   }
   EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state <> 'processed'"), "0");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(ids.size() + 1));
+  EXPECT_EQ(Rows("outbox"), std::to_string(ids.size() + 1));
   EXPECT_EQ(Count("SELECT COUNT(DISTINCT headers) FROM outbox"), "1");  // all "{}"
   EXPECT_EQ(Count("SELECT COUNT(DISTINCT topic) FROM outbox"), std::to_string(ids.size() + 1));
   auto cus_0 = db_->Query("SELECT topic FROM outbox WHERE key = 'cus_0' ORDER BY sequence");
@@ -633,7 +638,7 @@ TEST_P(InboxRelayLanesTest, AClaimPushRacingALaneForwardWaitsAndTakesNoneOfItsRo
     if (racer.joinable()) return;
     racer = std::thread([&] {
       raced = other->inbox()->ClaimPush(50, 60000);
-      a_when_raced = Count("SELECT state FROM inbox WHERE id = '" + a + "'");
+      a_when_raced = Field(a, "state");
     });
     EXPECT_TRUE(WaitForAnAdvisoryLockWaiter());
   };
@@ -662,7 +667,7 @@ TEST_P(InboxRelayLanesTest, AClaimPushRacingALaneForwardWaitsAndTakesNoneOfItsRo
   auto lane = inbox_->ForwardDueInLane(LaneOfRow(c), 50, plan);
   ASSERT_TRUE(lane.ok()) << lane.status().ToString();
   EXPECT_EQ(lane->claimed, 0u);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), "1");
+  EXPECT_EQ(Rows("outbox"), "1");
 }
 
 // Lanes under load: two replicas, each with 4 workers, on many aggregates and unkeyed rows:
@@ -691,7 +696,7 @@ TEST_P(InboxRelayTest, LanedWorkersOfTwoReplicasForwardEachRowOnceInEachAggregat
   }
   ASSERT_TRUE(inbox_->Store(batch).ok());
   const int kRows = kAggregates * kPerAggregate + kUnkeyed;
-  auto second_store = db_->Open();
+  auto second_store = subject_->OpenAnother();
   ASSERT_NE(second_store, nullptr);
   InboxRelayOptions o = Options();
   o.relay.batch_size = 7;
@@ -699,7 +704,7 @@ TEST_P(InboxRelayTest, LanedWorkersOfTwoReplicasForwardEachRowOnceInEachAggregat
   o.relay.poll_interval_ms = 5;
   CountingObserver o1, o2;
   auto r1 = InboxRelay::Create(o, inbox_, inbox_, &o1);
-  auto r2 = InboxRelay::Create(o, second_store->inbox(), second_store->inbox(), &o2);
+  auto r2 = InboxRelay::Create(o, second_store.get(), second_store.get(), &o2);
   ASSERT_TRUE(r1.ok() && r2.ok());
   ASSERT_TRUE((*r1)->Start().ok());
   ASSERT_TRUE((*r2)->Start().ok());
@@ -709,29 +714,30 @@ TEST_P(InboxRelayTest, LanedWorkersOfTwoReplicasForwardEachRowOnceInEachAggregat
   (*r2)->Stop();
   EXPECT_EQ(o1.forwarded.load() + o2.forwarded.load(), kRows);
   EXPECT_EQ(o1.claims_lost.load() + o2.claims_lost.load(), 0);
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE state <> 'processed'"), "0");
-  EXPECT_EQ(Count("SELECT COUNT(*) FROM outbox"), std::to_string(kRows));
-  auto rows = db_->Query("SELECT key, headers, payload FROM outbox ORDER BY sequence");
+  EXPECT_EQ(Rows("inbox", "state", "processed"), Rows("inbox")) << "every row processed";
+  EXPECT_EQ(Rows("outbox"), std::to_string(kRows));
+  auto rows = subject_->OutboxRows();
   std::set<std::string> inbox_ids;
   std::map<std::string, int> last_n;
   for (const auto& r : rows) {
-    inbox_ids.insert(nlohmann::json::parse(r[1]).value("x-inbox-id", ""));
-    if (r[0] == "<null>") continue;  // unkeyed: no order
-    int n = nlohmann::json::parse(r[2])["n"].get<int>();
-    auto it = last_n.find(r[0]);
-    EXPECT_EQ(n, it == last_n.end() ? 0 : it->second + 1) << "aggregate " << r[0];
-    last_n[r[0]] = n;
+    inbox_ids.insert(nlohmann::json::parse(r.headers).value("x-inbox-id", ""));
+    if (!r.key) continue;  // unkeyed: no order
+    int n = nlohmann::json::parse(r.payload)["n"].get<int>();
+    auto it = last_n.find(*r.key);
+    EXPECT_EQ(n, it == last_n.end() ? 0 : it->second + 1) << "aggregate " << *r.key;
+    last_n[*r.key] = n;
   }
   EXPECT_EQ(inbox_ids.size(), static_cast<size_t>(kRows));
   EXPECT_EQ(last_n.size(), static_cast<size_t>(kAggregates));
-  if (db_->pg()) {
+  if (pg()) {
     EXPECT_EQ(Count("SELECT COUNT(DISTINCT " + store::PostgresInboxStore::LaneOf(db_->config()) +
                     ") FROM inbox"),
               "4");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dialects, InboxRelayTest, ::testing::Values("sqlite", "postgresql"),
+INSTANTIATE_TEST_SUITE_P(Stores, InboxRelayTest,
+                         ::testing::Values("sqlite", "postgresql", "memory"),
                          [](const auto& p) { return p.param; });
 INSTANTIATE_TEST_SUITE_P(PostgreSQL, InboxRelayLanesTest, ::testing::Values("postgresql"),
                          [](const auto& p) { return p.param; });

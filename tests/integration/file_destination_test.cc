@@ -1,4 +1,6 @@
-// The file destination against the real file system: JSON lines, durability before Delivered.
+// The file destination against the real file system: the line format, durability before
+// Delivered, write errors. What every destination does is in
+// tests/contract/destination_contract_test.cc.
 #include "destinations/file/file_destination.h"
 
 #include <fcntl.h>
@@ -11,14 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "destinations/registry.h"
 #include "testing/broker_testing.h"
 
 namespace queuebox {
@@ -104,23 +103,6 @@ TEST_F(FileDestinationTest, WritesOneParsableLinePerMessage) {
                                    R"("attempt":2,"headers":{},"payload":)"));
 }
 
-TEST_F(FileDestinationTest, AppendsAcrossBatchesAndRestarts) {
-  std::string path = dir_ + "/out.jsonl";
-  {
-    auto d = Make(path);
-    ASSERT_TRUE(d->Start().ok());
-    Publish(*d, {Row("a", std::nullopt, "1")});
-    d->Stop();
-  }
-  auto d = Make(path);
-  ASSERT_TRUE(d->Start().ok());
-  Publish(*d, {Row("b", std::nullopt, "2"), Row("c", std::nullopt, "3")});
-  std::vector<std::string> lines = ReadLines(path);
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(json::parse(lines[0])["id"], "a");
-  EXPECT_EQ(json::parse(lines[2])["id"], "c");
-}
-
 TEST_F(FileDestinationTest, StartFailsWhenTheFolderIsMissing) {
   auto d = Make(dir_ + "/missing/out.jsonl");
   Status s = d->Start();
@@ -177,71 +159,6 @@ TEST_F(FileDestinationTest, WriteErrorIsRetry) {
     EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
     EXPECT_EQ(o.error, "Publish failed: write /dev/full: No space left on device");
   }
-}
-
-TEST_F(FileDestinationTest, ConcurrentBatchesNeverInterleave) {
-  std::string path = dir_ + "/out.jsonl";
-  auto d = Make(path);
-  ASSERT_TRUE(d->Start().ok());
-  constexpr int kThreads = 4, kBatches = 20, kPerBatch = 10;
-  std::string big_payload = "{\"s\":\"" + std::string(10000, 'z') + "\"}";
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int b = 0; b < kBatches; ++b) {
-        std::vector<OutboxRow> rows;
-        for (int i = 0; i < kPerBatch; ++i) {
-          rows.push_back(Row(std::to_string(t) + "-" + std::to_string(b) + "-" + std::to_string(i),
-                             std::nullopt, big_payload));
-        }
-        Publish(*d, rows);
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  std::vector<std::string> lines = ReadLines(path);
-  ASSERT_EQ(lines.size(), static_cast<size_t>(kThreads * kBatches * kPerBatch));
-  for (const std::string& line : lines) {
-    json j = json::parse(line, nullptr, false);
-    ASSERT_FALSE(j.is_discarded());
-    EXPECT_EQ(j["payload"]["s"].get<std::string>().size(), 10000u);
-  }
-}
-
-TEST_F(FileDestinationTest, RegistryFactoryBuildsIt) {
-  const DestinationType* type = FindDestinationType("file");
-  ASSERT_NE(type, nullptr);
-  DestinationConfig config;
-  config.name = "archive";
-  config.type = "file";
-  config.options = {{"path", dir_ + "/from-registry.jsonl"}, {"fsync", true}};
-  Result<std::unique_ptr<Destination>> d = type->create(config, DestinationContext{});
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ((*d)->name(), "archive");
-  EXPECT_EQ((*d)->type(), "file");
-  ASSERT_TRUE((*d)->Start().ok());
-  Publish(**d, {Row("r", std::nullopt, "{}")});
-  EXPECT_EQ(ReadLines(dir_ + "/from-registry.jsonl").size(), 1u);
-}
-
-// destinations.<name>.headers, which docs/configuration.md gives every type ("Static headers on
-// every message; a row header of the same name wins") and examples/quickstart.yml sets
-// (X-Source: quickstart). It used to write only the row's headers.
-TEST_F(FileDestinationTest, StaticHeadersFromTheConfigurationAreWritten) {
-  DestinationConfig config;
-  config.name = "archive";
-  config.type = "file";
-  config.headers = {{"X-Source", "quickstart"}, {"X-Tenant", "static"}};
-  config.options = {{"path", dir_ + "/headers.jsonl"}, {"fsync", true}};
-  Result<std::unique_ptr<Destination>> d =
-      FindDestinationType("file")->create(config, DestinationContext{});
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  ASSERT_TRUE((*d)->Start().ok());
-  Publish(**d, {Row("r", std::nullopt, "{}", R"({"X-Tenant":"acme"})")});
-  std::vector<std::string> lines = ReadLines(dir_ + "/headers.jsonl");
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(json::parse(lines[0])["headers"],
-            json::parse(R"({"X-Source":"quickstart","X-Tenant":"acme"})"));
 }
 
 }  // namespace

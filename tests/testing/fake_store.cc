@@ -210,7 +210,31 @@ Result<int64_t> FakeStore::NextWakeDelayMs(int64_t max_wait_ms) {
 Result<std::string> FakeStore::Insert(const NewOutboxRow& in) {
   QB_FAKE_DOWN_CHECK();
   std::lock_guard<std::mutex> lock(mu_);
+  QB_RETURN_IF_ERROR(Refused(std::span<const NewOutboxRow>(&in, 1)));
+  return InsertLocked(in, NowMs());
+}
+
+Result<std::vector<std::string>> FakeStore::InsertAll(std::span<const NewOutboxRow> rows) {
+  if (rows.empty()) return std::vector<std::string>{};
+  QB_FAKE_DOWN_CHECK();
+  std::lock_guard<std::mutex> lock(mu_);
+  QB_RETURN_IF_ERROR(Refused(rows));
   const int64_t now = NowMs();
+  std::vector<std::string> ids;
+  for (const NewOutboxRow& in : rows) ids.push_back(InsertLocked(in, now));
+  return ids;
+}
+
+Status FakeStore::Refused(std::span<const NewOutboxRow> rows) const {
+  for (const NewOutboxRow& in : rows) {
+    if (!refused_topic_.empty() && in.topic == refused_topic_) {
+      return Internal("an insert of topic '" + in.topic + "' was refused");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string FakeStore::InsertLocked(const NewOutboxRow& in, int64_t now) {
   Row r;
   r.row.id = in.id.value_or(NewUuid());
   r.row.topic = in.topic;

@@ -44,9 +44,17 @@ class FakeStore final : public OutboxClaims {
 
   // The application's insert (OutboxStore::Insert's defaults; the payload is not checked).
   Result<std::string> Insert(const NewOutboxRow& row);
+  // Several rows in one "statement", in order: all or none (the inbox twin's forward).
+  Result<std::vector<std::string>> InsertAll(std::span<const NewOutboxRow> rows);
 
   // Test controls.
   void set_down(bool down) { down_ = down; }  // every call answers kUnavailable
+  // An insert of a row of `topic` fails with kInternal and inserts nothing (as a trigger that
+  // refuses it would); empty: none refused.
+  void set_refused_topic(std::string topic) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused_topic_ = std::move(topic);
+  }
   void AdvanceClock(int64_t ms) { skew_ms_ += ms; }
   int64_t NowMs() const;
   Row Get(const std::string& id);  // a default Row when there is none
@@ -58,6 +66,8 @@ class FakeStore final : public OutboxClaims {
 
  private:
   Row* Find(const std::string& id);
+  std::string InsertLocked(const NewOutboxRow& row, int64_t now);
+  Status Refused(std::span<const NewOutboxRow> rows) const;
   bool Owned(const Row& r, const Fence& f) const;
   template <typename Order, typename FenceOf, typename Change>
   Result<std::vector<std::string>> ApplyFenced(std::span<const Order> orders, FenceOf fence_of,
@@ -65,6 +75,7 @@ class FakeStore final : public OutboxClaims {
 
   mutable std::mutex mu_;
   std::vector<Row> rows_;
+  std::string refused_topic_;
   int64_t next_sequence_ = 1;
   std::atomic<bool> down_{false};
   std::atomic<int64_t> skew_ms_{0};

@@ -511,6 +511,29 @@ class HttpDestination::Worker {
   void Run(std::span<const OutboundMessage> batch, OutcomeSink& sink);
 
  private:
+  // The state of one Run: the batch, its requests in flight and the next index to start.
+  struct Pass {
+    Pass(std::span<const OutboundMessage> b, OutcomeSink& s)
+        : batch(b), sink(s), requests(b.size()) {}
+    std::span<const OutboundMessage> batch;
+    OutcomeSink& sink;
+    std::vector<std::unique_ptr<Request>> requests;
+    size_t next = 0;       // next batch index to start
+    size_t in_flight = 0;  // handles in the multi handle, each holding a permit
+    bool starved = false;  // a request is waiting for a permit that other batches hold
+  };
+
+  // Fails the whole batch (Retry) when it cannot be sent at all: no multi handle, or no auth
+  // header. Sets auth_header_ otherwise. True when the batch may be sent.
+  bool BeginBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink);
+  void StartMore(Pass& pass);
+  // Starts the request of pass.next (which holds a permit); reports it when it cannot start.
+  void StartOne(Pass& pass);
+  // Reports every request curl finished.
+  void CollectFinished(Pass& pass);
+  // The multi handle is broken: fails what is in flight and what is left (retried later).
+  void FailTheRest(Pass& pass, CURLMcode mc);
+
   CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
   void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
@@ -613,12 +636,13 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
   return Outcome::Retry(std::move(error));
 }
 
-void HttpDestination::Worker::Run(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+bool HttpDestination::Worker::BeginBatch(std::span<const OutboundMessage> batch,
+                                         OutcomeSink& sink) {
   if (multi_ == nullptr) {
     for (size_t i = 0; i < batch.size(); ++i) {
       sink.Report(i, Outcome::Retry("Publish failed: curl_multi_init failed"));
     }
-    return;
+    return false;
   }
   // One auth header for the whole batch (an OAuth2 token is fetched at most once per key).
   auth_header_.reset();
@@ -627,104 +651,116 @@ void HttpDestination::Worker::Run(std::span<const OutboundMessage> batch, Outcom
     if (!header.ok()) {
       std::string reason = SanitizeError(header.status().message(), settings_.max_error_body_bytes);
       for (size_t i = 0; i < batch.size(); ++i) sink.Report(i, Outcome::Retry(reason));
-      return;
+      return false;
     }
     auth_header_ = std::move(header).value();
   }
-  std::vector<std::unique_ptr<Request>> requests(batch.size());
-  size_t next = 0;       // next batch index to start
-  size_t in_flight = 0;  // handles in the multi handle, each holding a permit
-  bool starved = false;  // a request is waiting for a permit that other batches hold
+  return true;
+}
 
-  // Starts requests while permits are free. With none in flight, waits for a permit (the other
-  // batches' requests release theirs as they finish).
-  auto start_more = [&] {
-    starved = false;
-    while (next < batch.size()) {
-      const OutboxRow* row = batch[next].row;
-      if (row == nullptr) {
-        sink.Report(next++, Outcome::Reject("Publish failed: no row"));
-        continue;
-      }
-      // A message still waiting here whose claim was lost is never sent.
-      if (batch[next].cancel_requested()) {
-        sink.Report(next++, Outcome::Cancelled());
-        continue;
-      }
-      if (!owner_.TakePermit(/*wait=*/in_flight == 0)) {
-        starved = true;
-        return;
-      }
-      if (batch[next].cancel_requested()) {  // lost while this call waited for the permit
-        owner_.ReleasePermit();
-        sink.Report(next++, Outcome::Cancelled());
-        continue;
-      }
-      size_t i = next++;
-      auto r = std::make_unique<Request>();
-      r->index = i;
-      Status prepared = Prepare(batch[i], *r);
-      if (!prepared.ok()) {
-        if (r->easy != nullptr) GiveBack(r->easy);
-        owner_.ReleasePermit();
-        Outcome o =
-            prepared.code() == StatusCode::kInvalidArgument
-                ? Outcome::Reject(SanitizeError(prepared.message(), settings_.max_error_body_bytes))
-                : Outcome::Retry("Publish failed: " + prepared.message());
-        sink.Report(i, std::move(o));
-        continue;
-      }
-      CURLMcode added = curl_multi_add_handle(multi_, r->easy);
-      if (added != CURLM_OK) {
-        GiveBack(r->easy);
-        owner_.ReleasePermit();
-        sink.Report(i,
-                    Outcome::Retry(std::string("Publish failed: ") + curl_multi_strerror(added)));
-        continue;
-      }
-      requests[i] = std::move(r);
-      ++in_flight;
+// Starts requests while permits are free. With none in flight, waits for a permit (the other
+// batches' requests release theirs as they finish).
+void HttpDestination::Worker::StartMore(Pass& pass) {
+  pass.starved = false;
+  while (pass.next < pass.batch.size()) {
+    const OutboundMessage& message = pass.batch[pass.next];
+    if (message.row == nullptr) {
+      pass.sink.Report(pass.next++, Outcome::Reject("Publish failed: no row"));
+      continue;
     }
-  };
+    // A message still waiting here whose claim was lost is never sent.
+    if (message.cancel_requested()) {
+      pass.sink.Report(pass.next++, Outcome::Cancelled());
+      continue;
+    }
+    if (!owner_.TakePermit(/*wait=*/pass.in_flight == 0)) {
+      pass.starved = true;
+      return;
+    }
+    if (message.cancel_requested()) {  // lost while this call waited for the permit
+      owner_.ReleasePermit();
+      pass.sink.Report(pass.next++, Outcome::Cancelled());
+      continue;
+    }
+    StartOne(pass);
+  }
+}
 
-  start_more();
-  while (in_flight > 0) {
+void HttpDestination::Worker::StartOne(Pass& pass) {
+  size_t i = pass.next++;
+  auto r = std::make_unique<Request>();
+  r->index = i;
+  Status prepared = Prepare(pass.batch[i], *r);
+  if (!prepared.ok()) {
+    if (r->easy != nullptr) GiveBack(r->easy);
+    owner_.ReleasePermit();
+    Outcome o =
+        prepared.code() == StatusCode::kInvalidArgument
+            ? Outcome::Reject(SanitizeError(prepared.message(), settings_.max_error_body_bytes))
+            : Outcome::Retry("Publish failed: " + prepared.message());
+    pass.sink.Report(i, std::move(o));
+    return;
+  }
+  CURLMcode added = curl_multi_add_handle(multi_, r->easy);
+  if (added != CURLM_OK) {
+    GiveBack(r->easy);
+    owner_.ReleasePermit();
+    pass.sink.Report(i,
+                     Outcome::Retry(std::string("Publish failed: ") + curl_multi_strerror(added)));
+    return;
+  }
+  pass.requests[i] = std::move(r);
+  ++pass.in_flight;
+}
+
+void HttpDestination::Worker::CollectFinished(Pass& pass) {
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    Request* r = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &r);
+    CURLcode result = msg->data.result;
+    curl_multi_remove_handle(multi_, r->easy);
+    --pass.in_flight;
+    owner_.ReleasePermit();
+    Outcome outcome = Finish(*r, result);
+    GiveBack(r->easy);
+    size_t index = r->index;
+    pass.requests[index].reset();
+    pass.sink.Report(index, std::move(outcome));
+  }
+}
+
+void HttpDestination::Worker::FailTheRest(Pass& pass, CURLMcode mc) {
+  std::string reason = std::string("Publish failed: ") + curl_multi_strerror(mc);
+  for (auto& r : pass.requests) {
+    if (!r) continue;
+    curl_multi_remove_handle(multi_, r->easy);
+    GiveBack(r->easy);
+    owner_.ReleasePermit();
+    pass.sink.Report(r->index, Outcome::Retry(reason));
+    r.reset();
+  }
+  pass.in_flight = 0;
+  while (pass.next < pass.batch.size()) pass.sink.Report(pass.next++, Outcome::Retry(reason));
+}
+
+void HttpDestination::Worker::Run(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
+  if (!BeginBatch(batch, sink)) return;
+  Pass pass(batch, sink);
+  StartMore(pass);
+  while (pass.in_flight > 0) {
     int running = 0;
     CURLMcode mc = curl_multi_perform(multi_, &running);
     if (mc == CURLM_OK) {
-      int left = 0;
-      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-        if (msg->msg != CURLMSG_DONE) continue;
-        Request* r = nullptr;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &r);
-        CURLcode result = msg->data.result;
-        curl_multi_remove_handle(multi_, r->easy);
-        --in_flight;
-        owner_.ReleasePermit();
-        Outcome outcome = Finish(*r, result);
-        GiveBack(r->easy);
-        size_t index = r->index;
-        requests[index].reset();
-        sink.Report(index, std::move(outcome));
-      }
-      start_more();
+      CollectFinished(pass);
+      StartMore(pass);
       // A starved batch looks for freed permits every 5 ms (other batches do not wake it).
-      if (in_flight > 0) mc = curl_multi_poll(multi_, nullptr, 0, starved ? 5 : 1000, nullptr);
-    }
-    if (mc != CURLM_OK) {
-      // The multi handle is broken: fail what is still in flight (retried later).
-      std::string reason = std::string("Publish failed: ") + curl_multi_strerror(mc);
-      for (auto& r : requests) {
-        if (!r) continue;
-        curl_multi_remove_handle(multi_, r->easy);
-        GiveBack(r->easy);
-        owner_.ReleasePermit();
-        sink.Report(r->index, Outcome::Retry(reason));
-        r.reset();
+      if (pass.in_flight > 0) {
+        mc = curl_multi_poll(multi_, nullptr, 0, pass.starved ? 5 : 1000, nullptr);
       }
-      in_flight = 0;
-      while (next < batch.size()) sink.Report(next++, Outcome::Retry(reason));
     }
+    if (mc != CURLM_OK) FailTheRest(pass, mc);
   }
 }
 

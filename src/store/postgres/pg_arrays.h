@@ -1,6 +1,6 @@
 // pg_arrays.h: the text forms the PostgreSQL stores bind for their batch statements
-// (`unnest($1::uuid[], ...)`) and the replay dialect built on them, shared by the outbox and inbox
-// stores.
+// (`unnest($1::uuid[], ...)`), the replay dialect built on them and the schema guard's column
+// query, shared by the outbox and inbox stores.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -49,6 +49,13 @@ inline std::string Ts(const std::string& col) {
 }
 
 inline constexpr const char* kMs = " * interval '1 millisecond'";
+
+// The column names of table $1, for the schema guard (common.h RequireColumn). Like QueueBox's
+// SchemaGuard: the table as written, lower or upper case; columns compared without case.
+inline constexpr const char* kPgTableColumnsSql =
+    "SELECT column_name FROM information_schema.columns WHERE table_schema = ANY "
+    "(current_schemas(false)) AND table_name::text IN ($1::text, lower($1::text), "
+    "upper($1::text))";
 
 // A fence whose id or token is not a UUID can never match (QueueBox: a null token never
 // matches), so it is left out instead of failing the whole batch on the uuid cast.

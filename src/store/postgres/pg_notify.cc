@@ -1,11 +1,6 @@
 #include "store/postgres/pg_notify.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <utility>
 
 #include "core/backoff.h"
@@ -17,14 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// A terminated backend sends its FATAL message outside any query; libpq would print it on
-// stderr through the default notice processor. The reconnect log line reports the loss instead.
-void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
-
-int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
-  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
-}
 
 // Frees every queued notification; true when there was at least one.
 bool DrainNotifications(PGconn* pg) {
@@ -79,46 +66,19 @@ void PgNotifyListener::EnsureTriggerEnabled(PgConnection& conn) {
       {{"reason", SanitizeError(status.message())}, {"statement", enable}});
 }
 
-PgNotifyListener::~PgNotifyListener() {
-  Stop();
-  if (stop_fd_ >= 0) close(stop_fd_);
-}
+PgNotifyListener::~PgNotifyListener() { Stop(); }
 
 Status PgNotifyListener::Start() {
-  if (thread_.joinable() || stopping_.load()) {
-    return FailedPrecondition("the LISTEN/NOTIFY listener is already started");
-  }
-  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return Internal("cannot create the listener's stop event (eventfd)");
-  thread_ = std::thread([this] { Loop(); });
-  return Status::Ok();
+  return thread_.Start([this] { Loop(); });
 }
 
 void PgNotifyListener::Stop() {
-  if (!thread_.joinable()) return;
-  stopping_ = true;
-  uint64_t one = 1;
-  while (write(stop_fd_, &one, sizeof one) < 0 && errno == EINTR) {
-  }
-  thread_.join();
-  listening_ = false;
+  if (thread_.Stop()) listening_ = false;
 }
 
 int PgNotifyListener::WaitFor(int fd, int64_t ms) {
-  pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
-  const nfds_t n = fd >= 0 ? 2 : 1;
-  const auto deadline = Clock::now() + milliseconds(ms);
-  while (true) {
-    if (stopping_.load()) return -1;
-    int timeout =
-        ms < 0 ? -1
-               : static_cast<int>(std::min<int64_t>(MillisUntil(deadline, Clock::now()), 1 << 30));
-    int r = poll(fds, n, timeout);
-    if (r < 0 && errno == EINTR) continue;
-    if (stopping_.load() || (r > 0 && fds[0].revents != 0)) return -1;
-    if (r > 0) return 1;  // readable, hung up or in error: PQconsumeInput tells which
-    return 0;             // timeout (or a poll error: the caller re-checks its connection)
-  }
+  const int r = thread_.WaitFor(fd, -1, ms);
+  return r > 0 ? 1 : r;  // readable, hung up or in error: PQconsumeInput tells which
 }
 
 void PgNotifyListener::FireWake() {
@@ -129,11 +89,11 @@ void PgNotifyListener::FireWake() {
 void PgNotifyListener::Loop() {
   log::RateLimiter limiter(milliseconds(30000));
   int failures = 0;
-  while (!stopping_.load()) {
+  while (!thread_.stopping()) {
     Status status = Status::Ok();
     auto conn = PgConnection::Connect(settings_);
     if (conn.ok()) {
-      PQsetNoticeProcessor((*conn)->native(), IgnoreNotice, nullptr);
+      IgnoreNotices((*conn)->native());
       status = (*conn)->Exec(std::string("LISTEN ") + kNotifyChannel);
       if (status.ok()) EnsureTriggerEnabled(**conn);
     } else {
@@ -150,7 +110,7 @@ void PgNotifyListener::Loop() {
       listening_ = true;
       Serve(**conn);
       listening_ = false;
-      if (stopping_.load()) break;
+      if (thread_.stopping()) break;
       status = Unavailable("the listener's connection to PostgreSQL was lost");
     }
     int64_t delay =

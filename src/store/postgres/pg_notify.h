@@ -33,11 +33,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "store/open_store.h"
+#include "store/postgres/notifier_thread.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store {
@@ -97,9 +97,7 @@ class PgNotifyListener final : public InsertListener {
   bool trigger_warned_ = false;
   std::function<void()> on_wake_;
   PgNotifyOptions options_;
-  int stop_fd_ = -1;  // eventfd
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
+  NotifierThread thread_{"the LISTEN/NOTIFY listener", "the listener"};
   std::atomic<bool> listening_{false};
   std::atomic<int64_t> connections_{0};
   std::atomic<int64_t> wakes_{0};

@@ -8,6 +8,7 @@
 #include "store/inbox_common.h"
 #include "store/named_sql.h"
 #include "store/postgres/pg_arrays.h"
+#include "store/postgres/pg_fenced.h"
 
 namespace queuebox::store {
 
@@ -35,15 +36,6 @@ std::string PgArrayOrNull(const std::vector<std::optional<std::string>>& items) 
   return out + "}";
 }
 
-// UPDATE ... FROM unnest(<arrays>) AS f(<names>), fenced by id, token, state and lease.
-std::string FencedInboxUpdate(const std::string& set, const std::string& unnest,
-                              const std::string& names) {
-  return "UPDATE {T} AS i SET " + set + " FROM unnest(" + unnest + ") AS f(" + names +
-         ") WHERE i.{id} = f.qb_id AND i.{claim_token} = f.qb_token"
-         " AND i.{state} = 'processing' AND i.{lease_expires_at} > clock_timestamp()"
-         " RETURNING i.{id}::text";
-}
-
 // The lane of a row over `agg` (its aggregate id) and `id` (docs/inbox.md, "Lanes"): hashtext
 // of the aggregate id, of the id for a row without one, masked to kInboxLanes (a power of two).
 // Always computed by the database all replicas share, so they agree on it.
@@ -68,6 +60,22 @@ const std::string& ClaimTemplate(std::vector<std::string> flags) {
   return *new std::string(sql->sql());
 }
 
+// Forward's statement: the INSERT reads only the rows the fenced UPDATE changed, so a lost claim
+// inserts nothing; the outbox rows are inserted in claim order (their sequence).
+std::string ForwardSql(const PgFencedWrites& fenced) {
+  return "WITH qb_f AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], "
+         "$5::int[], $6::int[]) AS f(qb_id, qb_token, qb_topic, qb_headers, qb_max, qb_ord)), "
+         "qb_done AS (UPDATE {T} AS i SET {state} = 'processed', {processed_at} = "
+         "clock_timestamp(), {claim_token} = NULL, {lease_expires_at} = NULL FROM qb_f WHERE " +
+         fenced.FencePredicate("qb_f") +
+         " RETURNING i.{id} AS qb_id, i.{aggregate_id} AS qb_key, i.{payload} AS qb_payload, "
+         "qb_f.qb_topic, qb_f.qb_headers, qb_f.qb_max, qb_f.qb_ord), "
+         "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
+         "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
+         "qb_done ORDER BY qb_ord RETURNING 1) "
+         "SELECT qb_id::text FROM qb_done";
+}
+
 void SortInClaimOrder(std::vector<ClaimedInboxRow>& rows) {
   // RETURNING order is undefined: claim order.
   std::sort(rows.begin(), rows.end(), [](const ClaimedInboxRow& a, const ClaimedInboxRow& b) {
@@ -83,7 +91,11 @@ PostgresInboxStore::PostgresInboxStore(DatabaseConfig config, PgPool& pool,
     : config_(std::move(config)),
       pool_(pool),
       claim_lock_key_(JavaStringHash(config_.inbox_table)),
-      outbox_window_(outbox_window) {}
+      outbox_window_(outbox_window),
+      fenced_({"i", "", "r.{consumption} = 'push' AND "},
+              [this](const std::string& tmpl, const std::vector<SqlParam>& params, int64_t* changes,
+                     PgConnection::Plan plan) { return Run(tmpl, params, changes, plan); }),
+      forward_sql_(ForwardSql(fenced_)) {}
 
 std::string PostgresInboxStore::Sql(std::string_view tmpl) const {
   return RenderInboxSql(tmpl, config_);
@@ -177,24 +189,7 @@ Result<std::vector<InboxStoreOutcome>> PostgresInboxStore::Insert(
                                          PgArray(states), PgArrayOrNull(errors), PgArray(delays),
                                          PgArrayOrNull(publish), PgArrayOrNull(ids)},
                                         nullptr, PgConnection::Plan::kCached));
-  std::map<std::pair<std::string, std::string>, std::string> inserted;
-  for (const SqlRow& r : rows) {
-    if (r.size() < 3 || !r[0] || !r[1] || !r[2])
-      return Internal("The inbox insert returned no id.");
-    inserted[{*r[1], *r[2]}] = *r[0];
-  }
-  std::vector<InboxStoreOutcome> out;
-  out.reserve(batch.size());
-  for (const NewInboxMessage* m : batch) {
-    auto it = inserted.find({m->source, m->idempotency_key});
-    if (it == inserted.end()) {
-      out.push_back({InboxStoreOutcome::Kind::kDuplicate, "", Status::Ok()});
-      continue;
-    }
-    out.push_back({InboxStoreOutcome::Kind::kStored, std::move(it->second), Status::Ok()});
-    inserted.erase(it);  // a later message with the same key is a duplicate
-  }
-  return out;
+  return InboxInsertOutcomes(batch, rows);
 }
 
 Result<std::vector<ClaimedInboxRow>> PostgresInboxStore::ClaimPush(int limit, int64_t lease_ms) {
@@ -363,84 +358,33 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn,
 
 Result<std::vector<std::string>> PostgresInboxStore::Forward(
     std::span<const InboxForward> forwards) {
-  std::vector<std::string> ids, tokens, topics, headers, maxes, ords;
+  std::vector<std::string> topics, headers, maxes, ords;
   std::map<const InboxForward*, size_t> position;
   for (size_t i = 0; i < forwards.size(); ++i) position[&forwards[i]] = i;
-  for (const InboxForward* f :
-       InIdOrder(forwards, [](const InboxForward& x) -> const Fence& { return x.fence; })) {
-    ids.push_back(f->fence.id);
-    tokens.push_back(f->fence.claim_token);
-    topics.push_back(f->topic);
-    headers.push_back(f->headers);
-    maxes.push_back(std::to_string(f->max_attempts));
-    ords.push_back(std::to_string(position[f]));
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  // One statement: the INSERT reads only the rows the fenced UPDATE changed, so a lost claim
-  // inserts nothing; the outbox rows are inserted in claim order (their sequence).
-  static const std::string tmpl =
-      "WITH qb_f AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], "
-      "$5::int[], $6::int[]) AS f(qb_id, qb_token, qb_topic, qb_headers, qb_max, qb_ord)), "
-      "qb_done AS (UPDATE {T} AS i SET {state} = 'processed', {processed_at} = "
-      "clock_timestamp(), {claim_token} = NULL, {lease_expires_at} = NULL FROM qb_f "
-      "WHERE i.{id} = qb_f.qb_id AND i.{claim_token} = qb_f.qb_token AND i.{state} = "
-      "'processing' AND i.{lease_expires_at} > clock_timestamp() RETURNING i.{id} AS qb_id, "
-      "i.{aggregate_id} AS qb_key, i.{payload} AS qb_payload, qb_f.qb_topic, qb_f.qb_headers, "
-      "qb_f.qb_max, qb_f.qb_ord), "
-      "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
-      "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
-      "qb_done ORDER BY qb_ord RETURNING 1) "
-      "SELECT qb_id::text FROM qb_done";
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), PgArray(topics),
-                                               PgArray(headers), PgArray(maxes), PgArray(ords)}));
-  return FirstColumn(rows);
+  FenceArrays batch = FencedBatch(
+      forwards, [](const InboxForward& x) -> const Fence& { return x.fence; },
+      [&](const InboxForward& f) {
+        topics.push_back(f.topic);
+        headers.push_back(f.headers);
+        maxes.push_back(std::to_string(f.max_attempts));
+        ords.push_back(std::to_string(position[&f]));
+      });
+  if (batch.empty()) return std::vector<std::string>{};
+  return fenced_.Ids(forward_sql_, {PgArray(batch.ids), PgArray(batch.tokens), PgArray(topics),
+                                    PgArray(headers), PgArray(maxes), PgArray(ords)});
 }
 
 Result<std::vector<std::string>> PostgresInboxStore::MarkDead(std::span<const DeadOrder> orders) {
-  std::vector<std::string> ids, tokens, errors;
-  for (const DeadOrder* o :
-       InIdOrder(orders, [](const DeadOrder& x) -> const Fence& { return x.fence; })) {
-    ids.push_back(o->fence.id);
-    tokens.push_back(o->fence.claim_token);
-    errors.push_back(o->error);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  static const std::string tmpl = FencedInboxUpdate(
-      "{state} = 'dead', {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, "
-      "{last_error} = f.qb_error",
-      "$1::uuid[], $2::uuid[], $3::text[]", "qb_id, qb_token, qb_error");
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), PgArray(errors)}));
-  return FirstColumn(rows);
+  return fenced_.MarkDead(orders);
 }
 
 Result<std::vector<std::string>> PostgresInboxStore::Renew(std::span<const Fence> fences,
                                                            int64_t lease_ms) {
-  std::vector<std::string> ids, tokens;
-  for (const Fence* f : InIdOrder(fences, [](const Fence& x) -> const Fence& { return x; })) {
-    ids.push_back(f->id);
-    tokens.push_back(f->claim_token);
-  }
-  if (ids.empty()) return std::vector<std::string>{};
-  QB_RETURN_IF_ERROR(ValidateClaim(1, lease_ms));
-  static const std::string tmpl =
-      FencedInboxUpdate("{lease_expires_at} = clock_timestamp() + $3::bigint" + std::string(kMs),
-                        "$1::uuid[], $2::uuid[]", "qb_id, qb_token");
-  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(tmpl, {PgArray(ids), PgArray(tokens), lease_ms}));
-  return FirstColumn(rows);
+  return fenced_.Renew(fences, lease_ms);
 }
 
-Result<int64_t> PostgresInboxStore::ReclaimExpired() {
-  int64_t changes = 0;
-  // Push rows only: the pull claim takes expired pull rows itself (reference §4). SKIP LOCKED as
-  // the outbox's reclaim: a row locked by a fenced write stays expired for the next reclaim.
-  static const std::string sql =
-      "UPDATE {T} SET {state} = 'pending', {claimed_at} = NULL WHERE {id} IN (SELECT r.{id} FROM "
-      "{T} AS r WHERE r.{state} = 'processing' AND r.{consumption} = 'push' AND "
-      "(r.{lease_expires_at} IS NULL OR r.{lease_expires_at} <= clock_timestamp()) "
-      "FOR UPDATE OF r SKIP LOCKED)";
-  QB_RETURN_IF_ERROR(Run(sql, {}, &changes, PgConnection::Plan::kCached).status());
-  return changes;
-}
+// Push rows only: the pull claim takes expired pull rows itself (reference §4).
+Result<int64_t> PostgresInboxStore::ReclaimExpired() { return fenced_.ReclaimExpired(); }
 
 namespace {
 constexpr const char* kOldestPendingInboxSql =
@@ -517,18 +461,13 @@ Result<int64_t> PostgresInboxStore::DeleteBeyondCount(const std::string& state, 
 }
 
 Status PostgresInboxStore::CheckSchema() {
-  const std::string& table = config_.inbox_table;
   const std::string& column = config_.inbox_columns.headers;
-  // Like QueueBox's SchemaGuard: the table as written, lower or upper case; columns compared
-  // without case.
-  QB_ASSIGN_OR_RETURN(SqlRows cols,
-                      Run("SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                          "ANY (current_schemas(false)) AND table_name::text IN ($1::text, "
-                          "lower($1::text), upper($1::text))",
-                          {table}, nullptr, PgConnection::Plan::kCached));
-  return RequireInboxHeaders(table, column, FirstColumn(cols),
-                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
-                                 " JSONB NOT NULL DEFAULT '{}';");
+  QB_ASSIGN_OR_RETURN(SqlRows cols, Run(kPgTableColumnsSql, {config_.inbox_table}, nullptr,
+                                        PgConnection::Plan::kCached));
+  return RequireColumn(
+      InboxHeadersColumn(config_, "ALTER TABLE " + Quote(config_.inbox_table) + " ADD COLUMN " +
+                                      Quote(column) + " JSONB NOT NULL DEFAULT '{}';"),
+      FirstColumn(cols));
 }
 
 }  // namespace queuebox::store

@@ -38,6 +38,7 @@
 #include "store/common.h"
 #include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/pg_fenced.h"
 
 namespace queuebox::store {
 
@@ -108,6 +109,8 @@ class PostgresInboxStore final : public InboxStore {
   PgPool& pool_;
   int64_t claim_lock_key_;  // JavaStringHash(inbox table name)
   ClaimWindowState* outbox_window_;
+  PgFencedWrites fenced_;          // alias i; runs on pool_
+  const std::string forward_sql_;  // after fenced_, which builds it
 };
 
 }  // namespace queuebox::store

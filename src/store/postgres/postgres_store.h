@@ -3,8 +3,8 @@
 // Every statement names the mapped table and columns (double-quoted) and uses clock_timestamp()
 // for every time decision. The claim is one statement (claim.sql; docs/claim.md) whose inputs
 // from earlier claims come from ClaimWindowState and whose key share comes from ReplicaHeartbeat;
-// fenced writes are one UPDATE ... FROM unnest(arrays) per batch. Connections come from a pool of
-// database.poolSize (pg_connection.h).
+// fenced writes are one UPDATE ... FROM unnest(arrays) per batch (pg_fenced.h, shared with the
+// inbox store). Connections come from a pool of database.poolSize (pg_connection.h).
 //
 // Terminal writes (sent, retry, dead) clear claim_token and lease_expires_at; reclaim keeps them
 // like QueueBox does (the state change already makes the old token useless).
@@ -19,6 +19,7 @@
 #include "queuebox/store.h"
 #include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/pg_fenced.h"
 #include "store/postgres/postgres_inbox_store.h"
 #include "store/postgres/replica_heartbeat.h"
 
@@ -68,25 +69,24 @@ class PostgresOutboxStore final : public OutboxStore {
                       PgConnection::Plan plan = PgConnection::Plan::kCached);
   // Runs one rendered statement whose result is read by column name.
   Result<SqlTable> RunTable(const std::string& tmpl, const std::vector<SqlParam>& params);
-  // The first column of a fenced batch statement's rows; planned per call (PgConnection::Plan).
-  Result<std::vector<std::string>> Ids(const std::string& tmpl,
-                                       const std::vector<SqlParam>& params);
-  // Ids for an outcome (sent, retry, dead): a changed row frees its key's next row, so the claim's
-  // key walk is allowed again (ClaimWindowState::OutcomeWritten).
-  // ScheduleRetry and Release (RetryOrder / ReleaseOrder): one fenced statement, `tmpl` with
-  // $1 ids, $2 tokens, $3 delays (ms), $4 errors.
+  // Ids of an outcome (sent, retry, dead) as given: a changed row frees its key's next row, so the
+  // claim's key walk is allowed again (ClaimWindowState::OutcomeWritten).
+  Result<std::vector<std::string>> OutcomeIds(Result<std::vector<std::string>> ids);
+  // ScheduleRetry and Release (RetryOrder / ReleaseOrder): one fenced statement, `tmpl`
+  // (retry_sql_ or release_sql_).
   template <typename Order>
   Result<std::vector<std::string>> Reschedule(const std::string& tmpl,
                                               std::span<const Order> orders);
-  Result<std::vector<std::string>> OutcomeIds(const std::string& tmpl,
-                                              const std::vector<SqlParam>& params);
 
   DatabaseConfig config_;
   PgPool pool_;
   ClaimWindowState window_;
+  PgFencedWrites fenced_;  // alias o; runs on pool_
 
   ReplicaHeartbeat heartbeat_;  // after window_: a share change resets it
   PostgresInboxStore inbox_;    // after pool_ and window_, which it uses
+  // The outbox's own fenced templates (after fenced_, which builds them).
+  const std::string sent_sql_, retry_sql_, release_sql_;
 };
 
 }  // namespace queuebox::store

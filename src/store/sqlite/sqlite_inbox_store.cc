@@ -199,24 +199,7 @@ Result<std::vector<InboxStoreOutcome>> SqliteInboxStore::Insert(
   }
   static const std::string tmpl = StoreTemplate();
   QB_ASSIGN_OR_RETURN(SqlRows rows, outbox_.Write(Sql(tmpl), {BatchJson(items)}));
-  std::map<std::pair<std::string, std::string>, std::string> inserted;
-  for (const SqlRow& r : rows) {
-    if (r.size() < 3 || !r[0] || !r[1] || !r[2])
-      return Internal("The inbox insert returned no id.");
-    inserted[{*r[1], *r[2]}] = *r[0];
-  }
-  std::vector<InboxStoreOutcome> out;
-  out.reserve(batch.size());
-  for (const NewInboxMessage* m : batch) {
-    auto it = inserted.find({m->source, m->idempotency_key});
-    if (it == inserted.end()) {
-      out.push_back({InboxStoreOutcome::Kind::kDuplicate, "", Status::Ok()});
-      continue;
-    }
-    out.push_back({InboxStoreOutcome::Kind::kStored, std::move(it->second), Status::Ok()});
-    inserted.erase(it);
-  }
-  return out;
+  return InboxInsertOutcomes(batch, rows);
 }
 
 Result<std::vector<ClaimedInboxRow>> SqliteInboxStore::ClaimPush(int limit, int64_t lease_ms) {
@@ -433,14 +416,14 @@ Result<int64_t> SqliteInboxStore::DeleteBeyondCount(const std::string& state, in
 }
 
 Status SqliteInboxStore::CheckSchema() {
-  const std::string& table = outbox_.config_.inbox_table;
-  const std::string& column = outbox_.config_.inbox_columns.headers;
-  QB_ASSIGN_OR_RETURN(SqlRows cols,
-                      outbox_.Read("SELECT name FROM pragma_table_info(?1)", {table}));
-  return RequireInboxHeaders(table, column, FirstColumn(cols),
-                             "ALTER TABLE " + Quote(table) + " ADD COLUMN " + Quote(column) +
-                                 " TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(" + Quote(column) +
-                                 "));");
+  const DatabaseConfig& config = outbox_.config_;
+  const std::string& column = config.inbox_columns.headers;
+  QB_ASSIGN_OR_RETURN(SqlRows cols, outbox_.Read(kSqliteTableColumnsSql, {config.inbox_table}));
+  return RequireColumn(
+      InboxHeadersColumn(
+          config, "ALTER TABLE " + Quote(config.inbox_table) + " ADD COLUMN " + Quote(column) +
+                      " TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(" + Quote(column) + "));"),
+      FirstColumn(cols));
 }
 
 }  // namespace queuebox::store

@@ -290,14 +290,14 @@ Result<MigrateReport> SqliteOutboxStore::Migrate(std::optional<int> baseline) {
 Status SqliteOutboxStore::Ping() { return Read("SELECT 1").status(); }
 
 Status SqliteOutboxStore::CheckSchema() {
-  const std::string& table = config_.outbox_table;
   const std::string& column = config_.columns.sequence;
-  QB_ASSIGN_OR_RETURN(SqlRows cols, Read("SELECT name FROM pragma_table_info(?1)", {table}));
-  return RequireSequenceColumn(
-      table, column, FirstColumn(cols),
-      "rebuild the table with " + Quote(column) +
-          " INTEGER PRIMARY KEY AUTOINCREMENT (docs/schema.md, SQLite) and copy the rows into "
-          "it in created_at order.");
+  QB_ASSIGN_OR_RETURN(SqlRows cols, Read(kSqliteTableColumnsSql, {config_.outbox_table}));
+  return RequireColumn(
+      OutboxSequenceColumn(
+          config_, "rebuild the table with " + Quote(column) +
+                       " INTEGER PRIMARY KEY AUTOINCREMENT (docs/schema.md, SQLite) and copy the "
+                       "rows into it in created_at order."),
+      FirstColumn(cols));
 }
 
 namespace {

@@ -31,6 +31,9 @@
 
 namespace queuebox::store {
 
+// The column names of table ?1, for the schema guard (common.h RequireColumn).
+inline constexpr const char* kSqliteTableColumnsSql = "SELECT name FROM pragma_table_info(?1)";
+
 class SqliteOutboxStore final : public OutboxStore {
  public:
   // Opens (creating it when missing) the file config.url names. kInvalidArgument for a bad URL or

@@ -1,11 +1,6 @@
 #include "store/postgres/capture/pg_capture.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <utility>
 
 #include "babelqueue/envelope.h"
@@ -21,13 +16,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kRetentionWarnEvery{600000};
-
-// A terminated backend sends its FATAL message outside any query; the run's end reports it.
-void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
-
-int64_t MillisUntil(Clock::time_point t, Clock::time_point now) {
-  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(t - now).count());
-}
 
 // A replication-protocol identifier: double-quoted (the names are validated identifiers).
 std::string QuoteIdent(const std::string& name) { return "\"" + name + "\""; }
@@ -238,28 +226,14 @@ PgCapture::PgCapture(PgCaptureOptions options, CaptureTarget target, std::functi
                                      options_.table, options_.slot, options_.publication});
 }
 
-PgCapture::~PgCapture() {
-  Stop();
-  if (stop_fd_ >= 0) close(stop_fd_);
-}
+PgCapture::~PgCapture() { Stop(); }
 
 Status PgCapture::Start() {
-  if (thread_.joinable() || stopping_.load()) {
-    return FailedPrecondition("change capture is already started");
-  }
-  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return Internal("cannot create the capture's stop event (eventfd)");
-  thread_ = std::thread([this] { Loop(); });
-  return Status::Ok();
+  return thread_.Start([this] { Loop(); });
 }
 
 void PgCapture::Stop() {
-  if (!thread_.joinable()) return;
-  stopping_ = true;
-  uint64_t one = 1;
-  while (write(stop_fd_, &one, sizeof one) < 0 && errno == EINTR) {
-  }
-  thread_.join();
+  if (!thread_.Stop()) return;
   if (state_.load() != CaptureState::kStopped)
     SetState(CaptureState::kStopped, "capture was stopped");
 }
@@ -291,21 +265,7 @@ void PgCapture::Wake(bool insert) {
   on_wake_();
 }
 
-int PgCapture::WaitFor(int fd_a, int fd_b, int64_t ms) {
-  pollfd fds[3] = {{stop_fd_, POLLIN, 0}, {fd_a, POLLIN, 0}, {fd_b, POLLIN, 0}};
-  const auto deadline = Clock::now() + milliseconds(ms);
-  while (true) {
-    if (stopping_.load()) return -1;
-    int timeout =
-        ms < 0 ? -1
-               : static_cast<int>(std::min<int64_t>(MillisUntil(deadline, Clock::now()), 1 << 30));
-    int r = poll(fds, 3, timeout);  // negative fds are ignored by poll
-    if (r < 0 && errno == EINTR) continue;
-    if (stopping_.load() || (r > 0 && fds[0].revents != 0)) return -1;
-    if (r <= 0) return 0;
-    return (fds[1].revents != 0 ? 1 : 0) | (fds[2].revents != 0 ? 2 : 0);
-  }
-}
+int PgCapture::WaitFor(int fd_a, int fd_b, int64_t ms) { return thread_.WaitFor(fd_a, fd_b, ms); }
 
 Result<PGresult*> PgCapture::AsyncQuery(PGconn* conn, const std::string& sql,
                                         ExecStatusType expect) {
@@ -341,11 +301,11 @@ Result<PGresult*> PgCapture::AsyncQuery(PGconn* conn, const std::string& sql,
 void PgCapture::Loop() {
   log::RateLimiter limiter(milliseconds(30000));
   int failures = 0;
-  while (!stopping_.load()) {
+  while (!thread_.stopping()) {
     Wake(false);  // every attempt: delivery never waits for capture to recover
     const int64_t streams_before = streams_.load();
     RunEnd end = RunOnce();
-    if (stopping_.load()) break;
+    if (thread_.stopping()) break;
     Wake(false);
     const std::string reason = SanitizeError(end.status.message());
     if (end.final) {
@@ -380,121 +340,136 @@ void PgCapture::Loop() {
   }
 }
 
-PgCapture::RunEnd PgCapture::RunOnce() {
-  RunEnd end;
-  auto control = PgConnection::Connect(options_.connection);
-  if (!control.ok()) {
-    end.status = control.status();
-    return end;
-  }
-  PQsetNoticeProcessor((*control)->native(), IgnoreNotice, nullptr);
-  if (Clock::now() >= next_retention_check_) CheckRetention(control->get());
+// What the checks of one run found, for the steps after them.
+struct PgCapture::RunChecks {
+  StateDecision decision;
+  StateDirectory::Offsets offsets;
+  std::optional<SlotInfo> slot;
+};
 
-  // 1. One owner per identity: the lock lives as long as this session.
-  auto locked = (*control)->Query("SELECT pg_try_advisory_lock($1::bigint)",
-                                  {CaptureLockKey(options_.identity)});
+PgCapture::RunEnd PgCapture::RunOnce() {
+  auto control = PgConnection::Connect(options_.connection);
+  if (!control.ok()) return {control.status()};
+  IgnoreNotices((*control)->native());
+  if (Clock::now() >= next_retention_check_) CheckRetention(control->get());
+  RunChecks checks;
+  RunEnd end = TakeIdentity(**control);
+  if (end.status.ok()) end = CheckState(**control, checks);
+  if (end.status.ok()) end.status = CheckPublication(**control);
+  if (end.status.ok()) end = CheckSlot(**control, checks);
+  if (!end.status.ok()) return end;
+
+  PgSettings replication_settings = options_.connection;
+  replication_settings.replication = "database";
+  auto replication = PgConnection::Connect(replication_settings);
+  if (!replication.ok()) return {replication.status()};
+  PGconn* rc = (*replication)->native();
+  IgnoreNotices(rc);
+  Result<Lsn> start = SlotStart(rc, checks);
+  if (start.ok()) start = RecordState(**control, checks, *start);
+  const Status streaming = start.ok() ? StartStreaming(rc, *start) : start.status();
+  if (!streaming.ok()) return {streaming};
+  // Rows may have been inserted while no one read the stream: one wake covers them.
+  Wake(false);
+  return {Serve(**control, **replication, *start)};
+}
+
+// 1. One owner per identity: the lock lives as long as the control session.
+PgCapture::RunEnd PgCapture::TakeIdentity(PgConnection& control) {
+  RunEnd end;
+  auto locked =
+      control.Query("SELECT pg_try_advisory_lock($1::bigint)", {CaptureLockKey(options_.identity)});
   if (!locked.ok()) {
     end.status = locked.status();
-    return end;
-  }
-  if ((*locked)[0][0].value_or("") != "t") {
+  } else if ((*locked)[0][0].value_or("") != "t") {
     end.status = FailedPrecondition("another session holds the capture lock of identity '" +
                                     options_.identity + "' (advisory lock " +
                                     std::to_string(CaptureLockKey(options_.identity)) + ")");
     end.final = true;
     end.owned_elsewhere = true;
-    return end;
   }
+  return end;
+}
 
-  // 2. The recorded state against the files.
-  auto registry = (*control)->Query(std::string("SELECT state_id, config_fingerprint FROM ") +
-                                        kStateTable + " WHERE identity_name = $1",
-                                    {options_.identity});
+// 2. The recorded state against the files.
+PgCapture::RunEnd PgCapture::CheckState(PgConnection& control, RunChecks& checks) {
+  auto registry = control.Query(std::string("SELECT state_id, config_fingerprint FROM ") +
+                                    kStateTable + " WHERE identity_name = $1",
+                                {options_.identity});
   if (!registry.ok()) {
     if (registry.status().message().find("does not exist") != std::string::npos) {
-      end.status = FailedPrecondition(
+      return {FailedPrecondition(
           "The table queuebox_capture_state is missing: apply the bundled migrations (queuebox "
-          "migrate; V17) or create it as docs/schema.md shows.");
-    } else {
-      end.status = registry.status();
+          "migrate; V17) or create it as docs/schema.md shows.")};
     }
-    return end;
+    return {registry.status()};
   }
   std::optional<RegistryRow> row;
   if (!registry->empty()) {
     row = RegistryRow{(*registry)[0][0].value_or(""), (*registry)[0][1].value_or("")};
   }
   auto identity_file = state_dir_.ReadIdentity();
-  if (!identity_file.ok()) {
-    end.status = identity_file.status();
-    return end;
-  }
+  if (!identity_file.ok()) return {identity_file.status()};
   auto offsets = state_dir_.ReadOffsets();
-  if (!offsets.ok()) {
-    end.status = offsets.status();
-    return end;
-  }
+  if (!offsets.ok()) return {offsets.status()};
+  checks.offsets = *offsets;
   // Files this process wrote on a first start whose row insert then failed: not another
   // instance's, so the first start simply goes on.
   const bool own_bootstrap =
       !row && !bootstrap_state_id_.empty() && identity_file->value_or("") == bootstrap_state_id_;
-  StateDecision decision = own_bootstrap
-                               ? StateDecision{}
-                               : DecideState(row, *identity_file, offsets->present, fingerprint_,
-                                             options_.identity, options_.state_directory);
-  if (decision.verdict == StateVerdict::kRecover) {
-    end.status = FailedPrecondition(decision.reason);
+  checks.decision = own_bootstrap ? StateDecision{}
+                                  : DecideState(row, *identity_file, offsets->present, fingerprint_,
+                                                options_.identity, options_.state_directory);
+  RunEnd end;
+  if (checks.decision.verdict == StateVerdict::kRecover) {
+    end.status = FailedPrecondition(checks.decision.reason);
     end.final = true;
     end.recovery = true;
-    return end;
   }
+  return end;
+}
 
-  // 3. The publication: never created here.
+// 3. The publication: never created here.
+Status PgCapture::CheckPublication(PgConnection& control) {
   const std::string qualified = options_.schema + "." + options_.table;
-  auto publication = (*control)->Query(
-      "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = "
-      "p.pubname AND t.schemaname = $2 AND t.tablename = $3) FROM pg_publication p WHERE "
-      "p.pubname = $1",
-      {options_.publication, options_.schema, options_.table});
-  if (!publication.ok()) {
-    end.status = publication.status();
-    return end;
+  QB_ASSIGN_OR_RETURN(
+      SqlRows publication,
+      control.Query(
+          "SELECT p.pubinsert, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = "
+          "p.pubname AND t.schemaname = $2 AND t.tablename = $3) FROM pg_publication p WHERE "
+          "p.pubname = $1",
+          {options_.publication, options_.schema, options_.table}));
+  if (publication.empty()) {
+    return FailedPrecondition("The publication " + options_.publication +
+                              " does not exist. Create it before you enable capture: "
+                              "CREATE PUBLICATION " +
+                              options_.publication + " FOR TABLE " + qualified + ";");
   }
-  if (publication->empty()) {
-    end.status = FailedPrecondition("The publication " + options_.publication +
-                                    " does not exist. Create it before you enable capture: "
-                                    "CREATE PUBLICATION " +
-                                    options_.publication + " FOR TABLE " + qualified + ";");
-    return end;
-  }
-  if ((*publication)[0][0].value_or("") != "t" || (*publication)[0][1].value_or("") != "t") {
-    end.status = FailedPrecondition(
+  if (publication[0][0].value_or("") != "t" || publication[0][1].value_or("") != "t") {
+    return FailedPrecondition(
         "The publication " + options_.publication + " does not publish the inserts of " +
         qualified + ", so capture would never see a new row: ALTER PUBLICATION " +
         options_.publication + " ADD TABLE " + qualified + "; (and publish = 'insert').");
-    return end;
   }
+  return Status::Ok();
+}
 
-  // 4. The slot: created on the first start, never dropped.
-  auto slot = ReadSlotInfo(**control, options_.slot);
-  if (!slot.ok()) {
-    end.status = slot.status();
-    return end;
-  }
-  auto database = (*control)->Query("SELECT current_database()");
-  if (!database.ok()) {
-    end.status = database.status();
-    return end;
-  }
+// 4. The slot: ours if it exists, and present whenever recorded state says it must be.
+PgCapture::RunEnd PgCapture::CheckSlot(PgConnection& control, RunChecks& checks) {
+  auto slot = ReadSlotInfo(control, options_.slot);
+  if (!slot.ok()) return {slot.status()};
+  auto database = control.Query("SELECT current_database()");
+  if (!database.ok()) return {database.status()};
+  checks.slot = *slot;
   const std::string current_db = (*database)[0][0].value_or("");
   if (*slot && ((*slot)->plugin != "pgoutput" || (*slot)->database != current_db)) {
-    end.status = FailedPrecondition(
+    return {FailedPrecondition(
         "The replication slot " + options_.slot + " exists for another use (plugin '" +
         (*slot)->plugin + "', database '" + (*slot)->database + "'; capture needs pgoutput on '" +
-        current_db + "'). Choose another outbox.capture.slot.");
-    return end;
+        current_db + "'). Choose another outbox.capture.slot.")};
   }
-  if (!*slot && decision.verdict == StateVerdict::kResume) {
+  RunEnd end;
+  if (!*slot && checks.decision.verdict == StateVerdict::kResume) {
     end.status = FailedPrecondition(
         "The replication slot " + options_.slot +
         " disappeared while capture state remains: queuebox_capture_state and the files in '" +
@@ -502,87 +477,68 @@ PgCapture::RunEnd PgCapture::RunOnce() {
         "' record a position in it, and a new slot would silently start from the present.");
     end.final = true;
     end.recovery = true;
-    return end;
   }
+  return end;
+}
 
-  PgSettings replication_settings = options_.connection;
-  replication_settings.replication = "database";
-  auto replication = PgConnection::Connect(replication_settings);
-  if (!replication.ok()) {
-    end.status = replication.status();
-    return end;
-  }
-  PGconn* rc = (*replication)->native();
-  PQsetNoticeProcessor(rc, IgnoreNotice, nullptr);
+// The slot's confirmed position; on the first start the slot is created (never dropped).
+Result<Lsn> PgCapture::SlotStart(PGconn* rc, const RunChecks& checks) {
+  if (checks.slot) return ParseLsn(checks.slot->confirmed_flush_lsn).value_or(0);
+  // Waits until the transactions running now have finished (a consistent point).
+  QB_ASSIGN_OR_RETURN(PGresult * created,
+                      AsyncQuery(rc,
+                                 "CREATE_REPLICATION_SLOT " + QuoteIdent(options_.slot) +
+                                     " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
+                                 PGRES_TUPLES_OK));
+  std::string point = PQntuples(created) > 0 ? PQgetvalue(created, 0, 1) : "";
+  PQclear(created);
+  log::Info("Created the replication slot of change capture; QueueBox never drops it",
+            {{"slot", options_.slot}, {"consistent_point", point}});
+  return ParseLsn(point).value_or(0);
+}
 
-  Lsn start = 0;
-  if (*slot) {
-    start = ParseLsn((*slot)->confirmed_flush_lsn).value_or(0);
-  } else {
-    // Waits until the transactions running now have finished (a consistent point).
-    auto created = AsyncQuery(rc,
-                              "CREATE_REPLICATION_SLOT " + QuoteIdent(options_.slot) +
-                                  " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
-                              PGRES_TUPLES_OK);
-    if (!created.ok()) {
-      end.status = created.status();
-      return end;
+// On a first start the state (files, then the registry row) at `start`; otherwise the position
+// to resume from. Returns where to stream from.
+Result<Lsn> PgCapture::RecordState(PgConnection& control, const RunChecks& checks, Lsn start) {
+  if (checks.decision.verdict != StateVerdict::kCreate) {
+    if (checks.offsets.lsn) {
+      // Never below the slot's confirmed position: the server would move it back.
+      return std::max(start, *checks.offsets.lsn);
     }
-    std::string point = PQntuples(*created) > 0 ? PQgetvalue(*created, 0, 1) : "";
-    PQclear(*created);
-    start = ParseLsn(point).value_or(0);
-    log::Info("Created the replication slot of change capture; QueueBox never drops it",
-              {{"slot", options_.slot}, {"consistent_point", point}});
-  }
-
-  if (decision.verdict == StateVerdict::kCreate) {
-    Result<std::string> state_id = bootstrap_state_id_;
-    if (bootstrap_state_id_.empty()) state_id = babelqueue::NewUuidV4();
-    if (!state_id.ok()) {
-      end.status = state_id.status();
-      return end;
-    }
-    if (Status s = state_dir_.WriteIdentity(*state_id); !s.ok()) {
-      end.status = s;
-      return end;
-    }
-    bootstrap_state_id_ = *state_id;
-    if (Status s = state_dir_.WriteOffsets(start); !s.ok()) {
-      end.status = s;
-      return end;
-    }
-    auto inserted =
-        (*control)->Query(std::string("INSERT INTO ") + kStateTable +
-                              " (identity_name, state_id, config_fingerprint) VALUES ($1, $2, $3)",
-                          {options_.identity, *state_id, fingerprint_});
-    if (!inserted.ok()) {
-      end.status = inserted.status();
-      return end;
-    }
-    log::Info("Recorded the change capture state", {{"identity", options_.identity},
-                                                    {"state_directory", options_.state_directory},
-                                                    {"position", FormatLsn(start)}});
-  } else if (offsets->lsn) {
-    // Never below the slot's confirmed position: the server would move it back.
-    start = std::max(start, *offsets->lsn);
-  } else {
     log::Info(
         "offsets.dat is not in QueueBox C++'s form (QueueBox's connector wrote it?); capture "
         "resumes from the slot's confirmed position and rewrites the file",
         {{"state_directory", options_.state_directory}});
+    return start;
   }
+  Result<std::string> state_id = bootstrap_state_id_;
+  if (bootstrap_state_id_.empty()) state_id = babelqueue::NewUuidV4();
+  QB_RETURN_IF_ERROR(state_id.status());
+  QB_RETURN_IF_ERROR(state_dir_.WriteIdentity(*state_id));
+  bootstrap_state_id_ = *state_id;
+  QB_RETURN_IF_ERROR(state_dir_.WriteOffsets(start));
+  QB_RETURN_IF_ERROR(
+      control
+          .Query(std::string("INSERT INTO ") + kStateTable +
+                     " (identity_name, state_id, config_fingerprint) VALUES ($1, $2, $3)",
+                 {options_.identity, *state_id, fingerprint_})
+          .status());
+  log::Info("Recorded the change capture state", {{"identity", options_.identity},
+                                                  {"state_directory", options_.state_directory},
+                                                  {"position", FormatLsn(start)}});
+  return start;
+}
 
-  // 5. Stream.
-  auto streaming = AsyncQuery(rc,
-                              "START_REPLICATION SLOT " + QuoteIdent(options_.slot) + " LOGICAL " +
-                                  FormatLsn(start) + " (proto_version '1', publication_names '" +
-                                  QuoteIdent(options_.publication) + "')",
-                              PGRES_COPY_BOTH);
-  if (!streaming.ok()) {
-    end.status = streaming.status();
-    return end;
-  }
-  PQclear(*streaming);
+// 5. Stream from `start`: the state turns kStreaming.
+Status PgCapture::StartStreaming(PGconn* rc, Lsn start) {
+  QB_ASSIGN_OR_RETURN(
+      PGresult * streaming,
+      AsyncQuery(rc,
+                 "START_REPLICATION SLOT " + QuoteIdent(options_.slot) + " LOGICAL " +
+                     FormatLsn(start) + " (proto_version '1', publication_names '" +
+                     QuoteIdent(options_.publication) + "')",
+                 PGRES_COPY_BOTH));
+  PQclear(streaming);
   {
     std::lock_guard<std::mutex> lock(mu_);
     start_lsn_ = FormatLsn(start);
@@ -595,115 +551,125 @@ PgCapture::RunEnd PgCapture::RunOnce() {
              {"slot", options_.slot},
              {"publication", options_.publication},
              {"position", FormatLsn(start)}});
-  // Rows may have been inserted while no one read the stream: one wake covers them.
-  Wake(false);
-  end.status = Serve(**control, **replication, start);
-  return end;
+  return Status::Ok();
 }
 
-Status PgCapture::Serve(PgConnection& control, PgConnection& replication, Lsn start) {
-  PGconn* rc = replication.native();
-  PGconn* cc = control.native();
-  const int rfd = PQsocket(rc);
-  const int cfd = PQsocket(cc);
-  StreamTracker tracker(options_.schema, options_.table, start);
-  Lsn written = start;       // in offsets.dat
+// One open stream: the connections, the decoder and the positions confirmed and recorded.
+struct PgCapture::Stream {
+  Stream(PgConnection& control, PgConnection& replication, const PgCaptureOptions& o, Lsn start)
+      : rc(replication.native()),
+        cc(control.native()),
+        tracker(o.schema, o.table, start),
+        written(start),
+        next_status(Clock::now() + o.status_interval) {}
+  PGconn* rc;
+  PGconn* cc;
+  StreamTracker tracker;
+  Lsn written;               // in offsets.dat
   Lsn sent = 0;              // in the last status update
   int64_t ignored_seen = 0;  // outbox updates + deletes already counted in ignored_
   bool offsets_warned = false;
-  auto next_status = Clock::now() + options_.status_interval;
+  Clock::time_point next_status;
   Clock::time_point settle_at = Clock::time_point::max();  // max: no second wake due
+};
 
-  auto send_status = [&](bool reply_requested) -> Status {
-    const Lsn confirmed = tracker.confirmed();
-    std::string msg = StandbyStatusUpdate(
-        confirmed, PgEpochMicros(std::chrono::system_clock::now()), reply_requested);
-    if (PQputCopyData(rc, msg.data(), static_cast<int>(msg.size())) != 1 || PQflush(rc) != 0) {
-      return Unavailable(std::string("cannot send a standby status update: ") + PQerrorMessage(rc));
-    }
-    sent = confirmed;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      confirmed_lsn_ = FormatLsn(confirmed);
-    }
-    if (confirmed != written) {
-      Status s = state_dir_.WriteOffsets(confirmed);
-      if (s.ok()) {
-        written = confirmed;
-        offsets_warned = false;
-      } else if (!offsets_warned) {
-        offsets_warned = true;
-        log::Warn(
-            "Cannot record the capture position; capture goes on, a restart may need recovery",
-            {{"reason", SanitizeError(s.message())}});
-      }
-    }
-    return Status::Ok();
-  };
+// Confirms what the tracker handled to the server, then records it in offsets.dat.
+Status PgCapture::SendStatus(Stream& st, bool reply_requested) {
+  const Lsn confirmed = st.tracker.confirmed();
+  std::string msg = StandbyStatusUpdate(confirmed, PgEpochMicros(std::chrono::system_clock::now()),
+                                        reply_requested);
+  if (PQputCopyData(st.rc, msg.data(), static_cast<int>(msg.size())) != 1 || PQflush(st.rc) != 0) {
+    return Unavailable(std::string("cannot send a standby status update: ") +
+                       PQerrorMessage(st.rc));
+  }
+  st.sent = confirmed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    confirmed_lsn_ = FormatLsn(confirmed);
+  }
+  if (confirmed == st.written) return Status::Ok();
+  Status s = state_dir_.WriteOffsets(confirmed);
+  if (s.ok()) {
+    st.written = confirmed;
+    st.offsets_warned = false;
+  } else if (!st.offsets_warned) {
+    st.offsets_warned = true;
+    log::Warn("Cannot record the capture position; capture goes on, a restart may need recovery",
+              {{"reason", SanitizeError(s.message())}});
+  }
+  return Status::Ok();
+}
 
+// Decodes every frame the replication connection has received; `reply` set when the server asked
+// for a status update.
+Status PgCapture::ReadFrames(Stream& st, bool& reply) {
+  if (PQconsumeInput(st.rc) == 0) {
+    return Unavailable(std::string("the replication connection was lost: ") +
+                       PQerrorMessage(st.rc));
+  }
+  while (true) {
+    char* buf = nullptr;
+    int n = PQgetCopyData(st.rc, &buf, /*async=*/1);
+    if (n == 0) break;
+    if (n == -1) {
+      PGresult* res = PQgetResult(st.rc);
+      Status s = ResultError(st.rc, res, "the server ended the replication stream");
+      if (res != nullptr) PQclear(res);
+      return s.ok() ? Unavailable("the server ended the replication stream") : s;
+    }
+    if (n < 0) {
+      return Unavailable(std::string("the replication stream failed: ") + PQerrorMessage(st.rc));
+    }
+    auto step = st.tracker.OnFrame(std::string_view(buf, static_cast<size_t>(n)));
+    PQfreemem(buf);
+    if (!step.ok()) return Unavailable(step.status().message());
+    if (step->wake) {
+      Wake(true);
+      if (options_.settle.count() > 0) st.settle_at = Clock::now() + options_.settle;
+    }
+    reply = reply || step->reply;
+  }
+  const auto& counts = st.tracker.counts();
+  const int64_t ignored = counts.outbox_updates + counts.outbox_deletes;
+  if (ignored != st.ignored_seen) {
+    ignored_.fetch_add(ignored - st.ignored_seen);
+    st.ignored_seen = ignored;
+  }
+  return Status::Ok();
+}
+
+Status PgCapture::Serve(PgConnection& control, PgConnection& replication, Lsn start) {
+  Stream st(control, replication, options_, start);
+  const int rfd = PQsocket(st.rc);
+  const int cfd = PQsocket(st.cc);
   while (true) {
     Clock::time_point now = Clock::now();
-    Clock::time_point wake_at = std::min({next_status, next_retention_check_, settle_at});
+    Clock::time_point wake_at = std::min({st.next_status, next_retention_check_, st.settle_at});
     int r = WaitFor(rfd, cfd, MillisUntil(wake_at, now));
     if (r < 0) {
       // Stop: confirm what was handled, so the next run does not see it again.
-      if (tracker.confirmed() != sent || tracker.confirmed() != written) {
-        (void)send_status(false);
+      if (st.tracker.confirmed() != st.sent || st.tracker.confirmed() != st.written) {
+        (void)SendStatus(st, false);
       }
       return Status::Ok();
     }
-    if ((r & 2) != 0) {
-      if (PQconsumeInput(cc) == 0 || PQstatus(cc) != CONNECTION_OK) {
-        return Unavailable(
-            "the capture's control connection, which holds the identity's lock, was lost");
-      }
+    if ((r & 2) != 0 && (PQconsumeInput(st.cc) == 0 || PQstatus(st.cc) != CONNECTION_OK)) {
+      return Unavailable(
+          "the capture's control connection, which holds the identity's lock, was lost");
     }
     bool reply = false;
-    if ((r & 1) != 0) {
-      if (PQconsumeInput(rc) == 0) {
-        return Unavailable(std::string("the replication connection was lost: ") +
-                           PQerrorMessage(rc));
-      }
-      while (true) {
-        char* buf = nullptr;
-        int n = PQgetCopyData(rc, &buf, /*async=*/1);
-        if (n == 0) break;
-        if (n == -1) {
-          PGresult* res = PQgetResult(rc);
-          Status s = ResultError(rc, res, "the server ended the replication stream");
-          if (res != nullptr) PQclear(res);
-          return s.ok() ? Unavailable("the server ended the replication stream") : s;
-        }
-        if (n < 0) {
-          return Unavailable(std::string("the replication stream failed: ") + PQerrorMessage(rc));
-        }
-        auto step = tracker.OnFrame(std::string_view(buf, static_cast<size_t>(n)));
-        PQfreemem(buf);
-        if (!step.ok()) return Unavailable(step.status().message());
-        if (step->wake) {
-          Wake(true);
-          if (options_.settle.count() > 0) settle_at = Clock::now() + options_.settle;
-        }
-        reply = reply || step->reply;
-      }
-      const auto& counts = tracker.counts();
-      const int64_t ignored = counts.outbox_updates + counts.outbox_deletes;
-      if (ignored != ignored_seen) {
-        ignored_.fetch_add(ignored - ignored_seen);
-        ignored_seen = ignored;
-      }
-    }
+    if ((r & 1) != 0) QB_RETURN_IF_ERROR(ReadFrames(st, reply));
     now = Clock::now();
-    if (now >= settle_at) {
-      settle_at = Clock::time_point::max();
+    if (now >= st.settle_at) {
+      st.settle_at = Clock::time_point::max();
       Wake(false);
     }
-    if (reply) QB_RETURN_IF_ERROR(send_status(false));
-    if (now >= next_status) {
+    if (reply) QB_RETURN_IF_ERROR(SendStatus(st, false));
+    if (now >= st.next_status) {
       // Asks for a keepalive: its WAL end is confirmed next time (the slot keeps no WAL while
       // the outbox is quiet and other tables are busy).
-      QB_RETURN_IF_ERROR(send_status(true));
-      next_status = now + options_.status_interval;
+      QB_RETURN_IF_ERROR(SendStatus(st, true));
+      st.next_status = now + options_.status_interval;
     }
     if (now >= next_retention_check_) CheckRetention(&control);
   }
@@ -747,7 +713,7 @@ void PgCapture::CheckRetention(PgConnection* control) {
 }
 
 void PgCapture::RetentionOnlyLoop() {
-  while (!stopping_.load()) {
+  while (!thread_.stopping()) {
     const int64_t wait = MillisUntil(next_retention_check_, Clock::now());
     if (WaitFor(-1, -1, wait) < 0) return;
     CheckRetention(nullptr);

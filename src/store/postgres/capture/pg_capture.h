@@ -46,13 +46,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 #include "store/change_capture.h"
 #include "store/postgres/capture/capture_state.h"
 #include "store/postgres/capture/pgoutput.h"
+#include "store/postgres/notifier_thread.h"
 #include "store/postgres/pg_connection.h"
 
 namespace queuebox::store::capture {
@@ -161,10 +161,23 @@ class PgCapture final : public ChangeCapture {
     bool recovery = false;
     bool owned_elsewhere = false;
   };
+  struct RunChecks;
+  struct Stream;
   void Loop();
+  // One run (see above): the checks on a control connection, then the stream until it fails or
+  // Stop. A check that fails ends the run with its status.
   RunEnd RunOnce();
+  RunEnd TakeIdentity(PgConnection& control);
+  RunEnd CheckState(PgConnection& control, RunChecks& checks);
+  Status CheckPublication(PgConnection& control);
+  RunEnd CheckSlot(PgConnection& control, RunChecks& checks);
+  Result<Lsn> SlotStart(PGconn* replication, const RunChecks& checks);
+  Result<Lsn> RecordState(PgConnection& control, const RunChecks& checks, Lsn start);
+  Status StartStreaming(PGconn* replication, Lsn start);
   // Streams on an open replication connection until it fails or Stop.
   Status Serve(PgConnection& control, PgConnection& replication, Lsn start);
+  Status SendStatus(Stream& stream, bool reply_requested);
+  Status ReadFrames(Stream& stream, bool& reply);
   // Reads and, above the threshold, reports the slot's retention (best effort).
   void CheckRetention(PgConnection* control);
   void RetentionOnlyLoop();
@@ -182,9 +195,7 @@ class PgCapture final : public ChangeCapture {
   std::string fingerprint_;
   StateDirectory state_dir_;
   std::function<void()> on_wake_;
-  int stop_fd_ = -1;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
+  NotifierThread thread_{"change capture", "the capture"};
   std::atomic<CaptureState> state_{CaptureState::kStarting};
   std::atomic<int64_t> wakes_{0}, insert_wakes_{0}, streams_{0}, ignored_{0};
   std::atomic<int64_t> retained_bytes_{-1};
