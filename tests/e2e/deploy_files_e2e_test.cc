@@ -225,5 +225,31 @@ TEST_F(DeployFilesE2ETest, TheKubernetesFilesRunTwoProbedReplicas) {
   ServeAndProbe(dir_.File("queuebox.yml"), RelayEnv(env), paths);
 }
 
+// `queuebox probe` asks the port that serves health: the management port when one is set (the
+// data port then answers 404 there), on the address the ports bind.
+TEST_F(DeployFilesE2ETest, TheProbeAsksTheManagementPortWhenSet) {
+  const int management = testing::UnusedLoopbackPort();
+  std::map<std::string, std::string> env = RelayEnv({});
+  env["QUEUEBOX_SERVER_MANAGEMENTPORT"] = std::to_string(management);
+  env["QUEUEBOX_SERVER_ADDRESS"] = "127.0.0.1";
+  dir_.Write("empty.yml", "logging:\n  format: json\n");
+  const std::string config = dir_.File("empty.yml");
+  ChildProcess relay(kDeployBinary, {"--config", config, "run"}, env, dir_.File("relay.log"));
+  httplib::Client c("127.0.0.1", management);
+  c.set_connection_timeout(1);
+  bool ready = false;
+  for (int i = 0; i < 300 && !ready; ++i, std::this_thread::sleep_for(100ms)) {
+    auto r = c.Get("/health/ready");
+    ready = r && r->status == 200;
+  }
+  ASSERT_TRUE(ready) << relay.Log();
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(kDeployBinary, {"--config", config, "probe"}, env, &out), 0) << out;
+  EXPECT_THAT(out,
+              HasSubstr("http://127.0.0.1:" + std::to_string(management) + "/health/ready: 200"));
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), 0) << relay.Log();
+}
+
 }  // namespace
 }  // namespace queuebox

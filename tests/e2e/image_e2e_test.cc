@@ -12,6 +12,7 @@
 // - With a mounted queuebox.yml: a webhook is stored and forwarded, a route transform reshapes a
 //   row.
 // - A missing or wrong database URL ends with the same error as the binary outside the image.
+// - `migrate` as the command migrates and exits 0; the SQLite default runs on the volume.
 //
 // Skips only where podman is absent (scripts/install-deps.sh installs it: CI runs this).
 #include <gmock/gmock.h>
@@ -385,6 +386,34 @@ TEST_F(ImageE2ETest, AMissingOrWrongDatabaseUrlEndsAsOutsideTheImage) {
     EXPECT_FALSE(FirstErrorLine(on_host).empty()) << on_host;
     EXPECT_EQ(FirstErrorLine(in_image), FirstErrorLine(on_host)) << in_image << "\n" << on_host;
   }
+}
+
+// `docker run <image> migrate`, as QueueBox's entrypoint allows: the command replaces `run`.
+TEST_F(ImageE2ETest, MigrateIsACommandArgument) {
+  std::vector<std::string> run = {"run", "--rm"};
+  run.insert(run.end(), kImgRunFlags.begin(), kImgRunFlags.end());
+  std::vector<std::string> env = DatabaseEnv();
+  run.insert(run.end(), env.begin(), env.end());
+  run.insert(run.end(), {image_, "migrate"});
+  std::string out;
+  ASSERT_EQ(Podman(run, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("migration(s): V1, "));
+  EXPECT_EQ(pg_->Scalar("SELECT count(*) FROM outbox"), "0");
+}
+
+// The SQLite default writes only to the volume /var/lib/queuebox (declared by the image, owned by
+// 10001), so it runs with a read-only root as well.
+TEST_F(ImageE2ETest, SqliteWritesToTheVolumeOnly) {
+  const int port = testing::UnusedLoopbackPort();
+  ASSERT_EQ(StartContainer({"-e", "QUEUEBOX_DATABASE_URL=/var/lib/queuebox/outbox.db", "-e",
+                            "QUEUEBOX_SERVER_HTTPPORT=" + std::to_string(port)}),
+            0);
+  ASSERT_TRUE(WaitReady(port)) << Logs();
+  EXPECT_THAT(Stdout(), HasSubstr(R"("database":"sqlite")"));
+  std::string out;
+  ASSERT_EQ(Podman({"kill", "--signal", "TERM", name_}), 0);
+  ASSERT_EQ(Podman({"wait", name_}, &out, 60s), 0) << out;
+  EXPECT_EQ(Trim(out), "0") << Logs();
 }
 
 }  // namespace
