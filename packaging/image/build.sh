@@ -42,8 +42,10 @@ if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
 fi
 export LC_ALL=C
 
-ROOT=$(mktemp -d)
-trap 'rm -rf "$ROOT"' EXIT
+ROOT=$(mktemp -d)        # the root filesystem
+PACKAGES=$(mktemp)       # the Debian packages its files come from
+CONFIG=$(mktemp)         # the container configuration
+trap 'rm -rf "$ROOT" "$PACKAGES" "$CONFIG"' EXIT
 mkdir -p "$ROOT"/usr/{bin,lib,lib64,share/doc/queuebox} "$ROOT"/etc/{queuebox,ssl/certs} \
   "$ROOT"/tmp "$ROOT"/var/lib/queuebox/capture "$ROOT"/usr/lib/ssl
 for d in bin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done  # Debian 12's merged /usr
@@ -55,14 +57,13 @@ strip --strip-unneeded -o "$ROOT/usr/lib/queuebox/libqueuebox_jsonata.so" "$MODU
 chmod 0644 "$ROOT/usr/lib/queuebox/libqueuebox_jsonata.so"
 
 # The shared libraries both load, at their merged-/usr path, and the packages they come from.
-PACKAGES=$(mktemp)
-trap 'rm -rf "$ROOT" "$PACKAGES"' EXIT
 ldd "$BINARY" "$MODULE" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && NF > 1 {print $1}' |
   sort -u | while read -r lib; do
   real_dir=$(readlink -f "$(dirname "$lib")")
   mkdir -p "$ROOT$real_dir"
   cp -L "$lib" "$ROOT$real_dir/$(basename "$lib")"
-  pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true)
+  # dpkg's database names the unmerged path (/lib/...) of most libraries: ask for both.
+  pkg=$( (dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null) | head -1)
   [ -n "$pkg" ] || { echo "build.sh: no Debian package owns $lib" >&2; exit 1; }
   echo "${pkg%%:*}" >>"$PACKAGES"
 done
@@ -94,8 +95,6 @@ done >"$ROOT/usr/share/doc/queuebox/image-packages.txt"
 cp "$REPO/README.md" "$ROOT/usr/share/doc/queuebox/"
 
 # The container configuration (docs/compatibility.md: QueueBox's image, run the same way).
-CONFIG=$(mktemp)
-trap 'rm -rf "$ROOT" "$PACKAGES" "$CONFIG"' EXIT
 cat >"$CONFIG" <<JSON
 {
   "User": "10001:10001",
