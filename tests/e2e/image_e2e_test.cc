@@ -24,6 +24,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -97,37 +98,61 @@ bool WildcardPortIsFree(int port) {
   return free;
 }
 
-// Builds the archive with packaging/image/build.sh from this build's binary and module.
-int BuildArchive(const std::string& out_file, std::string* log) {
-  return testing::RunCommand("/bin/bash",
-                             {QUEUEBOX_SOURCE_DIR "/packaging/image/build.sh", out_file},
-                             {{"QB_IMAGE_BINARY", kImgBinary},
-                              {"QB_IMAGE_MODULE", kImgModule},
-                              {"SOURCE_DATE_EPOCH", "1700000000"}},
-                             log, 600s);
+// Builds the archive with packaging/image/build.sh from this build's binary and module; `name`
+// (QB_IMAGE_NAME) replaces queuebox-cpp in the tags when set. Appends the output to `log`.
+int BuildArchive(const std::string& out_file, const std::string& name, std::string* log) {
+  std::map<std::string, std::string> env = {{"QB_IMAGE_BINARY", kImgBinary},
+                                            {"QB_IMAGE_MODULE", kImgModule},
+                                            {"SOURCE_DATE_EPOCH", "1700000000"}};
+  if (!name.empty()) env["QB_IMAGE_NAME"] = name;
+  std::string out;
+  int code = testing::RunCommand(
+      "/bin/bash", {QUEUEBOX_SOURCE_DIR "/packaging/image/build.sh", out_file}, env, &out, 600s);
+  *log += out;
+  return code;
 }
 
-// One image for the suite: built twice (the digests must agree), loaded once.
+// The "image_id" and "layer" digests build.sh printed.
+std::string Digests(const std::string& log) {
+  std::smatch m;
+  std::regex_search(
+      log, m,
+      std::regex(R"re("image_id": "sha256:([0-9a-f]{64})", "layer": "sha256:([0-9a-f]{64})")re"));
+  return m.empty() ? "" : m[1].str() + " " + m[2].str();
+}
+
+// One image for the suite, built twice: with the default tags (checked, not loaded, so that the
+// machine's own queuebox-cpp tags stay where they are) and with tags of this run, loaded.
 class ImageE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (access(kPodman, X_OK) != 0 || *kImgModule == '\0') return;
     dir_ = new TempDir();
     archive_ = dir_->File("image.tar");
-    build_code_ = BuildArchive(archive_, &build_log_);
+    build_code_ = BuildArchive(archive_, "", &build_log_);
     if (build_code_ != 0) return;
-    std::smatch id;
-    std::regex_search(build_log_, id, std::regex(R"re("image_id": "sha256:([0-9a-f]{64})")re"));
-    image_ = id[1].str();
+    default_digests_ = Digests(build_log_);
+    const std::string loaded = dir_->File("loaded.tar");
+    tag_ = "localhost/queuebox-cpp-e2e-" + std::to_string(getpid());
+    std::string log;
+    build_code_ = BuildArchive(loaded, tag_, &log);
+    build_log_ += log;
+    if (build_code_ != 0) return;
+    loaded_digests_ = Digests(log);
+    image_ = loaded_digests_.substr(0, 64);
     // An image this machine already had (a build of the same inputs) stays after the suite.
     loaded_here_ = !image_.empty() && Podman({"image", "exists", image_}) != 0;
     std::string out;
-    load_code_ = Podman({"load", "-i", archive_}, &out);
+    load_code_ = Podman({"load", "-i", loaded}, &out);
     build_log_ += out;
   }
 
   static void TearDownTestSuite() {
-    if (loaded_here_) Podman({"rmi", "-f", image_});
+    if (loaded_here_) {
+      Podman({"rmi", "-f", image_});
+    } else if (!image_.empty()) {
+      Podman({"untag", image_, tag_ + ":" QUEUEBOX_VERSION, tag_ + ":latest"});
+    }
     delete dir_;
     dir_ = nullptr;
   }
@@ -211,25 +236,29 @@ class ImageE2ETest : public ::testing::Test {
   std::string name_;
 
   static inline TempDir* dir_ = nullptr;
-  static inline std::string archive_, build_log_, image_;
+  static inline std::string archive_, build_log_, image_, tag_, default_digests_, loaded_digests_;
   static inline int build_code_ = -1, load_code_ = -1;
   static inline bool loaded_here_ = false;
 };
 
 TEST_F(ImageE2ETest, TheArchiveRepeatsAndCarriesTheConfig) {
-  // Same inputs and SOURCE_DATE_EPOCH: the same bytes, so the same digests.
+  // Same inputs and SOURCE_DATE_EPOCH: the same config and layer, byte for byte (the tags live
+  // in manifest.json only), so the same image id. And again, the same archive.
+  ASSERT_FALSE(default_digests_.empty()) << build_log_;
+  EXPECT_EQ(default_digests_, loaded_digests_);
   std::string again = local_.File("again.tar"), log;
-  ASSERT_EQ(BuildArchive(again, &log), 0) << log;
+  ASSERT_EQ(BuildArchive(again, "", &log), 0) << log;
   EXPECT_EQ(Sha256Of(again), Sha256Of(archive_));
   EXPECT_LE(static_cast<int64_t>(std::filesystem::file_size(archive_)), kImgMaxBytes);
-
   std::string out;
+  ASSERT_EQ(testing::RunCommand("/bin/tar", {"-xOf", archive_, "manifest.json"}, {}, &out), 0);
+  EXPECT_EQ(Json::parse(out)[0]["RepoTags"],
+            Json::array({"queuebox-cpp:" QUEUEBOX_VERSION, "queuebox-cpp:latest"}));
+
   ASSERT_EQ(Podman({"image", "inspect", image_}, &out), 0) << out;
   Json image = Json::parse(out)[0];
   EXPECT_LE(image["Size"].get<int64_t>(), kImgMaxBytes);
-  std::string version = "queuebox-cpp:" QUEUEBOX_VERSION;
-  EXPECT_THAT(image["RepoTags"].dump(), HasSubstr(version));
-  EXPECT_THAT(image["RepoTags"].dump(), HasSubstr("queuebox-cpp:latest"));
+  EXPECT_THAT(image["RepoTags"].dump(), HasSubstr(tag_ + ":" QUEUEBOX_VERSION));
   const Json& config = image["Config"];
   EXPECT_EQ(config["User"], "10001:10001");
   EXPECT_EQ(config["Entrypoint"], Json::array({"queuebox"}));
