@@ -97,7 +97,7 @@ Status CheckText(const std::string& text, const char* what, size_t max) {
   if (text.find('\0') != std::string::npos) {
     return InvalidArgument(std::string(what) + " contains a NUL character");
   }
-  std::optional<size_t> n = json::Utf8CodePoints(text);
+  std::optional<size_t> n = queuebox::json::Utf8CodePoints(text);
   if (!n) return InvalidArgument(std::string(what) + " is not UTF-8");
   if (*n > max) {
     return InvalidArgument(std::string(what) + " is longer than " + std::to_string(max) +
