@@ -13,6 +13,7 @@ PKGS=(
   postgresql postgresql-contrib rabbitmq-server nats-server amqp-tools
   libmozjs-102-dev
   clang-14 libclang-rt-14-dev
+  podman runc python3 tzdata  # the container image (packaging/image) and its test
 )
 # Node and npm fetch and rewrite the JSONata package at build time and run its differential test
 # (src/transform). A machine's own Node (which may come from outside Debian and bring npm with

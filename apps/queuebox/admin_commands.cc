@@ -13,7 +13,7 @@ namespace queuebox::app {
 int Migrate(const GlobalOptions& global, std::optional<int> baseline) {
   auto config = LoadOrExplain(global);
   if (!config) return 1;
-  log::Init(config->logging.format, config->logging.level);
+  InitRelayLog(*config);
   auto store = OpenAndWait(*config);
   if (!store) return 1;
   auto report = store->Migrate(baseline);

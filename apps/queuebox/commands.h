@@ -18,6 +18,11 @@ struct RunOptions {
   int64_t idle_timeout_ms = 60000;
 };
 
+struct ProbeOptions {
+  std::string path = "/health/ready";
+  int64_t timeout_ms = 5000;  // connect and read, each
+};
+
 struct ReplayOptions {
   std::string table = "outbox";  // outbox | inbox
   std::vector<std::string> ids, topics, sources;
@@ -32,5 +37,7 @@ int Replay(const GlobalOptions& global, const ReplayOptions& options);
 // `table`: outbox | inbox.
 int DeadList(const GlobalOptions& global, bool json, int limit, const std::string& table);
 int Envelope(const std::string& path, bool canonical);
+// GET options.path from the relay of this configuration: 0 on 200, else 1 (a health check).
+int Probe(const GlobalOptions& global, const ProbeOptions& options);
 
 }  // namespace queuebox::app

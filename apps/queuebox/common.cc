@@ -1,6 +1,8 @@
 #include "common.h"
 
+#include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "config/load.h"
 #include "core/log.h"
@@ -82,6 +84,13 @@ std::unique_ptr<OutboxStore> OpenAndWait(const Config& config) {
     return nullptr;
   }
   return std::move(store).value();
+}
+
+void InitRelayLog(const Config& config) {
+  const char* stream = std::getenv(kLogStreamVar);
+  log::Init(config.logging.format, config.logging.level,
+            stream != nullptr && std::string_view(stream) == "stdout" ? log::Stream::kStdout
+                                                                      : log::Stream::kStderr);
 }
 
 void LogMigrations(const MigrateReport& report) {

@@ -28,5 +28,8 @@ std::unique_ptr<OutboxStore> OpenAndWait(const Config& config);
 // Prints "QueueBox did not start. Reason: ..." (redacted) to stderr and the log; returns 1.
 int StartFailed(const Status& status);
 void LogMigrations(const MigrateReport& report);
+// Starts the log of `run` and `migrate` with the configuration's format and level, on stdout
+// when QUEUEBOX_CPP_LOG_STREAM is "stdout" (the container image), else on stderr.
+void InitRelayLog(const Config& config);
 
 }  // namespace queuebox::app

@@ -14,6 +14,37 @@
 
 #include "commands.h"
 
+namespace {
+
+CLI::App* AddReplay(CLI::App& app, queuebox::app::ReplayOptions& options) {
+  auto* replay = app.add_subcommand(
+      "replay", "Move sent/dead outbox rows (or processed/dead inbox rows) back to pending");
+  replay->add_option("--table", options.table, "outbox (default) or inbox")
+      ->check(CLI::IsMember({"outbox", "inbox"}));
+  replay->add_option("--ids", options.ids, "Row ids (UUIDs)")->delimiter(',');
+  replay->add_option("--topic", options.topic, "One topic");
+  replay->add_option("--topics", options.topics, "Several topics")->delimiter(',');
+  replay->add_option("--destination", options.destination,
+                     "Rows whose topic routes to this destination");
+  replay->add_option("--source", options.source, "One inbox source (--table inbox)");
+  replay->add_option("--sources", options.sources, "Several inbox sources (--table inbox)")
+      ->delimiter(',');
+  replay->add_option("--created-after", options.created_after, "ISO-8601 instant (strict >)");
+  replay->add_option("--created-before", options.created_before, "ISO-8601 instant (strict <)");
+  return replay;
+}
+
+// The container health check (packaging/image): no shell or curl in the image.
+CLI::App* AddProbe(CLI::App& app, queuebox::app::ProbeOptions& options) {
+  auto* probe = app.add_subcommand(
+      "probe", "Ask the running relay's health route; exit 0 on 200, else 1 (a health check)");
+  probe->add_option("--path", options.path, "Route to ask (default /health/ready)");
+  probe->add_option("--timeout-ms", options.timeout_ms, "Connect and read timeout (default 5000)");
+  return probe;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // glibc gives each thread that allocates its own arena (up to 8 per core) and keeps freed
   // memory in each: with 16 publish workers, the pollers and the client libraries' threads that
@@ -62,20 +93,7 @@ int main(int argc, char** argv) {
   status->add_flag("--json", json, "JSON output");
 
   queuebox::app::ReplayOptions replay_opts;
-  auto* replay = app.add_subcommand(
-      "replay", "Move sent/dead outbox rows (or processed/dead inbox rows) back to pending");
-  replay->add_option("--table", replay_opts.table, "outbox (default) or inbox")
-      ->check(CLI::IsMember({"outbox", "inbox"}));
-  replay->add_option("--ids", replay_opts.ids, "Row ids (UUIDs)")->delimiter(',');
-  replay->add_option("--topic", replay_opts.topic, "One topic");
-  replay->add_option("--topics", replay_opts.topics, "Several topics")->delimiter(',');
-  replay->add_option("--destination", replay_opts.destination,
-                     "Rows whose topic routes to this destination");
-  replay->add_option("--source", replay_opts.source, "One inbox source (--table inbox)");
-  replay->add_option("--sources", replay_opts.sources, "Several inbox sources (--table inbox)")
-      ->delimiter(',');
-  replay->add_option("--created-after", replay_opts.created_after, "ISO-8601 instant (strict >)");
-  replay->add_option("--created-before", replay_opts.created_before, "ISO-8601 instant (strict <)");
+  auto* replay = AddReplay(app, replay_opts);
 
   auto* dead = app.add_subcommand("dead", "Dead-lettered rows");
   dead->require_subcommand(1);
@@ -86,6 +104,9 @@ int main(int argc, char** argv) {
   std::string dead_table = "outbox";
   dead_list->add_option("--table", dead_table, "outbox (default) or inbox")
       ->check(CLI::IsMember({"outbox", "inbox"}));
+
+  queuebox::app::ProbeOptions probe_opts;
+  auto* probe = AddProbe(app, probe_opts);
 
   std::string envelope_path = "-";
   bool canonical = false;
@@ -106,6 +127,7 @@ int main(int argc, char** argv) {
   if (*status) return queuebox::app::ShowStatus(global, json);
   if (*replay) return queuebox::app::Replay(global, replay_opts);
   if (*dead_list) return queuebox::app::DeadList(global, json, dead_limit, dead_table);
+  if (*probe) return queuebox::app::Probe(global, probe_opts);
   if (*envelope) return queuebox::app::Envelope(envelope_path, canonical);
   return queuebox::app::Run(global, run_opts, stop_signals);
 }

@@ -123,7 +123,7 @@ void WaitForStop(Plant& p, const sigset_t& stop_signals) {
 }
 
 void LogStart(const Config& config) {
-  log::Init(config.logging.format, config.logging.level);
+  InitRelayLog(config);
   log::Info("QueueBox C++ is starting", {{"version", QUEUEBOX_VERSION},
                                          {"database", config.database.type},
                                          {"configuration", DescribeOrigin(config.origin)}});

@@ -384,7 +384,8 @@ int ApplyEnvironment(const std::map<std::string, std::string>& env, json& tree, 
   json overlay = json::object();
   int bound = 0;
   for (const auto& [name, value] : env) {
-    if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar || name == kDefaultConfigFileVar) {
+    if (name.rfind(kPrefix, 0) != 0 || name == kConfigFileVar || name == kDefaultConfigFileVar ||
+        name == kLogStreamVar) {
       continue;
     }
     if (queuebox::json::FirstInvalidUtf8(

@@ -6,8 +6,9 @@
 // (QUEUEBOX_ROUTES_0_TOPICPATTERN -> routes[0].topicPattern); a map key (a destination name, a
 // header) is the existing YAML key it matches, else the segment in lower case.
 // Values merge key by key into blocks; a list set from the environment replaces the whole list.
-// QUEUEBOX_CONFIG_FILE and QUEUEBOX_CPP_DEFAULT_CONFIG_FILE are not keys. A variable that binds no
-// key is an error, except Kubernetes service-link variables (*_SERVICE_HOST, *_SERVICE_PORT*,
+// QUEUEBOX_CONFIG_FILE, QUEUEBOX_CPP_DEFAULT_CONFIG_FILE and QUEUEBOX_CPP_LOG_STREAM are not keys.
+// A variable that binds no key is an error, except Kubernetes service-link variables
+// (*_SERVICE_HOST, *_SERVICE_PORT*,
 // *_PORT,
 // *_PORT_<n>_<TCP|UDP|SCTP>*), which are ignored.
 #pragma once

@@ -20,6 +20,9 @@ namespace queuebox {
 // installs under another prefix.
 inline constexpr char kDefaultConfigFile[] = "/etc/queuebox/queuebox.yml";
 inline constexpr char kDefaultConfigFileVar[] = "QUEUEBOX_CPP_DEFAULT_CONFIG_FILE";
+// Where `run` and `migrate` write their log lines: stderr (unset, the default) or stdout, as the
+// container image sets it (QueueBox's image logs on stdout). Ours, not a key.
+inline constexpr char kLogStreamVar[] = "QUEUEBOX_CPP_LOG_STREAM";
 
 // Where configuration comes from (QueueBox reference §12.1). Precedence per key: QUEUEBOX_*
 // variables, then one YAML file: `file` (--config; it must exist), else the file

@@ -40,9 +40,12 @@ Either source may be used alone: QueueBox's minimum, `QUEUEBOX_DATABASE_URL`,
 `QUEUEBOX_DATABASE_USERNAME` and `QUEUEBOX_DATABASE_PASSWORD`, is a whole configuration. With
 no variable and no file the start fails with a message that names both sources. QueueBox's third
 source, a file packaged in its image, has no counterpart: the Debian package installs
-`/etc/queuebox/queuebox.yml` instead. `queuebox check-config` prints on its first line where the
-configuration came from. `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` (this build's, not QueueBox's; not a
-key) moves the default file, for tests and installs under another prefix.
+`/etc/queuebox/queuebox.yml` instead, and the container image ships none. `queuebox check-config`
+prints on its first line where the configuration came from. `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE`
+(this build's, not QueueBox's; not a key) moves the default file, for tests and installs under
+another prefix. `QUEUEBOX_CPP_LOG_STREAM=stdout` (this build's; not a key) sends the log lines of
+`run` and `migrate` to stdout instead of stderr; the container image sets it, as QueueBox's image
+logs on stdout.
 
 ## Environment variables
 
@@ -62,7 +65,7 @@ literal `_`. Levels match the keys below case-insensitively, ignoring `-` and `_
 - Values merge key by key into blocks; a list set by variables replaces the whole YAML list, and
   its items are numbered from 0 without gaps.
 - A `QUEUEBOX_*` variable that names no key stops the start. `QUEUEBOX_CONFIG_FILE`,
-  `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE` and the Kubernetes service-link variables
+  `QUEUEBOX_CPP_DEFAULT_CONFIG_FILE`, `QUEUEBOX_CPP_LOG_STREAM` and the Kubernetes service-link variables
   (`*_SERVICE_HOST`, `*_SERVICE_PORT*`, `*_PORT`, `*_PORT_<n>_<TCP|UDP|SCTP>*`) that name no key
   are ignored.
 

@@ -199,6 +199,16 @@ TEST_F(SwitchTest, TheDefaultFileVariableIsOursAndNotAKey) {
   EXPECT_EQ(ConfigSource().default_file, "/etc/queuebox/queuebox.yml");
 }
 
+// The container image sets QUEUEBOX_CPP_LOG_STREAM=stdout: not a key, and alone it is still no
+// configuration, so the image without variables fails as the binary does outside it.
+TEST_F(SwitchTest, TheLogStreamVariableIsOursAndNotAKey) {
+  Result<Config> c =
+      LoadConfig(Source({{kLogStreamVar, "stdout"}, {"QUEUEBOX_DATABASE_URL", "/tmp/x.db"}}));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->origin.variables, 1);
+  EXPECT_THAT(Error(Source({{kLogStreamVar, "stdout"}})), HasSubstr("No configuration was found"));
+}
+
 // ---- 3. Reachable where QueueBox is reachable --------------------------------------------------
 
 TEST_F(SwitchTest, ThePortsServeEveryInterfaceByDefault) {

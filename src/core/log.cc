@@ -18,6 +18,7 @@ namespace {
 
 std::mutex g_mu;
 std::shared_ptr<spdlog::logger> g_logger;
+std::atomic<bool> g_stdout{false};      // g_logger writes to stdout
 std::shared_ptr<LineSink> g_test_sink;  // guarded by g_mu
 std::atomic<bool> g_json{true};
 std::atomic<int> g_min_level{static_cast<int>(Level::kInfo)};
@@ -87,7 +88,7 @@ std::string TextValue(std::string_view v) {
 
 }  // namespace
 
-void Init(std::string_view format, std::string_view level) {
+void Init(std::string_view format, std::string_view level, Stream stream) {
   g_json = format != "text";
   Level l = Level::kInfo;
   if (level == "debug") l = Level::kDebug;
@@ -95,6 +96,19 @@ void Init(std::string_view format, std::string_view level) {
   if (level == "error") l = Level::kError;
   g_min_level = static_cast<int>(l);
   Logger();
+  const bool to_stdout = stream == Stream::kStdout;
+  if (to_stdout != g_stdout.exchange(to_stdout)) {
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    if (to_stdout) {
+      sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+    } else {
+      sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    }
+    auto replaced = std::make_shared<spdlog::logger>("queuebox", std::move(sink));
+    replaced->set_pattern("%v");
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_logger = std::move(replaced);
+  }
 }
 
 namespace {

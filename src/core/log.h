@@ -22,9 +22,11 @@ enum class Level { kDebug, kInfo, kWarn, kError };
 // A field of a log line: name and value as text (numbers are rendered by the caller).
 using Field = std::pair<std::string_view, std::string>;
 
+enum class Stream { kStderr, kStdout };
+
 // Sets up the process logger. format: "json" | "text"; level: debug|info|warn|error.
-// Logs go to stderr. Safe to call again (replaces the sink).
-void Init(std::string_view format, std::string_view level);
+// Logs go to `stream` (stderr unless asked). Safe to call again (replaces the sink).
+void Init(std::string_view format, std::string_view level, Stream stream = Stream::kStderr);
 
 void Write(Level level, std::string_view message, std::initializer_list<Field> fields = {});
 inline void Debug(std::string_view m, std::initializer_list<Field> f = {}) {
