@@ -71,6 +71,16 @@ inline void TakeStandardHeaders(Arrival& a) {
   a.key = take("x-message-key");
 }
 
+// An UnreachableDestination holding a D made (not started) from `settings`.
+template <class D, class Settings>
+UnreachableDestination UnstartedDestination(Settings settings) {
+  Result<std::unique_ptr<D>> d = D::Create(std::move(settings));
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  UnreachableDestination u;
+  if (d.ok()) u.destination = std::move(d).value();
+  return u;
+}
+
 // ---- HTTP -------------------------------------------------------------------------------------
 
 class HttpTarget : public DestinationTarget {
@@ -86,11 +96,7 @@ class HttpTarget : public DestinationTarget {
     s.path = "/hooks";
     s.timeout_ms = 10000;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    EXPECT_TRUE((*d)->Start().ok());
-    return std::move(d).value();
+    return StartedDestination<HttpDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "webhook",
@@ -107,10 +113,7 @@ class HttpTarget : public DestinationTarget {
     s.static_headers = {{"X-Api-Key", "qb-static-s3cret"}};
     s.auth = DestinationAuthConfig{
         "header", {{"headerName", "Authorization"}, {"headerValue", "Bearer qb-static-s3cret"}}};
-    Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<HttpDestination>(std::move(s));
     u.secret = "qb-static-s3cret";
     u.error_prefix = "Publish failed: ";
     u.error_parts = {std::to_string(port)};
@@ -335,7 +338,7 @@ class KafkaTarget : public DestinationTarget {
     s.topic = topic_;
     s.timeout_ms = 3000;  // the transient failure waits it out
     s.static_headers = static_headers;
-    return Started(std::move(s));
+    return StartedDestination<KafkaDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "events",
@@ -352,10 +355,7 @@ class KafkaTarget : public DestinationTarget {
     s.bootstrap_servers = "127.0.0.1:" + std::to_string(UnusedLoopbackPort());
     s.topic = topic_;
     s.timeout_ms = 2000;
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<KafkaDestination>(std::move(s));
     u.error_parts = {"Kafka"};
     u.health_part = "are down";
     return u;
@@ -394,14 +394,6 @@ class KafkaTarget : public DestinationTarget {
  private:
   static rd_kafka_mock_cluster_t* cluster() { return SharedKafkaCluster().get(); }
   static std::string bootstraps() { return SharedKafkaCluster().bootstraps(); }
-  static std::unique_ptr<Destination> Started(KafkaDestinationSettings s) {
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
-  }
 
   std::string topic_;
 };
@@ -558,12 +550,7 @@ class RabbitMqTarget : public DestinationTarget {
     s.url = url_;
     s.exchange = exchange_;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return StartedDestination<RabbitMqDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "rabbit",
@@ -581,10 +568,7 @@ class RabbitMqTarget : public DestinationTarget {
     s.url = "amqp://guest:hunter2@127.0.0.1:1/";
     s.exchange = exchange_;
     s.connect_timeout_ms = 2000;
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<RabbitMqDestination>(std::move(s));
     u.secret = "hunter2";
     u.health_part = "127.0.0.1:1";
     return u;
@@ -648,12 +632,7 @@ class NatsTarget : public DestinationTarget {
     s.subject = prefix_ + ".{{ topic }}";
     s.timeout_ms = 5000;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return StartedDestination<NatsDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "nats",
@@ -670,10 +649,7 @@ class NatsTarget : public DestinationTarget {
     s.servers = "nats://user:hunter2@127.0.0.1:1";
     s.subject = "x";
     s.timeout_ms = 1000;
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<NatsDestination>(std::move(s));
     u.secret = "hunter2";
     return u;
   }
