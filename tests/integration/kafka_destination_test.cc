@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "config/config_test_util.h"
-#include "contract/destination_targets.h"
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
+#include "testing/kafka_reader.h"
 
 namespace queuebox {
 namespace {
