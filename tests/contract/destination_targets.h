@@ -37,10 +37,8 @@
 #include "testing/kafka_reader.h"
 #endif
 #if defined(QB_WITH_RABBITMQ)
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
-
 #include "destinations/rabbitmq/rabbitmq_destination.h"
+#include "testing/amqp_queue.h"
 #endif
 #if defined(QB_WITH_NATS)
 #include "destinations/nats/nats_destination.h"
@@ -325,135 +323,6 @@ class KafkaTarget : public DestinationTarget {
 // ---- RabbitMQ ---------------------------------------------------------------------------------
 
 #if defined(QB_WITH_RABBITMQ)
-
-inline std::string AmqpText(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
-// A message as a RabbitMQ consumer sees it.
-struct AmqpReceived {
-  std::string routing_key, exchange, body, message_id, content_type;
-  int delivery_mode = 0;
-  std::map<std::string, std::string> string_headers;
-  std::map<std::string, int64_t> int_headers;
-  std::vector<std::string> header_order;
-};
-
-inline AmqpReceived ReadAmqpMessage(const amqp_message_t& message) {
-  AmqpReceived m;
-  m.body = AmqpText(message.body);
-  const amqp_basic_properties_t& p = message.properties;
-  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = AmqpText(p.message_id);
-  if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = AmqpText(p.content_type);
-  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) m.delivery_mode = p.delivery_mode;
-  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
-    for (int i = 0; i < p.headers.num_entries; ++i) {
-      const amqp_table_entry_t& e = p.headers.entries[i];
-      std::string key = AmqpText(e.key);
-      m.header_order.push_back(key);
-      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
-        m.string_headers[key] = AmqpText(e.value.value.bytes);
-      } else if (e.value.kind == AMQP_FIELD_KIND_I32) {
-        m.int_headers[key] = e.value.value.i32;
-      }
-    }
-  }
-  return m;
-}
-
-// A test's own connection: an exclusive queue bound to `exchange` with `binding`, read with
-// basic.get (after a publisher confirm the message is in the queue: no waiting).
-class AmqpTestQueue {
- public:
-  AmqpTestQueue(const std::string& url, const std::string& exchange, const std::string& binding)
-      : exchange_(exchange), binding_(binding) {
-    std::vector<char> buf(url.begin(), url.end());
-    buf.push_back('\0');
-    amqp_connection_info info;
-    amqp_parse_url(buf.data(), &info);
-    std::string vhost = *info.vhost ? info.vhost : "/";
-    conn_ = amqp_new_connection();
-    amqp_socket_t* s = amqp_tcp_socket_new(conn_);
-    EXPECT_EQ(amqp_socket_open(s, info.host, info.port), AMQP_STATUS_OK);
-    EXPECT_EQ(amqp_login(conn_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password)
-                  .reply_type,
-              AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(conn_, 1);
-    Check("channel.open");
-    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-    Check("exchange.declare");
-    amqp_queue_declare_ok_t* q =
-        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-    Check("queue.declare");
-    if (q == nullptr) {
-      ADD_FAILURE() << "queue.declare returned no queue";
-      return;
-    }
-    queue_ = AmqpText(q->queue);
-    Bind();
-  }
-  ~AmqpTestQueue() {
-    amqp_connection_close(conn_, AMQP_REPLY_SUCCESS);
-    amqp_destroy_connection(conn_);
-  }
-
-  void Bind() {
-    amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue_.c_str()),
-                    amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes(binding_.c_str()),
-                    amqp_empty_table);
-    Check("queue.bind");
-  }
-  // With no queue bound, a mandatory publish comes back unroutable.
-  void Unbind() {
-    amqp_queue_unbind(conn_, 1, amqp_cstring_bytes(queue_.c_str()),
-                      amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes(binding_.c_str()),
-                      amqp_empty_table);
-    Check("queue.unbind");
-  }
-
-  // Up to `count` messages: what the queue holds, waiting at most `wait` for the rest.
-  std::vector<AmqpReceived> Take(size_t count,
-                                 std::chrono::milliseconds wait = std::chrono::seconds(10)) {
-    std::vector<AmqpReceived> out;
-    WaitUntil(
-        [&] {
-          for (AmqpReceived& m : Drain()) out.push_back(std::move(m));
-          return out.size() >= count;
-        },
-        wait);
-    return out;
-  }
-
-  // Takes every message the queue holds now.
-  std::vector<AmqpReceived> Drain() {
-    std::vector<AmqpReceived> out;
-    while (true) {
-      amqp_maybe_release_buffers(conn_);
-      amqp_rpc_reply_t r = amqp_basic_get(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 1);
-      if (r.reply_type != AMQP_RESPONSE_NORMAL || r.reply.id != AMQP_BASIC_GET_OK_METHOD) break;
-      auto* ok = static_cast<amqp_basic_get_ok_t*>(r.reply.decoded);
-      std::string routing_key = AmqpText(ok->routing_key);
-      std::string exchange = AmqpText(ok->exchange);
-      amqp_message_t message;
-      if (amqp_read_message(conn_, 1, &message, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
-      AmqpReceived m = ReadAmqpMessage(message);
-      m.routing_key = std::move(routing_key);
-      m.exchange = std::move(exchange);
-      amqp_destroy_message(&message);
-      out.push_back(std::move(m));
-    }
-    return out;
-  }
-
- private:
-  void Check(const char* what) {
-    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
-  }
-  amqp_connection_state_t conn_ = nullptr;
-  std::string exchange_, binding_, queue_;
-};
 
 class RabbitMqTarget : public DestinationTarget {
  public:

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "config/config_test_util.h"
-#include "contract/destination_targets.h"
+#include "testing/amqp_queue.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
