@@ -96,14 +96,7 @@ class BoundQueue {
  public:
   BoundQueue(const std::string& url, const std::string& exchange) {
     conn_ = queuebox::testing::OpenAmqp(url);
-    Expect("channel.open");
-    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-    Expect("exchange.declare");
-    amqp_queue_declare_ok_t* q =
-        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-    Expect("queue.declare");
-    const std::string queue = q ? AmqpText(q->queue) : std::string();
+    const std::string queue = queuebox::testing::DeclareExchangeAndQueue(conn_, exchange);
     amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue.c_str()),
                     amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes("#"),
                     amqp_empty_table);
@@ -131,9 +124,7 @@ class BoundQueue {
   }
 
  private:
-  void Expect(const char* what) {
-    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
-  }
+  void Expect(const char* what) { queuebox::testing::ExpectAmqpOk(conn_, what); }
   amqp_connection_state_t conn_;
 };
 

@@ -128,6 +128,29 @@ inline AmqpReceived ReadAmqpMessage(const amqp_message_t& message) {
   return m;
 }
 
+// Fails the test when the last reply on `conn` is not normal; `what` names the call.
+inline void ExpectAmqpOk(amqp_connection_state_t conn, const char* what) {
+  EXPECT_EQ(amqp_get_rpc_reply(conn).reply_type, AMQP_RESPONSE_NORMAL) << what;
+}
+
+// After OpenAmqp, on channel 1: a durable topic exchange `exchange` and an exclusive queue named
+// by the server; returns the queue's name ("" and a test failure when none was declared).
+inline std::string DeclareExchangeAndQueue(amqp_connection_state_t conn,
+                                           const std::string& exchange) {
+  ExpectAmqpOk(conn, "channel.open");
+  amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes("topic"),
+                        0, 1, 0, 0, amqp_empty_table);
+  ExpectAmqpOk(conn, "exchange.declare");
+  amqp_queue_declare_ok_t* q =
+      amqp_queue_declare(conn, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
+  ExpectAmqpOk(conn, "queue.declare");
+  if (q == nullptr) {
+    ADD_FAILURE() << "queue.declare returned no queue";
+    return "";
+  }
+  return AmqpText(q->queue);
+}
+
 // A test's own connection: an exclusive queue bound to `exchange` with `binding`, read with
 // basic.get (after a publisher confirm the message is in the queue: no waiting).
 class AmqpTestQueue {
@@ -135,18 +158,8 @@ class AmqpTestQueue {
   AmqpTestQueue(const std::string& url, const std::string& exchange, const std::string& binding)
       : exchange_(exchange), binding_(binding) {
     conn_ = OpenAmqp(url);
-    Check("channel.open");
-    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-    Check("exchange.declare");
-    amqp_queue_declare_ok_t* q =
-        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-    Check("queue.declare");
-    if (q == nullptr) {
-      ADD_FAILURE() << "queue.declare returned no queue";
-      return;
-    }
-    queue_ = AmqpText(q->queue);
+    queue_ = DeclareExchangeAndQueue(conn_, exchange);
+    if (queue_.empty()) return;
     Bind();
   }
   ~AmqpTestQueue() {
@@ -203,9 +216,7 @@ class AmqpTestQueue {
   }
 
  private:
-  void Check(const char* what) {
-    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
-  }
+  void Check(const char* what) { ExpectAmqpOk(conn_, what); }
   amqp_connection_state_t conn_ = nullptr;
   std::string exchange_, binding_, queue_;
 };
