@@ -34,12 +34,11 @@
 
 #if defined(QB_WITH_KAFKA)
 #include "destinations/kafka/kafka_destination.h"
+#include "testing/kafka_reader.h"
 #endif
 #if defined(QB_WITH_RABBITMQ)
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
-
 #include "destinations/rabbitmq/rabbitmq_destination.h"
+#include "testing/amqp_queue.h"
 #endif
 #if defined(QB_WITH_NATS)
 #include "destinations/nats/nats_destination.h"
@@ -71,6 +70,16 @@ inline void TakeStandardHeaders(Arrival& a) {
   a.key = take("x-message-key");
 }
 
+// An UnreachableDestination holding a D made (not started) from `settings`.
+template <class D, class Settings>
+UnreachableDestination UnstartedDestination(Settings settings) {
+  Result<std::unique_ptr<D>> d = D::Create(std::move(settings));
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  UnreachableDestination u;
+  if (d.ok()) u.destination = std::move(d).value();
+  return u;
+}
+
 // ---- HTTP -------------------------------------------------------------------------------------
 
 class HttpTarget : public DestinationTarget {
@@ -86,11 +95,7 @@ class HttpTarget : public DestinationTarget {
     s.path = "/hooks";
     s.timeout_ms = 10000;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    EXPECT_TRUE((*d)->Start().ok());
-    return std::move(d).value();
+    return StartedDestination<HttpDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "webhook",
@@ -107,10 +112,7 @@ class HttpTarget : public DestinationTarget {
     s.static_headers = {{"X-Api-Key", "qb-static-s3cret"}};
     s.auth = DestinationAuthConfig{
         "header", {{"headerName", "Authorization"}, {"headerValue", "Bearer qb-static-s3cret"}}};
-    Result<std::unique_ptr<HttpDestination>> d = HttpDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<HttpDestination>(std::move(s));
     u.secret = "qb-static-s3cret";
     u.error_prefix = "Publish failed: ";
     u.error_parts = {std::to_string(port)};
@@ -236,85 +238,6 @@ inline MockKafkaCluster& SharedKafkaCluster() {
   return *cluster;
 }
 
-inline rd_kafka_t* NewKafkaClient(rd_kafka_type_t type,
-                                  const std::map<std::string, std::string>& props) {
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [k, v] : props) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      ADD_FAILURE() << k << ": " << err;
-    }
-  }
-  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
-  rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof err);
-  EXPECT_NE(rk, nullptr) << err;
-  return rk;
-}
-
-struct KafkaRecord {
-  std::optional<std::string> key;
-  std::string value;
-  std::vector<std::pair<std::string, std::string>> headers;  // in record order
-  int32_t partition = 0;
-};
-
-// Reads `count` records from all `partitions` of `topic` from the beginning (assign(), not
-// subscribe()). Gives up after `wait`.
-inline std::vector<KafkaRecord> ConsumeKafka(
-    const std::string& bootstraps, const std::string& topic, size_t count, int partitions = 1,
-    std::chrono::milliseconds wait = std::chrono::seconds(20)) {
-  rd_kafka_t* c = NewKafkaClient(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstraps},
-                                                     {"group.id", "qb-test"},
-                                                     {"enable.auto.commit", "false"}});
-  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(partitions);
-  for (int p = 0; p < partitions; ++p) {
-    rd_kafka_topic_partition_list_add(parts, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-  }
-  rd_kafka_assign(c, parts);
-  rd_kafka_topic_partition_list_destroy(parts);
-  std::vector<KafkaRecord> out;
-  auto deadline = std::chrono::steady_clock::now() + wait;
-  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(c, 100);
-    if (m == nullptr) continue;
-    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      KafkaRecord r;
-      if (m->key) r.key = std::string(static_cast<const char*>(m->key), m->key_len);
-      r.value.assign(static_cast<const char*>(m->payload), m->len);
-      r.partition = m->partition;
-      rd_kafka_headers_t* h = nullptr;
-      if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char* name;
-        const void* val;
-        size_t size;
-        for (size_t i = 0;
-             rd_kafka_header_get_all(h, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
-          r.headers.emplace_back(name, std::string(static_cast<const char*>(val), size));
-        }
-      }
-      out.push_back(std::move(r));
-    }
-    rd_kafka_message_destroy(m);
-  }
-  rd_kafka_consumer_close(c);
-  rd_kafka_destroy(c);
-  return out;
-}
-
-// The number of records partition `partition` of `topic` holds (its high watermark; -1 on
-// error): "no other record" without waiting out a deadline.
-inline int64_t StoredKafkaRecords(const std::string& bootstraps, const std::string& topic,
-                                  int32_t partition = 0) {
-  rd_kafka_t* c = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstraps}});
-  int64_t low = -1, high = -1;
-  if (rd_kafka_query_watermark_offsets(c, topic.c_str(), partition, &low, &high, 10000) !=
-      RD_KAFKA_RESP_ERR_NO_ERROR) {
-    high = -1;
-  }
-  rd_kafka_destroy(c);
-  return high;
-}
-
 class KafkaTarget : public DestinationTarget {
  public:
   static constexpr int kPartitions = 3;
@@ -335,7 +258,7 @@ class KafkaTarget : public DestinationTarget {
     s.topic = topic_;
     s.timeout_ms = 3000;  // the transient failure waits it out
     s.static_headers = static_headers;
-    return Started(std::move(s));
+    return StartedDestination<KafkaDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "events",
@@ -352,10 +275,7 @@ class KafkaTarget : public DestinationTarget {
     s.bootstrap_servers = "127.0.0.1:" + std::to_string(UnusedLoopbackPort());
     s.topic = topic_;
     s.timeout_ms = 2000;
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<KafkaDestination>(std::move(s));
     u.error_parts = {"Kafka"};
     u.health_part = "are down";
     return u;
@@ -394,14 +314,6 @@ class KafkaTarget : public DestinationTarget {
  private:
   static rd_kafka_mock_cluster_t* cluster() { return SharedKafkaCluster().get(); }
   static std::string bootstraps() { return SharedKafkaCluster().bootstraps(); }
-  static std::unique_ptr<Destination> Started(KafkaDestinationSettings s) {
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
-  }
 
   std::string topic_;
 };
@@ -411,135 +323,6 @@ class KafkaTarget : public DestinationTarget {
 // ---- RabbitMQ ---------------------------------------------------------------------------------
 
 #if defined(QB_WITH_RABBITMQ)
-
-inline std::string AmqpText(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
-// A message as a RabbitMQ consumer sees it.
-struct AmqpReceived {
-  std::string routing_key, exchange, body, message_id, content_type;
-  int delivery_mode = 0;
-  std::map<std::string, std::string> string_headers;
-  std::map<std::string, int64_t> int_headers;
-  std::vector<std::string> header_order;
-};
-
-inline AmqpReceived ReadAmqpMessage(const amqp_message_t& message) {
-  AmqpReceived m;
-  m.body = AmqpText(message.body);
-  const amqp_basic_properties_t& p = message.properties;
-  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = AmqpText(p.message_id);
-  if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = AmqpText(p.content_type);
-  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) m.delivery_mode = p.delivery_mode;
-  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
-    for (int i = 0; i < p.headers.num_entries; ++i) {
-      const amqp_table_entry_t& e = p.headers.entries[i];
-      std::string key = AmqpText(e.key);
-      m.header_order.push_back(key);
-      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
-        m.string_headers[key] = AmqpText(e.value.value.bytes);
-      } else if (e.value.kind == AMQP_FIELD_KIND_I32) {
-        m.int_headers[key] = e.value.value.i32;
-      }
-    }
-  }
-  return m;
-}
-
-// A test's own connection: an exclusive queue bound to `exchange` with `binding`, read with
-// basic.get (after a publisher confirm the message is in the queue: no waiting).
-class AmqpTestQueue {
- public:
-  AmqpTestQueue(const std::string& url, const std::string& exchange, const std::string& binding)
-      : exchange_(exchange), binding_(binding) {
-    std::vector<char> buf(url.begin(), url.end());
-    buf.push_back('\0');
-    amqp_connection_info info;
-    amqp_parse_url(buf.data(), &info);
-    std::string vhost = *info.vhost ? info.vhost : "/";
-    conn_ = amqp_new_connection();
-    amqp_socket_t* s = amqp_tcp_socket_new(conn_);
-    EXPECT_EQ(amqp_socket_open(s, info.host, info.port), AMQP_STATUS_OK);
-    EXPECT_EQ(amqp_login(conn_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password)
-                  .reply_type,
-              AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(conn_, 1);
-    Check("channel.open");
-    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-    Check("exchange.declare");
-    amqp_queue_declare_ok_t* q =
-        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-    Check("queue.declare");
-    if (q == nullptr) {
-      ADD_FAILURE() << "queue.declare returned no queue";
-      return;
-    }
-    queue_ = AmqpText(q->queue);
-    Bind();
-  }
-  ~AmqpTestQueue() {
-    amqp_connection_close(conn_, AMQP_REPLY_SUCCESS);
-    amqp_destroy_connection(conn_);
-  }
-
-  void Bind() {
-    amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue_.c_str()),
-                    amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes(binding_.c_str()),
-                    amqp_empty_table);
-    Check("queue.bind");
-  }
-  // With no queue bound, a mandatory publish comes back unroutable.
-  void Unbind() {
-    amqp_queue_unbind(conn_, 1, amqp_cstring_bytes(queue_.c_str()),
-                      amqp_cstring_bytes(exchange_.c_str()), amqp_cstring_bytes(binding_.c_str()),
-                      amqp_empty_table);
-    Check("queue.unbind");
-  }
-
-  // Up to `count` messages: what the queue holds, waiting at most `wait` for the rest.
-  std::vector<AmqpReceived> Take(size_t count,
-                                 std::chrono::milliseconds wait = std::chrono::seconds(10)) {
-    std::vector<AmqpReceived> out;
-    WaitUntil(
-        [&] {
-          for (AmqpReceived& m : Drain()) out.push_back(std::move(m));
-          return out.size() >= count;
-        },
-        wait);
-    return out;
-  }
-
-  // Takes every message the queue holds now.
-  std::vector<AmqpReceived> Drain() {
-    std::vector<AmqpReceived> out;
-    while (true) {
-      amqp_maybe_release_buffers(conn_);
-      amqp_rpc_reply_t r = amqp_basic_get(conn_, 1, amqp_cstring_bytes(queue_.c_str()), 1);
-      if (r.reply_type != AMQP_RESPONSE_NORMAL || r.reply.id != AMQP_BASIC_GET_OK_METHOD) break;
-      auto* ok = static_cast<amqp_basic_get_ok_t*>(r.reply.decoded);
-      std::string routing_key = AmqpText(ok->routing_key);
-      std::string exchange = AmqpText(ok->exchange);
-      amqp_message_t message;
-      if (amqp_read_message(conn_, 1, &message, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
-      AmqpReceived m = ReadAmqpMessage(message);
-      m.routing_key = std::move(routing_key);
-      m.exchange = std::move(exchange);
-      amqp_destroy_message(&message);
-      out.push_back(std::move(m));
-    }
-    return out;
-  }
-
- private:
-  void Check(const char* what) {
-    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
-  }
-  amqp_connection_state_t conn_ = nullptr;
-  std::string exchange_, binding_, queue_;
-};
 
 class RabbitMqTarget : public DestinationTarget {
  public:
@@ -558,12 +341,7 @@ class RabbitMqTarget : public DestinationTarget {
     s.url = url_;
     s.exchange = exchange_;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return StartedDestination<RabbitMqDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "rabbit",
@@ -581,10 +359,7 @@ class RabbitMqTarget : public DestinationTarget {
     s.url = "amqp://guest:hunter2@127.0.0.1:1/";
     s.exchange = exchange_;
     s.connect_timeout_ms = 2000;
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<RabbitMqDestination>(std::move(s));
     u.secret = "hunter2";
     u.health_part = "127.0.0.1:1";
     return u;
@@ -648,12 +423,7 @@ class NatsTarget : public DestinationTarget {
     s.subject = prefix_ + ".{{ topic }}";
     s.timeout_ms = 5000;
     s.static_headers = static_headers;
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return StartedDestination<NatsDestination>(std::move(s));
   }
   DestinationConfig Config() override {
     return {.name = "nats",
@@ -670,10 +440,7 @@ class NatsTarget : public DestinationTarget {
     s.servers = "nats://user:hunter2@127.0.0.1:1";
     s.subject = "x";
     s.timeout_ms = 1000;
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    UnreachableDestination u;
-    if (d.ok()) u.destination = std::move(d).value();
+    UnreachableDestination u = UnstartedDestination<NatsDestination>(std::move(s));
     u.secret = "hunter2";
     return u;
   }

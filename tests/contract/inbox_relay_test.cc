@@ -26,7 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::InboxUnderTest;
-using testing::MemoryInboxUnderTest;
 using testing::SqlInboxUnderTest;
 using Kind = InboxStoreOutcome::Kind;
 
@@ -103,17 +102,10 @@ class InboxRelayTest : public ::testing::TestWithParam<std::string> {
  protected:
   // A subject per parameter: "sqlite" and "postgresql" (a migrated store), "memory" (the twin).
   void SetUp() override {
-    if (GetParam() == "memory") {
-      subject_ = std::make_unique<MemoryInboxUnderTest>();
-    } else {
-      std::string pg_url;
-      if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
-      auto sql = std::make_unique<SqlInboxUnderTest>(GetParam());
-      sql->Create(pg_url);
-      if (HasFatalFailure()) return;
-      db_ = &sql->db();
-      subject_ = std::move(sql);
-    }
+    SqlInboxUnderTest* sql = nullptr;
+    testing::CreateInboxUnderTest(GetParam(), subject_, &sql);
+    if (subject_ == nullptr) return;
+    if (sql != nullptr) db_ = &sql->db();
     inbox_ = &subject_->inbox();
   }
 

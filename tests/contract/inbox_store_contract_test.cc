@@ -27,7 +27,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::InboxUnderTest;
 using ::testing::IsEmpty;
-using testing::MemoryInboxUnderTest;
 using testing::SqlInboxUnderTest;
 using testing::StatusIs;
 using Kind = InboxStoreOutcome::Kind;
@@ -49,17 +48,8 @@ NewInboxMessage Msg(std::string key, std::optional<std::string> aggregate = std:
 class InboxFixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "memory") {
-      subject_ = std::make_unique<MemoryInboxUnderTest>();
-    } else {
-      std::string pg_url;
-      if (GetParam() == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
-      auto sql = std::make_unique<SqlInboxUnderTest>(GetParam());
-      sql->Create(pg_url);
-      if (HasFatalFailure()) return;
-      sql_ = sql.get();
-      subject_ = std::move(sql);
-    }
+    testing::CreateInboxUnderTest(GetParam(), subject_, &sql_);
+    if (subject_ == nullptr) return;
     inbox_ = &subject_->inbox();
   }
 

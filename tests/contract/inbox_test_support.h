@@ -80,11 +80,7 @@ class SqlInboxUnderTest final : public InboxUnderTest {
 
   // Creates the database, opens the store and migrates it; check HasFatalFailure() after.
   void Create(const std::string& pg_url) {
-    db_.Create(pg_url);
-    store_ = db_.Open();
-    ASSERT_NE(store_, nullptr);
-    auto report = store_->Migrate(std::nullopt);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(db_.CreateMigrated(pg_url, store_));
     ASSERT_NE(store_->inbox(), nullptr);
     ASSERT_TRUE(store_->inbox()->CheckSchema().ok());
   }
@@ -291,5 +287,23 @@ class MemoryInboxUnderTest final : public InboxUnderTest {
   FakeStore outbox_;
   MemoryInboxStore inbox_{outbox_};
 };
+
+// The subject of test parameter `param`: "memory" (the twin), or "sqlite" and "postgresql" (a
+// migrated store; PostgreSQL needs QB_TEST_PG_URL). `subject` stays empty when the test is skipped
+// or has failed; `sql`, when given, receives the SQL subject.
+inline void CreateInboxUnderTest(const std::string& param, std::unique_ptr<InboxUnderTest>& subject,
+                                 SqlInboxUnderTest** sql = nullptr) {
+  if (param == "memory") {
+    subject = std::make_unique<MemoryInboxUnderTest>();
+    return;
+  }
+  std::string pg_url;
+  if (param == "postgresql") QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", pg_url);
+  auto created = std::make_unique<SqlInboxUnderTest>(param);
+  created->Create(pg_url);
+  if (::testing::Test::HasFatalFailure()) return;
+  if (sql != nullptr) *sql = created.get();
+  subject = std::move(created);
+}
 
 }  // namespace queuebox::testing

@@ -53,6 +53,16 @@ class StoreDb {
   bool pg() const { return dialect_ == "postgresql"; }
   DatabaseConfig& config() { return config_; }
 
+  // Create, then a store opened on the database and migrated in `store`; check
+  // HasFatalFailure() after.
+  void CreateMigrated(const std::string& pg_url, std::unique_ptr<OutboxStore>& store) {
+    Create(pg_url);
+    store = Open();
+    ASSERT_NE(store, nullptr);
+    auto report = store->Migrate(std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+  }
+
   std::unique_ptr<OutboxStore> Open() {
     auto store = OpenStore(config_);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -196,11 +206,7 @@ class SqlOutboxUnderTest final : public OutboxUnderTest {
 
   // Creates the database, opens the store and migrates it; check HasFatalFailure() after.
   void Create(const std::string& pg_url) {
-    db_.Create(pg_url);
-    store_ = db_.Open();
-    ASSERT_NE(store_, nullptr);
-    auto report = store_->Migrate(std::nullopt);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(db_.CreateMigrated(pg_url, store_));
     Status schema = store_->CheckSchema();
     ASSERT_TRUE(schema.ok()) << schema.ToString();
   }

@@ -21,6 +21,7 @@
 #include "destinations/babelqueue_transport/destination_transport.h"
 #include "destinations/rabbitmq/amqp_extension.h"
 #include "destinations/rabbitmq/rabbitmq_destination.h"
+#include "testing/amqp_queue.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/source_dir.h"
@@ -28,6 +29,7 @@
 namespace babelqueue {
 namespace {
 
+using ::queuebox::testing::AmqpText;
 using ::testing::HasSubstr;
 
 const std::string kSuiteDir = std::string(QUEUEBOX_SOURCE_DIR) + "/tests/conformance/babelqueue";
@@ -38,10 +40,6 @@ std::string ReadSuiteFile(const std::string& relative) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string Text(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
 }
 
 // One consumed AMQP message: body, the string properties that were set, and the headers as JSON
@@ -55,7 +53,7 @@ struct Delivery {
 
 Delivery ToDelivery(const amqp_message_t& message) {
   Delivery d;
-  d.body = Text(message.body);
+  d.body = AmqpText(message.body);
   const amqp_basic_properties_t& p = message.properties;
   const std::pair<const char*, std::pair<amqp_flags_t, amqp_bytes_t>> props[] = {
       {"type", {AMQP_BASIC_TYPE_FLAG, p.type}},
@@ -65,16 +63,16 @@ Delivery ToDelivery(const amqp_message_t& message) {
       {"content_type", {AMQP_BASIC_CONTENT_TYPE_FLAG, p.content_type}},
   };
   for (const auto& [name, flag_value] : props) {
-    if (p._flags & flag_value.first) d.properties[name] = Text(flag_value.second);
+    if (p._flags & flag_value.first) d.properties[name] = AmqpText(flag_value.second);
   }
   if (!(p._flags & AMQP_BASIC_HEADERS_FLAG)) return d;
   for (int i = 0; i < p.headers.num_entries; ++i) {
     const amqp_table_entry_t& e = p.headers.entries[i];
-    const std::string key = Text(e.key);
+    const std::string key = AmqpText(e.key);
     switch (e.value.kind) {
       case AMQP_FIELD_KIND_UTF8:
       case AMQP_FIELD_KIND_BYTES:
-        d.headers[key] = Text(e.value.value.bytes);
+        d.headers[key] = AmqpText(e.value.value.bytes);
         d.integer_kind[key] = false;
         break;
       case AMQP_FIELD_KIND_I32:
@@ -97,27 +95,8 @@ Delivery ToDelivery(const amqp_message_t& message) {
 class BoundQueue {
  public:
   BoundQueue(const std::string& url, const std::string& exchange) {
-    std::vector<char> buf(url.begin(), url.end());
-    buf.push_back('\0');
-    amqp_connection_info info;
-    EXPECT_EQ(amqp_parse_url(buf.data(), &info), AMQP_STATUS_OK);
-    conn_ = amqp_new_connection();
-    amqp_socket_t* socket = amqp_tcp_socket_new(conn_);
-    EXPECT_EQ(amqp_socket_open(socket, info.host, info.port), AMQP_STATUS_OK);
-    const std::string vhost = *info.vhost ? info.vhost : "/";
-    EXPECT_EQ(amqp_login(conn_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password)
-                  .reply_type,
-              AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(conn_, 1);
-    Expect("channel.open");
-    amqp_exchange_declare(conn_, 1, amqp_cstring_bytes(exchange.c_str()),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, amqp_empty_table);
-    Expect("exchange.declare");
-    amqp_queue_declare_ok_t* q =
-        amqp_queue_declare(conn_, 1, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-    Expect("queue.declare");
-    const std::string queue = q ? Text(q->queue) : std::string();
+    conn_ = queuebox::testing::OpenAmqp(url);
+    const std::string queue = queuebox::testing::DeclareExchangeAndQueue(conn_, exchange);
     amqp_queue_bind(conn_, 1, amqp_cstring_bytes(queue.c_str()),
                     amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes("#"),
                     amqp_empty_table);
@@ -145,9 +124,7 @@ class BoundQueue {
   }
 
  private:
-  void Expect(const char* what) {
-    EXPECT_EQ(amqp_get_rpc_reply(conn_).reply_type, AMQP_RESPONSE_NORMAL) << what;
-  }
+  void Expect(const char* what) { queuebox::testing::ExpectAmqpOk(conn_, what); }
   amqp_connection_state_t conn_;
 };
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "config/config_test_util.h"
-#include "contract/destination_targets.h"
 #include "testing/broker_servers.h"
 #include "testing/broker_testing.h"
+#include "testing/kafka_reader.h"
 
 namespace queuebox {
 namespace {
@@ -64,12 +64,7 @@ class KafkaDestinationTest : public ::testing::Test {
   }
 
   std::unique_ptr<KafkaDestination> Started(KafkaDestinationSettings s) {
-    Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return testing::StartedDestination<KafkaDestination>(std::move(s));
   }
 
   std::vector<Record> Consume(const std::string& topic, size_t count) {

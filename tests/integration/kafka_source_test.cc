@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "testing/broker_servers.h"
 #include "testing/http_receiver.h"
+#include "testing/kafka_reader.h"
 #include "testing/log_capture.h"
 #include "testing/tcp_forwarder.h"
 
@@ -38,6 +39,7 @@ namespace {
 
 using nlohmann::json;
 using ::queuebox::testing::LogCapture;
+using ::queuebox::testing::NewKafkaClient;
 using testing::DialectName;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -63,20 +65,6 @@ bool Eventually(const std::function<bool()>& done,
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return done();
-}
-
-rd_kafka_t* NewClient(rd_kafka_type_t type, const std::map<std::string, std::string>& props) {
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [k, v] : props) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      ADD_FAILURE() << k << ": " << err;
-    }
-  }
-  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
-  rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof err);
-  EXPECT_NE(rk, nullptr) << err;
-  return rk;
 }
 
 struct Record {
@@ -134,7 +122,7 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
     db_->Create(pg_url);
     OpenStore();
     mock_ = std::make_unique<testing::MockKafkaCluster>(3);
-    producer_ = NewClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock_->bootstraps()}});
+    producer_ = NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock_->bootstraps()}});
   }
   void TearDown() override {
     for (auto& s : sources_) s->Stop();
@@ -208,19 +196,7 @@ class KafkaSourceTest : public ::testing::TestWithParam<std::string> {
   // The group's committed offsets of `topic` (0 when none).
   std::vector<int64_t> Committed(const std::string& group, const std::string& topic,
                                  int partitions) {
-    rd_kafka_t* c = NewClient(RD_KAFKA_CONSUMER,
-                              {{"bootstrap.servers", mock_->bootstraps()}, {"group.id", group}});
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partitions);
-    for (int p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
-    std::vector<int64_t> out(partitions, -1);
-    if (rd_kafka_committed(c, list, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      for (int i = 0; i < list->cnt; ++i) {
-        out[list->elems[i].partition] = std::max<int64_t>(list->elems[i].offset, 0);
-      }
-    }
-    rd_kafka_topic_partition_list_destroy(list);
-    rd_kafka_destroy(c);
-    return out;
+    return testing::CommittedKafkaOffsets(mock_->bootstraps(), group, topic, partitions);
   }
 
   int64_t Rows(const std::string& where = "1 = 1") {
@@ -576,8 +552,8 @@ TEST(KafkaSourceOutageTest, DatabaseCutMidConsumptionLosesNothingAndCommitsOnlyS
   const std::string topic = "qb.outage";
   ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), topic.c_str(), 2, 3),
             RD_KAFKA_RESP_ERR_NO_ERROR);
-  rd_kafka_t* producer =
-      NewClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock.bootstraps()}, {"linger.ms", "0"}});
+  rd_kafka_t* producer = NewKafkaClient(
+      RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock.bootstraps()}, {"linger.ms", "0"}});
   auto produce = [&](int from, int to) {
     for (int p = 0; p < 2; ++p) {
       for (int n = from; n < to; ++n) {
@@ -595,19 +571,7 @@ TEST(KafkaSourceOutageTest, DatabaseCutMidConsumptionLosesNothingAndCommitsOnlyS
     return std::stoll(db.Scalar("SELECT COUNT(*) FROM inbox WHERE " + where));
   };
   auto committed = [&] {
-    rd_kafka_t* c = NewClient(RD_KAFKA_CONSUMER,
-                              {{"bootstrap.servers", mock.bootstraps()}, {"group.id", "qb-out"}});
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(2);
-    for (int p = 0; p < 2; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
-    std::vector<int64_t> out(2, -1);
-    if (rd_kafka_committed(c, list, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      for (int i = 0; i < list->cnt; ++i) {
-        out[list->elems[i].partition] = std::max<int64_t>(list->elems[i].offset, 0);
-      }
-    }
-    rd_kafka_topic_partition_list_destroy(list);
-    rd_kafka_destroy(c);
-    return out;
+    return testing::CommittedKafkaOffsets(mock.bootstraps(), "qb-out", topic, 2);
   };
 
   KafkaSourceSettings s;
@@ -674,7 +638,8 @@ TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
       }
     }
   };
-  rd_kafka_t* producer = NewClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock.bootstraps()}});
+  rd_kafka_t* producer =
+      NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock.bootstraps()}});
   auto produce = [&](const std::string& id) {
     ProduceOne(producer, topic, {0, std::nullopt, json{{"id", id}}.dump(), {}, 0});
     ASSERT_EQ(rd_kafka_flush(producer, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);

@@ -25,10 +25,10 @@
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
-#include "testing/source_dir.h"
 #include "testing/join_on_exit.h"
 #include "testing/log_capture.h"
 #include "testing/process.h"
+#include "testing/source_dir.h"
 
 namespace queuebox {
 namespace {
@@ -61,12 +61,7 @@ class NatsDestinationTest : public ::testing::Test {
   }
 
   std::unique_ptr<NatsDestination> Started(NatsDestinationSettings s) {
-    Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return testing::StartedDestination<NatsDestination>(std::move(s));
   }
 
   std::string url_, stream_, prefix_;

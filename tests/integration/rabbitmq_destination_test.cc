@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "config/config_test_util.h"
-#include "contract/destination_targets.h"
+#include "testing/amqp_queue.h"
 #include "testing/broker_testing.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
@@ -62,12 +62,7 @@ class RabbitMqDestinationTest : public ::testing::Test {
   }
 
   std::unique_ptr<RabbitMqDestination> Started(RabbitMqDestinationSettings s) {
-    Result<std::unique_ptr<RabbitMqDestination>> d = RabbitMqDestination::Create(std::move(s));
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    if (!d.ok()) return nullptr;
-    Status st = (*d)->Start();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return std::move(d).value();
+    return testing::StartedDestination<RabbitMqDestination>(std::move(s));
   }
 
   std::string url_, exchange_;

@@ -33,6 +33,7 @@
 #include "contract/store_test_support.h"
 #include "core/log.h"
 #include "sources/rabbitmq/amqp_headers.h"
+#include "testing/amqp_queue.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
 #include "testing/log_capture.h"
@@ -87,20 +88,7 @@ struct Props {
 class TestQueue {
  public:
   TestQueue(const std::string& url, std::string queue) : queue_(std::move(queue)) {
-    std::vector<char> buf(url.begin(), url.end());
-    buf.push_back('\0');
-    amqp_connection_info info;
-    amqp_parse_url(buf.data(), &info);
-    port_ = info.port;
-    std::string vhost = *info.vhost ? info.vhost : "/";
-    c_ = amqp_new_connection();
-    amqp_socket_t* sock = amqp_tcp_socket_new(c_);
-    EXPECT_EQ(amqp_socket_open(sock, info.host, info.port), AMQP_STATUS_OK);
-    EXPECT_EQ(amqp_login(c_, vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, info.user,
-                         info.password)
-                  .reply_type,
-              AMQP_RESPONSE_NORMAL);
-    amqp_channel_open(c_, 1);
+    c_ = testing::OpenAmqp(url, &port_);
     EXPECT_EQ(amqp_get_rpc_reply(c_).reply_type, AMQP_RESPONSE_NORMAL);
   }
   ~TestQueue() {

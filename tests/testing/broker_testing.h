@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -71,6 +72,18 @@ inline std::vector<Outcome> PublishAll(Destination& d, const std::vector<OutboxR
   for (std::size_t i = 0; i < rows.size(); ++i) out.push_back(sink.at(i));
   EXPECT_EQ(sink.outcomes().size(), rows.size());
   return out;
+}
+
+// A destination of type D made from `settings` and started; nullptr (and a test failure) when
+// either step fails.
+template <class D, class Settings>
+std::unique_ptr<D> StartedDestination(Settings settings) {
+  Result<std::unique_ptr<D>> d = D::Create(std::move(settings));
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  if (!d.ok()) return nullptr;
+  Status st = (*d)->Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return std::move(d).value();
 }
 
 // Polls `done` every 20 ms until it holds or `timeout` passes; returns its last value.

@@ -2,25 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <map>
-#include <random>
+
+#include "testing/random_uuid.h"
 
 namespace queuebox::testing {
 namespace {
-
-std::string NewUuid() {
-  static std::mutex mu;
-  static std::mt19937_64 gen(std::random_device{}());
-  std::lock_guard<std::mutex> lock(mu);
-  uint64_t a = gen(), b = gen();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
-}
 
 bool Unfinished(const FakeStore::Row& r) { return r.state == "pending" || r.state == "processing"; }
 
@@ -87,7 +74,7 @@ Result<std::vector<OutboxRow>> FakeStore::Claim(int limit, int64_t lease_ms) {
   for (Row* r : candidates) {
     if (static_cast<int>(out.size()) >= limit) break;
     r->state = "processing";
-    r->row.claim_token = NewUuid();
+    r->row.claim_token = RandomUuid();
     r->claimed_at_ms = now;
     r->lease_expires_at_ms = now + lease_ms;
     r->updated_at_ms = now;
@@ -236,7 +223,7 @@ Status FakeStore::Refused(std::span<const NewOutboxRow> rows) const {
 
 std::string FakeStore::InsertLocked(const NewOutboxRow& in, int64_t now) {
   Row r;
-  r.row.id = in.id.value_or(NewUuid());
+  r.row.id = in.id.value_or(RandomUuid());
   r.row.topic = in.topic;
   r.row.key = in.key;
   r.row.payload = in.payload;

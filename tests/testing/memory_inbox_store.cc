@@ -4,28 +4,15 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <random>
 #include <set>
 #include <tuple>
 
 #include "store/common.h"
 #include "store/inbox_common.h"
+#include "testing/random_uuid.h"
 
 namespace queuebox::testing {
 namespace {
-
-std::string MemoryInboxUuid() {
-  static std::mutex mu;
-  static std::mt19937_64 gen(std::random_device{}());
-  std::lock_guard<std::mutex> lock(mu);
-  uint64_t a = gen(), b = gen();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));
-  return buf;
-}
 
 // Unix ms as the ISO-8601 UTC text SQLite's timestamp columns hold (2024-01-31T10:00:00.123Z).
 std::string MemoryInboxIso(int64_t ms) {
@@ -145,7 +132,7 @@ Result<std::vector<InboxStoreOutcome>> MemoryInboxStore::Insert(
       continue;
     }
     Row r;
-    r.id = m->id.empty() ? MemoryInboxUuid() : m->id;
+    r.id = m->id.empty() ? RandomUuid() : m->id;
     r.source = m->source;
     r.idempotency_key = m->idempotency_key;
     r.aggregate_id = m->aggregate_id;
@@ -222,7 +209,7 @@ Result<std::vector<ClaimedInboxRow>> MemoryInboxStore::ClaimPush(int limit, int6
   for (Row* r : picked) {
     r->state = kInboxStateProcessing;
     r->claimed_at_ms = now;
-    r->claim_token = MemoryInboxUuid();
+    r->claim_token = RandomUuid();
     r->lease_expires_at_ms = now + lease_ms;
     out.push_back(MemoryInboxClaimed(*r));
   }
