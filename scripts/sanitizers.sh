@@ -39,6 +39,10 @@ targets() {  # dir label-regex name-regex
 
 ASAN_DIR=build-asan ASAN_LABELS='^(unit|contract|integration)$'
 TSAN_DIR=build-tsan TSAN_LABELS='^(unit|contract)$' TSAN_NAMES='^(unit_core|contract_)'
+# The destination contract suite drives librdkafka's mock cluster, rabbitmq-c and nats.c, whose
+# threads ThreadSanitizer does not see (uninstrumented: the mock cluster dies on a SEGV inside
+# TSan's runtime); the broker tests run under AddressSanitizer instead, as the integration ones do.
+TSAN_SKIP='^(transform_golden_node|contract_destination_contract_test)$'
 
 build_asan() {
   configure "$ASAN_DIR" "address;undefined"
@@ -48,7 +52,7 @@ build_asan() {
 
 build_tsan() {
   configure "$TSAN_DIR" "thread"
-  mapfile -t t < <(targets "$TSAN_DIR" "$TSAN_LABELS" "$TSAN_NAMES")
+  mapfile -t t < <(NOT_CXX=$TSAN_SKIP targets "$TSAN_DIR" "$TSAN_LABELS" "$TSAN_NAMES")
   cmake --build "$TSAN_DIR" -j "$JOBS" --target "${t[@]}"
 }
 
@@ -64,7 +68,7 @@ run_asan() {
 run_tsan() {
   build_tsan
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-    ctest --test-dir "$TSAN_DIR" -L "$TSAN_LABELS" -R "$TSAN_NAMES" -E "$NOT_CXX" \
+    ctest --test-dir "$TSAN_DIR" -L "$TSAN_LABELS" -R "$TSAN_NAMES" -E "$TSAN_SKIP" \
     --output-on-failure --timeout 1800 -j 2 "$@"
 }
 
