@@ -66,6 +66,15 @@ class DeployFilesE2ETest : public ::testing::Test {
     return vars;
   }
 
+  // True once /health/ready answers 200 through `c`, false after 30 s of asking every 100 ms.
+  static bool AnswersReady(httplib::Client& c) {
+    for (int i = 0; i < 300; ++i, std::this_thread::sleep_for(100ms)) {
+      auto r = c.Get("/health/ready");
+      if (r && r->status == 200) return true;
+    }
+    return false;
+  }
+
   // Runs the relay on `config` with `env`, asks each path for 200, checks `queuebox probe`,
   // stops it with SIGTERM, and checks that the probe then fails.
   void ServeAndProbe(const std::string& config, const std::map<std::string, std::string>& env,
@@ -77,12 +86,7 @@ class DeployFilesE2ETest : public ::testing::Test {
     ChildProcess relay(kDeployBinary, {"--config", config, "run"}, env, dir_.File("relay.log"));
     httplib::Client c("127.0.0.1", port_);
     c.set_connection_timeout(1);
-    bool ready = false;
-    for (int i = 0; i < 300 && !ready; ++i, std::this_thread::sleep_for(100ms)) {
-      auto r = c.Get("/health/ready");
-      ready = r && r->status == 200;
-    }
-    ASSERT_TRUE(ready) << relay.Log();
+    ASSERT_TRUE(AnswersReady(c)) << relay.Log();
     for (const auto& path : paths) {
       auto r = c.Get(path);
       ASSERT_TRUE(r) << path;
@@ -237,12 +241,7 @@ TEST_F(DeployFilesE2ETest, TheProbeAsksTheManagementPortWhenSet) {
   ChildProcess relay(kDeployBinary, {"--config", config, "run"}, env, dir_.File("relay.log"));
   httplib::Client c("127.0.0.1", management);
   c.set_connection_timeout(1);
-  bool ready = false;
-  for (int i = 0; i < 300 && !ready; ++i, std::this_thread::sleep_for(100ms)) {
-    auto r = c.Get("/health/ready");
-    ready = r && r->status == 200;
-  }
-  ASSERT_TRUE(ready) << relay.Log();
+  ASSERT_TRUE(AnswersReady(c)) << relay.Log();
   std::string out;
   EXPECT_EQ(testing::RunCommand(kDeployBinary, {"--config", config, "probe"}, env, &out), 0) << out;
   EXPECT_THAT(out,
