@@ -196,6 +196,29 @@ TEST_P(NatsSourceTest, KeyFallsBackToNatsMsgIdThenToTheBodyDigest) {
   EXPECT_EQ(Rows("idempotency_key = '" + sources::BodyDigestKey(R"({"n":2})") + "'"), 1);
 }
 
+// Headers as they came off the wire, read by exact name (nats.c 3.4.1's lookup answers
+// "x-attempt" with the value of "x-attempth1" once they share a bucket) and an empty value as
+// empty (nats.c's parser reads "x-empty: " as the next line and loses that header).
+TEST_P(NatsSourceTest, HeadersAreReadByExactNameAndAnEmptyValueIsEmpty) {
+  MakeStream();
+  ASSERT_NE(Started(Settings()), nullptr);
+  // "x-attempt" first: the publisher's natsMsgHeader_Add looks names up the same way and would
+  // append its value to "x-attempth1".
+  std::vector<std::pair<std::string, std::string>> headers = {
+      {"x-attempt", "4"}, {"x-attempth1", "Q"}, {"x-empty", ""}};
+  for (const char* h : {"h2", "h3", "h4", "h5", "h6", "h7", "h35", "h36", "h37", "h38", "h39"}) {
+    headers.emplace_back(h, h);
+  }
+  headers.insert(headers.end(), {{"Nats-Msg-Id", "msg-exact"}, {"x-last", ""}});
+  Publish(prefix_ + ".a", R"({"n":1})", headers);
+  ASSERT_TRUE(WaitUntil([&] { return Rows() == 1; }));
+  EXPECT_EQ(Rows("idempotency_key = 'msg-exact'"), 1);
+  nlohmann::json stored = nlohmann::json::parse(db_->Scalar("SELECT headers FROM inbox"));
+  nlohmann::json expected = nlohmann::json::object();
+  for (const auto& [name, value] : headers) expected[name] = value;
+  EXPECT_EQ(stored, expected);
+}
+
 TEST_P(NatsSourceTest, PublishTimeIsTheJetStreamStoredTime) {
   MakeStream();
   NatsSourceSettings s = Settings();

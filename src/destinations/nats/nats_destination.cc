@@ -9,10 +9,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "destinations/nats/nats_connect.h"
+#include "destinations/nats/nats_headers.h"
 
 namespace queuebox {
 namespace {
@@ -197,9 +200,10 @@ struct NatsDestination::AckTarget {
   void OnPubAck(natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae) const {
     std::shared_ptr<AckRegistry> acks = registry.lock();
     if (!acks) return;  // the destination is gone
-    const char* id = nullptr;
-    natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
-    const std::string msg_id = id ? id : "";
+    // The id this destination set, by exact name (nats_headers.h: not nats.c's prefix lookup).
+    const std::vector<NatsHeader> headers = ReadNatsHeaders(msg);
+    const NatsHeader* id = FindNatsHeader(headers, "Nats-Msg-Id");
+    const std::string msg_id = id != nullptr ? id->values.back() : "";
     if (pa != nullptr) {
       acks->Settle(msg_id, Outcome::Delivered());
       return;

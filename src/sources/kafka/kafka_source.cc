@@ -534,7 +534,7 @@ std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
   for (size_t i = 0;
        rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
        ++i) {
-    out.emplace_back(name, Text(value, size));
+    out.emplace_back(HeaderText(name), Text(value, size));
   }
   return out;
 }

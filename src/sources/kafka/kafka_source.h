@@ -41,9 +41,10 @@ typedef struct rd_kafka_headers_s rd_kafka_headers_t;  // librdkafka/rdkafka.h
 namespace queuebox::sources {
 
 // A record's headers as BrokerMessage::headers: every header in record order, repeated names
-// kept (the intake takes the last of a name, any letter case); the name as librdkafka gives it
-// (up to a NUL byte), the value through HeaderText (UTF-8 without NUL, else "base64:"), a null
-// value as "". `headers` may be null (no headers). No I/O.
+// kept (the intake takes the last of a name, any letter case); the name and the value through
+// HeaderText (UTF-8 without NUL, else "base64:"), as AMQP header names are; a name is what
+// librdkafka gives (up to a NUL byte: its API has no name length), a null value "". `headers` may
+// be null (no headers). No I/O.
 std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
     const rd_kafka_headers_t* headers);
 

@@ -19,27 +19,27 @@
 #include "core/log.h"
 #include "core/redaction.h"
 #include "destinations/nats/nats_connect.h"
+#include "destinations/nats/nats_headers.h"
 #include "sources/broker_intake.h"
 
 namespace queuebox::sources {
 
-std::vector<std::pair<std::string, std::string>> NatsHeaderStrings(natsMsg* msg) {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> NatsPairs(const std::vector<NatsHeader>& headers) {
   std::vector<std::pair<std::string, std::string>> out;
-  const char** keys = nullptr;
-  int count = 0;
-  if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
-    for (int i = 0; i < count; ++i) {
-      const char** values = nullptr;
-      int n = 0;
-      if (natsMsgHeader_Values(msg, keys[i], &values, &n) == NATS_OK && n > 0) {
-        // Last value per name (QueueBox reference §11.3).
-        out.emplace_back(keys[i], HeaderText(values[n - 1] ? values[n - 1] : ""));
-      }
-      free(static_cast<void*>(values));
-    }
-    free(static_cast<void*>(keys));
+  out.reserve(headers.size());
+  for (const NatsHeader& h : headers) {
+    // Last value per name (QueueBox reference §11.3).
+    if (!h.values.empty()) out.emplace_back(HeaderText(h.name), HeaderText(h.values.back()));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> NatsHeaderStrings(natsMsg* msg) {
+  return NatsPairs(ReadNatsHeaders(msg));
 }
 
 namespace {
@@ -83,11 +83,10 @@ BrokerMessage ToBrokerMessage(natsMsg* msg) {
   const char* data = natsMsg_GetData(msg);
   int len = natsMsg_GetDataLength(msg);
   if (data != nullptr && len > 0) out.body.assign(data, static_cast<size_t>(len));
-  out.headers = NatsHeaderStrings(msg);
-  const char* id = nullptr;
-  if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && *id != '\0') {
-    out.message_id = HeaderText(id);
-  }
+  const std::vector<NatsHeader> headers = ReadNatsHeaders(msg);
+  out.headers = NatsPairs(headers);
+  const NatsHeader* id = FindNatsHeader(headers, "Nats-Msg-Id");
+  if (id != nullptr && !id->values.back().empty()) out.message_id = HeaderText(id->values.back());
   jsMsgMetaData* meta = nullptr;
   if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
     out.broker_time_ms = meta->Timestamp / 1000000;  // stored time, ns since the epoch

@@ -8,7 +8,8 @@
 // configuration then wins; a push consumer of that name is refused).
 //
 // Consumption: one thread fetches up to batchSize messages (natsSubscription_Fetch), converts
-// them (headers: last value per name, HeaderText; Nats-Msg-Id the message id; the JetStream
+// them (headers: last value per name, HeaderText; Nats-Msg-Id, in any letter case when that exact
+// name is absent, the message id; the JetStream
 // stored time the broker time), stores the batch with ONE InboxIntake::Store (on a thread of
 // its own, while the next batch is fetched; stores run one after the other, in stream order) and
 // then acknowledges every message of it (filtered, duplicates and store-rejected ones too; one ack
@@ -36,10 +37,11 @@
 
 namespace queuebox::sources {
 
-// A NATS message's headers as BrokerMessage::headers: one pair per name (names are
-// case-sensitive; natsMsgHeader_Keys order, which is nats.c's hash order, not the sender's), the
-// last value of the name (QueueBox reference §11.3) through HeaderText (UTF-8 without NUL, else
-// "base64:"); a name without a value is left out. No I/O.
+// A NATS message's headers as BrokerMessage::headers, read exactly (destinations/nats/
+// nats_headers.h: by exact name, an empty value as empty): one pair per name (names are
+// case-sensitive; in the order names first appear), the last value of the name (QueueBox
+// reference §11.3); names and values through HeaderText (UTF-8 without NUL, else "base64:").
+// No I/O.
 std::vector<std::pair<std::string, std::string>> NatsHeaderStrings(natsMsg* msg);
 
 // No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings
