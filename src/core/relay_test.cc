@@ -265,7 +265,8 @@ TEST(RelayTest, SurvivesADatabaseOutageWithoutLosingRows) {
   for (int i = 0; i < 30; ++i) ids.push_back(h.Insert("t", "k" + std::to_string(i % 3)));
   h.store.set_down(true);
   h.Start();
-  std::this_thread::sleep_for(300ms);
+  // The relay has met the outage several times (claims and retries refused) and sent nothing.
+  ASSERT_TRUE(h.store.WaitForRefused(3, 10s));
   EXPECT_EQ(h.destination->count(), 0u);
   h.store.set_down(false);
   ASSERT_TRUE(h.destination->WaitForCount(30, 20s));

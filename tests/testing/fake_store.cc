@@ -39,13 +39,27 @@ FakeStore::Row* FakeStore::Find(const std::string& id) {
   return nullptr;
 }
 
+Status FakeStore::RefuseWhileDown() {
+  {
+    std::lock_guard<std::mutex> lock(refused_mu_);
+    ++refused_;
+  }
+  refused_cv_.notify_all();
+  return Unavailable("fake database is down");
+}
+
+bool FakeStore::WaitForRefused(int64_t n, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(refused_mu_);
+  return refused_cv_.wait_for(lock, timeout, [&] { return refused_ >= n; });
+}
+
 bool FakeStore::Owned(const Row& r, const Fence& f) const {
   return r.state == "processing" && !f.claim_token.empty() && r.row.claim_token == f.claim_token &&
          r.lease_expires_at_ms.has_value() && *r.lease_expires_at_ms > NowMs();
 }
 
-#define QB_FAKE_DOWN_CHECK()                              \
-  if (down_) return Unavailable("fake database is down"); \
+#define QB_FAKE_DOWN_CHECK()           \
+  if (down_) return RefuseWhileDown(); \
   ++statements_
 
 Result<std::vector<OutboxRow>> FakeStore::Claim(int limit, int64_t lease_ms) {

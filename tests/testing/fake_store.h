@@ -11,6 +11,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -63,8 +65,11 @@ class FakeStore final : public OutboxClaims {
   // there is no such row.
   bool Update(const std::string& id, const std::function<void(Row&)>& change);
   int64_t statements() const { return statements_; }  // calls that reached the "database"
+  // Waits until at least `n` calls were refused because the store is down; false on timeout.
+  bool WaitForRefused(int64_t n, std::chrono::milliseconds timeout);
 
  private:
+  Status RefuseWhileDown();
   Row* Find(const std::string& id);
   std::string InsertLocked(const NewOutboxRow& row, int64_t now);
   Status Refused(std::span<const NewOutboxRow> rows) const;
@@ -80,6 +85,9 @@ class FakeStore final : public OutboxClaims {
   std::atomic<bool> down_{false};
   std::atomic<int64_t> skew_ms_{0};
   std::atomic<int64_t> statements_{0};
+  std::mutex refused_mu_;
+  std::condition_variable refused_cv_;
+  int64_t refused_ = 0;
 };
 
 }  // namespace queuebox::testing
