@@ -74,6 +74,22 @@ TEST(KafkaFactory, ErrorsNameTheDestinationAndKey) {
               HasSubstr("destinations.stream.bootstrapServers"));
 }
 
+// The producer's guarantees (docs/guarantees.md §1, reference §7.3) reach librdkafka: read back
+// from the running producer's own configuration, not from the settings that asked for them.
+TEST(KafkaFactory, TheProducerRunsIdempotentWithAcksAll) {
+  KafkaDestinationSettings s;
+  s.name = "stream";
+  s.bootstrap_servers = "127.0.0.1:1";  // librdkafka connects in the background; none is needed
+  s.topic = "t";
+  Result<std::unique_ptr<KafkaDestination>> d = KafkaDestination::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ((*d)->ProducerPropertyForTest("enable.idempotence"), std::nullopt);  // not started
+  ASSERT_TRUE((*d)->Start().ok());
+  EXPECT_EQ((*d)->ProducerPropertyForTest("enable.idempotence"), "true");
+  EXPECT_EQ((*d)->ProducerPropertyForTest("acks"), "-1");  // librdkafka's value for "all"
+  (*d)->Stop();
+}
+
 }  // namespace
 }  // namespace queuebox
 #endif  // QB_WITH_KAFKA

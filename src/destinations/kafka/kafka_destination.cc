@@ -302,6 +302,18 @@ Status KafkaDestination::Start() {
   return Status::Ok();
 }
 
+std::optional<std::string> KafkaDestination::ProducerPropertyForTest(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!producer_) return std::nullopt;
+  char value[512];
+  size_t size = sizeof value;
+  if (rd_kafka_conf_get(rd_kafka_conf(producer_->rk), name.c_str(), value, &size) !=
+      RD_KAFKA_CONF_OK) {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
 Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::CurrentProducer() {
   std::lock_guard<std::mutex> lock(mu_);
   if (producer_) {

@@ -91,6 +91,9 @@ class KafkaDestination final : public Destination {
   Status Health() override;
   // Flushes for at most timeoutMs, then destroys the producer.
   void Stop() override;
+  // The value of librdkafka property `name` as the running producer holds it (rd_kafka_conf of
+  // its handle, then rd_kafka_conf_get); nullopt before Start() or for an unknown name. Tests.
+  std::optional<std::string> ProducerPropertyForTest(const std::string& name);
 
  private:
   struct Producer;
