@@ -6,7 +6,10 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <condition_variable>
+#include <future>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -171,7 +174,14 @@ TEST(OutageE2ETest, S7_TheDestinationGoesAwayAndComesBack) {
       },
       30s))
       << relay.Log();
-  std::this_thread::sleep_for(2s);
+  // The head row of "patient" fails again with backoff while the outage lasts.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return std::stoi(pg.Scalar("SELECT attempt FROM outbox WHERE key = 'patient' ORDER BY "
+                                   "sequence LIMIT 1")) >= 2;
+      },
+      30s))
+      << relay.Log();
   EXPECT_EQ(pg.Scalar("SELECT key FROM outbox WHERE state = 'dead'"), "fragile");
   EXPECT_EQ(pg.Scalar("SELECT attempt FROM outbox WHERE state = 'dead'"), "1");
   EXPECT_GE(std::stoi(pg.Scalar(
@@ -208,6 +218,88 @@ TEST(OutageE2ETest, S7_TheDestinationGoesAwayAndComesBack) {
   EXPECT_EQ(got.size(), 3u);
   relay.Kill(SIGTERM);
   relay.Wait(20s);
+}
+
+// The start-up wait (database.startupTimeoutMs): a relay started while PostgreSQL is not up waits
+// for it, and proceeds (migrates, delivers, reports ready) once it answers.
+TEST(OutageE2ETest, ARelayStartedBeforeTheDatabaseProceedsOnceItAnswers) {
+  std::string shared;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", shared);  // the private server needs the same setup
+  testing::PrivatePostgres pg;
+  ASSERT_TRUE(pg.Init().ok());
+  ASSERT_TRUE(pg.Stop().ok());
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  TempDir dir;
+  int http_port = testing::UnusedLoopbackPort();
+  dir.Write("q.yml", Config(pg.url(), receiver.BaseUrl(), http_port, 100));
+  ChildProcess relay(kBinary, {"--config", dir.File("q.yml"), "run"}, {}, dir.File("relay.log"));
+  ASSERT_TRUE(WaitFor(
+      [&] { return relay.Log().find("Waiting for the database") != std::string::npos; }, 20s))
+      << relay.Log();
+  EXPECT_TRUE(relay.running());
+  ASSERT_TRUE(pg.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return ReadyStatus(http_port) == 200; }, 30s)) << relay.Log();
+  EXPECT_NE(relay.Log().find("The database answered; starting"), std::string::npos);
+  PGconn* c = PQconnectdb(pg.url().c_str());
+  PQclear(PQexec(c, "INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\":1}')"));
+  PQfinish(c);
+  ASSERT_TRUE(receiver.WaitForRequests(1, 30s)) << relay.Log();
+  EXPECT_EQ(Scalar(pg.url(), "SELECT count(*) FROM outbox WHERE state = 'sent'"), 1);
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(20s), std::optional<int>(0)) << relay.Log();
+}
+
+// Shutdown (docs/guarantees.md §12): SIGTERM while the destination holds every message of a
+// batch. Readiness turns 503 at once, the relay keeps running until the held messages are
+// answered, writes their outcomes, then exits 0.
+TEST(OutageE2ETest, SigtermWithMessagesInFlightTurnsReadiness503FinishesThemAndExits0) {
+  std::string url;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", url);
+  testing::TempPgDatabase pg(url);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::mutex mu;
+  std::condition_variable arrival;
+  int arrived = 0;  // requests the receiver holds
+  HttpReceiver receiver;
+  receiver.SetResponder([&, released](const testing::ReceivedRequest&) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++arrived;
+    }
+    arrival.notify_all();
+    released.wait_for(60s);  // bounded: a failed test must not hang the receiver
+    return testing::ReceiverResponse{204, "", "text/plain", {}, 0ms};
+  });
+  ASSERT_TRUE(receiver.Start().ok());
+  TempDir dir;
+  int http_port = testing::UnusedLoopbackPort();
+  std::string config = Config(pg.url(), receiver.BaseUrl(), http_port, 100);
+  config.replace(config.find("timeoutMs: 2000"), 15, "timeoutMs: 60000");
+  dir.Write("q.yml", config);
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(kBinary, {"--config", dir.File("q.yml"), "migrate"}, {}, &out), 0)
+      << out;
+  pg.Exec(
+      "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || i, '{}' "
+      "FROM generate_series(1, 5) i");
+  ChildProcess relay(kBinary, {"--config", dir.File("q.yml"), "run"}, {}, dir.File("relay.log"));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(arrival.wait_for(lock, 30s, [&] { return arrived == 5; })) << relay.Log();
+  }
+  ASSERT_TRUE(WaitFor([&] { return ReadyStatus(http_port) == 200; }, 20s)) << relay.Log();
+  relay.Kill(SIGTERM);
+  EXPECT_TRUE(WaitFor([&] { return ReadyStatus(http_port) == 503; }, 20s))
+      << "readiness turns 503 while in-flight messages finish\n"
+      << relay.Log();
+  EXPECT_TRUE(relay.running()) << "the relay waits for its in-flight messages";
+  EXPECT_EQ(pg.Scalar("SELECT count(*) FROM outbox WHERE state = 'processing'"), "5");
+  release.set_value();
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+  EXPECT_EQ(pg.Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'"), "5");
+  EXPECT_EQ(receiver.RequestCount(), 5u);
 }
 
 }  // namespace
