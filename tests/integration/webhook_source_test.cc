@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "admin_test_support.h"
 #include "auth/request_auth.h"
@@ -22,6 +24,7 @@
 #include "sources/http/http_source.h"
 #include "testing/http_receiver.h"
 #include "testing/log_capture.h"
+#include "testing/pg_server.h"
 #include "testing/tcp_forwarder.h"
 
 namespace queuebox {
@@ -758,6 +761,74 @@ TEST(WebhookSourceOutageTest, DatabaseAwayIs500AndNothingHalfWritten) {
   }
   EXPECT_EQ(status, 202);
   EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox"), "2");
+  (*server)->Stop(std::chrono::milliseconds(0));
+  webhooks->Stop();
+}
+
+// docs/guarantees.md §25: the answer waits for the commit. The private server's commits wait for
+// a synchronous standby that never comes, so the row is written but not committed; a 202 sent
+// before the commit would arrive now. Once commits go through the 202 arrives and the row is
+// there for every reader.
+TEST(WebhookSourceOutageTest, NoAnswerIsSentBeforeTheRowCommits) {
+  std::string shared;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", shared);  // the private server needs the same setup
+  testing::PrivatePostgres pg;
+  ASSERT_TRUE(pg.Init().ok());
+  testing::StoreDb db("postgresql");
+  db.Create(pg.url());
+  // The private server runs with synchronous_commit off; the store's sessions wait for commits.
+  db.Exec(
+      "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', "
+      "current_database()); END $$");
+  std::unique_ptr<OutboxStore> store = db.Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+  Config config = LoadSources(db.config().url);
+  config.server.http_port = 0;
+  config.server.address = "127.0.0.1";
+  queuebox::Metrics metrics;
+  auto created = sources::WebhookSources::Create(config, store->inbox(), &metrics);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<sources::WebhookSources> webhooks = std::move(created).value();
+  AdminServerDeps deps;
+  deps.store = store.get();
+  deps.extra_data_routes = [w = webhooks.get()](httplib::Server& s) { w->Register(s); };
+  auto server = AdminServer::Create(config, deps);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->Start().ok());
+
+  db.Exec("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  ASSERT_EQ(db.Scalar("SELECT pg_reload_conf()"), "t");
+  std::future<int> answer = std::async(std::launch::async, [&] {
+    httplib::Client c("127.0.0.1", (*server)->data_port());
+    c.set_read_timeout(60);
+    auto r = c.Post("/inbox/stripe", R"({"id":"held"})", "application/json");
+    return r ? r->status : -1;
+  });
+  // The insert has run and its commit waits for the standby.
+  // Commits go through again however the test ends (before `answer` waits for its request).
+  struct CommitsAgain {
+    testing::StoreDb& db;
+    ~CommitsAgain() {
+      db.Exec("ALTER SYSTEM RESET synchronous_standby_names");
+      db.Scalar("SELECT pg_reload_conf()");
+    }
+  } commits_again{db};
+  bool waiting = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       !waiting && std::chrono::steady_clock::now() < deadline;) {
+    waiting =
+        db.Scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") != "0";
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll
+  }
+  ASSERT_TRUE(waiting) << "the insert's commit never waited";
+  EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "an answer came before the commit";
+  EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox"), "0");
+  db.Exec("ALTER SYSTEM RESET synchronous_standby_names");
+  ASSERT_EQ(db.Scalar("SELECT pg_reload_conf()"), "t");
+  EXPECT_EQ(answer.get(), 202);
+  EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM inbox WHERE idempotency_key = 'held'"), "1");
   (*server)->Stop(std::chrono::milliseconds(0));
   webhooks->Stop();
 }
