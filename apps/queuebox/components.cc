@@ -26,6 +26,7 @@ Result<Component> BuildOutboxRelay(Plant& p) {
   for (auto& [name, d] : p.destinations) destinations.push_back(d.get());
   RelayOptions options;
   options.outbox = config.outbox;
+  options.outbox.attempt_history = p.attempt_history;
   options.max_error_body_bytes = config.http.max_error_body_bytes;
   options.routes = config.routes;
   options.transforms = std::move(p.delivery_transforms);

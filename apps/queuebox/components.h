@@ -62,6 +62,8 @@ struct Plant {
   std::unique_ptr<OutboxStore> store;
   InboxStore* inbox = nullptr;
   ReplicaMembership* replicas = nullptr;
+  // outbox.attemptHistory.enabled, and the store has its table (OutboxStore::EnableAttemptHistory).
+  bool attempt_history = false;
   std::map<std::string, std::unique_ptr<Destination>> destinations;
   std::shared_ptr<const DeliveryTransforms> delivery_transforms;
   std::unique_ptr<sources::SourceTransforms> source_transforms;

@@ -78,6 +78,16 @@ Status PrepareDatabase(Plant& p) {
       return s;
     }
   }
+  // The attempt history (outbox.attemptHistory.enabled): a schema made by hand without its table
+  // runs without it.
+  if (config.outbox.attempt_history) {
+    Status s = p.store->EnableAttemptHistory();
+    p.attempt_history = s.ok();
+    if (!s.ok()) {
+      log::Warn("The attempt history is off: " + s.message(),
+                {{"key", "outbox.attemptHistory.enabled"}});
+    }
+  }
   // Key affinity (outbox.keyAffinity.enabled): replicas split the keys through a heartbeat table.
   // A replica that stops claiming (dead, or every slot busy) drops out after the ttl and the
   // others take its keys; the ttl covers three poll intervals, at least 5 s. Off for

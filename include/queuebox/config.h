@@ -65,6 +65,9 @@ struct OutboxConfig {
   bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
   // outbox.keyAffinity.enabled: replicas split the keys (PG; ReplicaMembership::EnableKeyAffinity).
   bool key_affinity = true;
+  // outbox.attemptHistory.enabled: every attempt recorded in outbox_attempts
+  // (OutboxStore::EnableAttemptHistory; docs/schema.md).
+  bool attempt_history = true;
   CaptureConfig capture;  // outbox.capture.*
 };
 

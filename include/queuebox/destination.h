@@ -73,6 +73,9 @@ struct Outcome {
   std::string error;
   // kUnavailable: how long the destination asked us to wait (HTTP Retry-After), ms; 0 = not said.
   int64_t retry_after_ms = 0;
+  // What the destination answered, short ("HTTP 503"), for the attempt history; empty when the
+  // destination says nothing more than the outcome.
+  std::string answer = {};
 
   static Outcome Delivered() { return {Kind::kDelivered, {}}; }
   static Outcome Retry(std::string e) { return {Kind::kRetry, std::move(e)}; }

@@ -38,11 +38,41 @@ struct OutboxRow {
   bool ordered() const { return key.has_value() && !key->empty(); }
 };
 
+// One delivery attempt as the attempt history keeps it (table outbox_attempts, docs/schema.md):
+// the outcome write that ends the attempt inserts it in the same statement, for its row only
+// when the fence holds. The outcome and the error come from the write itself.
+struct AttemptRecord {
+  int attempt = 0;           // the row's attempt column when claimed (failures before this one)
+  std::string destination;   // empty: none (an unroutable row; an inbox forward)
+  int64_t duration_ms = -1;  // the publish's duration; -1: nothing was published
+  std::string answer;        // the HTTP status or the broker's answer; empty: none
+};
+
 // A fence: a terminal write matches only this id, in `processing`, with this token and an
 // unexpired lease on the database clock (QueueBox reference §4 "Claim fence").
 struct Fence {
   std::string id;
   std::string claim_token;
+  // Set on an outcome write when the attempt history is on (OutboxStore::EnableAttemptHistory).
+  std::optional<AttemptRecord> record = std::nullopt;
+};
+
+// Literal outcomes of the attempt history.
+inline constexpr const char* kAttemptSent = "sent";
+inline constexpr const char* kAttemptRetry = "retry";
+inline constexpr const char* kAttemptReleased = "released";
+inline constexpr const char* kAttemptDead = "dead";
+
+// A row of the attempt history, as read back (OutboxOperations::Attempts).
+struct AttemptRow {
+  std::string message_id;
+  int attempt = 0;
+  std::string row_table;  // "outbox" or "inbox"
+  std::optional<std::string> destination;
+  std::string outcome;  // kAttempt*
+  std::optional<int64_t> duration_ms;
+  std::optional<std::string> answer, error;
+  std::string recorded_at;  // ISO-8601 UTC, database clock
 };
 
 // Retry: back to `pending`, attempt + 1, scheduled_at = database now + delay_ms.
@@ -70,12 +100,12 @@ struct DeadOrder {
 struct NewOutboxRow {
   std::string topic;
   std::optional<std::string> key;
-  std::string payload;                        // JSON text
-  std::optional<std::string> headers;         // JSON object text; default '{}'
+  std::string payload;                 // JSON text
+  std::optional<std::string> headers;  // JSON object text; default '{}'
   std::optional<std::string> aggregate_type;
-  std::optional<int> max_attempts;            // default: column default 5
-  std::optional<int64_t> delay_ms;            // scheduled_at = database now + delay_ms
-  std::optional<std::string> id;              // default: a random UUID
+  std::optional<int> max_attempts;  // default: column default 5
+  std::optional<int64_t> delay_ms;  // scheduled_at = database now + delay_ms
+  std::optional<std::string> id;    // default: a random UUID
 };
 
 }  // namespace queuebox

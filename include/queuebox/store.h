@@ -180,8 +180,14 @@ class OutboxOperations {
   virtual Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms,
                                           int batch) = 0;
   // Retention COUNT: deletes up to batch rows of `state` beyond the newest max_count.
+  // Both retention deletes remove the deleted rows' attempt history in the same statement.
   virtual Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                             int batch) = 0;
+  // The attempt history of one outbox or inbox row, oldest first (empty when it has none).
+  // kFailedPrecondition on a store without the history table.
+  virtual Result<std::vector<AttemptRow>> Attempts(const std::string& /*message_id*/) {
+    return FailedPrecondition("this store keeps no attempt history");
+  }
 };
 
 // Key affinity across replicas (QueueBox C++ only; docs/operations.md "Replicas").
@@ -236,6 +242,14 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // Application-side insert (examples, tests, benchmarks). Returns the row id.
   // kInvalidArgument for a payload that is not JSON.
   virtual Result<std::string> Insert(const NewOutboxRow& row) = 0;
+
+  // Turns the attempt history on (outbox.attemptHistory.enabled): from then on an outcome write
+  // whose fences carry an AttemptRecord inserts it into outbox_attempts in the same statement,
+  // for the outbox and for this store's inbox (its dead forwards). kFailedPrecondition when the
+  // table is missing (a mapped schema not migrated), and the history stays off.
+  virtual Status EnableAttemptHistory() {
+    return FailedPrecondition("this store keeps no attempt history");
+  }
 
   // The figures of the store's connection pool; nullopt when the dialect has none (SQLite).
   // Cheap and thread-safe (metrics read it on every scrape).

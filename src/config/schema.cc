@@ -160,6 +160,9 @@ OptionTable<OutboxConfig> OutboxOptions() {
                 "PostgreSQL: replicas split the keys between them (a heartbeat in "
                 "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
                 "replica claims every key"),
+      opt::Flag("attemptHistory.enabled", &S::attempt_history, true,
+                "Record every delivery attempt (and failed inbox forward) in outbox_attempts, "
+                "written with its outcome; retention removes it with its row"),
   };
   t.Nest("capture", &S::capture, CaptureOptions());
   return t;

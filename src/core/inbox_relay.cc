@@ -324,7 +324,10 @@ class InboxRelayImpl final : public InboxRelay {
       InboxForwardPlan plan = Plan(row, reasons);
       plan.forward.fence = {row.id, row.claim_token};
       if (!plan.dead_error.empty()) {
-        dead.push_back({plan.forward.fence, std::move(plan.dead_error)});
+        // Its attempt, for a store that keeps the attempt history (no destination, no publish).
+        Fence fence = plan.forward.fence;
+        fence.record = AttemptRecord{row.attempt, {}, -1, {}};
+        dead.push_back({std::move(fence), std::move(plan.dead_error)});
       } else {
         forwards.push_back(std::move(plan.forward));
       }

@@ -11,29 +11,50 @@ namespace {
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
-std::vector<Fence> Fences(const std::vector<DecidedRow>& group) {
+// The fence of a decided row; with `history`, the attempt's record for outbox_attempts.
+Fence FenceOf(const DecidedRow& d, const std::string& destination, bool history) {
+  Fence f{d.row->id, d.row->claim_token};
+  if (!history) return f;
+  AttemptRecord& r = f.record.emplace();
+  r.attempt = d.row->attempt;
+  r.destination = destination;
+  if (d.attempt != nullptr) {
+    if (d.attempt->publish_start) {
+      r.duration_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(d.attempt->publish_duration)
+              .count();
+    }
+    r.answer = d.attempt->outcome.answer;
+  }
+  return f;
+}
+
+std::vector<Fence> Fences(const std::vector<DecidedRow>& group, const std::string& destination,
+                          bool history) {
   std::vector<Fence> out;
   out.reserve(group.size());
-  for (const DecidedRow& d : group) out.push_back({d.row->id, d.row->claim_token});
+  for (const DecidedRow& d : group) out.push_back(FenceOf(d, destination, history));
   return out;
 }
 
 // RetryOrder or ReleaseOrder: the fence, the delay and the error of each decision.
 template <typename Order>
-std::vector<Order> Rescheduled(const std::vector<DecidedRow>& group) {
+std::vector<Order> Rescheduled(const std::vector<DecidedRow>& group, const std::string& destination,
+                               bool history) {
   std::vector<Order> out;
   out.reserve(group.size());
   for (const DecidedRow& d : group) {
-    out.push_back({{d.row->id, d.row->claim_token}, d.decision.delay_ms, d.decision.error});
+    out.push_back({FenceOf(d, destination, history), d.decision.delay_ms, d.decision.error});
   }
   return out;
 }
 
-std::vector<DeadOrder> Deads(const std::vector<DecidedRow>& group) {
+std::vector<DeadOrder> Deads(const std::vector<DecidedRow>& group, const std::string& destination,
+                             bool history) {
   std::vector<DeadOrder> out;
   out.reserve(group.size());
   for (const DecidedRow& d : group) {
-    out.push_back({{d.row->id, d.row->claim_token}, d.decision.error});
+    out.push_back({FenceOf(d, destination, history), d.decision.error});
   }
   return out;
 }
@@ -110,23 +131,24 @@ void OutcomeWriter::WriteUnroutable(std::span<const OutboxRow> rows,
 }
 
 void OutcomeWriter::WriteBatch(const OutcomeBatch& b) {
+  const bool h = options_.attempt_history;
   if (!b.sent.empty()) {
-    const std::vector<Fence> fences = Fences(b.sent);
+    const std::vector<Fence> fences = Fences(b.sent, b.destination, h);
     WriteGroup(b.sent, "sent", b.claimed_at, [&] { return claims_->MarkSent(fences); });
   }
   if (!b.retry.empty()) {
-    const auto orders = Rescheduled<RetryOrder>(b.retry);
+    const auto orders = Rescheduled<RetryOrder>(b.retry, b.destination, h);
     WriteGroup(b.retry, "failed", b.claimed_at, [&] { return claims_->ScheduleRetry(orders); });
   }
   if (!b.dead.empty()) {
-    const std::vector<DeadOrder> orders = Deads(b.dead);
+    const std::vector<DeadOrder> orders = Deads(b.dead, b.destination, h);
     WriteGroup(b.dead, "dead", b.claimed_at, [&] { return claims_->MarkDead(orders); });
   }
   if (!b.cancelled.empty()) {
     Account(b.cancelled, std::vector<std::string>{}, "cancelled", b.claimed_at);
   }
   if (!b.release.empty()) {
-    const auto orders = Rescheduled<ReleaseOrder>(b.release);
+    const auto orders = Rescheduled<ReleaseOrder>(b.release, b.destination, h);
     WriteGroup(b.release, "released", b.claimed_at, [&] { return claims_->Release(orders); });
   }
 }

@@ -64,6 +64,9 @@ class OutcomeWriter {
   struct Options {
     int64_t retry_base_delay_ms = 1000;  // outbox.retryBaseDelayMs
     int64_t claim_timeout_ms = 30000;    // outbox.claimTimeoutMs: how long a write is retried
+    // outbox.attemptHistory.enabled, and the store took it (EnableAttemptHistory): each fence
+    // carries its attempt's AttemptRecord, written with the outcome.
+    bool attempt_history = false;
   };
   using OnAccounted = std::function<void(int64_t rows)>;
 

@@ -136,6 +136,84 @@ TEST_F(OutcomeWriterTest, DecidesEachAttemptAndWritesOneStatementPerKind) {
   EXPECT_EQ(ledger_.size(), 0u);
 }
 
+// The store, keeping the attempt record of every fence each outcome write carried.
+class RecordKeepingClaims : public FlakyClaims {
+ public:
+  explicit RecordKeepingClaims(FakeStore& store) : FlakyClaims(store, 0) {}
+  Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override {
+    for (const Fence& f : fences) Keep("sent", f);
+    return FlakyClaims::MarkSent(fences);
+  }
+  Result<std::vector<std::string>> ScheduleRetry(std::span<const RetryOrder> o) override {
+    for (const RetryOrder& r : o) Keep("retry", r.fence);
+    return FlakyClaims::ScheduleRetry(o);
+  }
+  Result<std::vector<std::string>> MarkDead(std::span<const DeadOrder> o) override {
+    for (const DeadOrder& d : o) Keep("dead", d.fence);
+    return FlakyClaims::MarkDead(o);
+  }
+  Result<std::vector<std::string>> Release(std::span<const ReleaseOrder> o) override {
+    for (const ReleaseOrder& r : o) Keep("released", r.fence);
+    return FlakyClaims::Release(o);
+  }
+  std::map<std::string, std::pair<std::string, std::optional<AttemptRecord>>> kept;  // by id
+
+ private:
+  void Keep(const std::string& outcome, const Fence& f) { kept[f.id] = {outcome, f.record}; }
+};
+
+TEST_F(OutcomeWriterTest, WithTheHistoryEachFenceCarriesItsAttempt) {
+  RecordKeepingClaims claims(store_);
+  writer_ = std::make_unique<OutcomeWriter>(OutcomeWriter::Options{1000, 30000, true}, &claims,
+                                            &ledger_, &observer_, &limiter_,
+                                            [this](int64_t rows) { accounted_ += rows; });
+  DeliveryTask task = Task(3);
+  task.attempts[0].outcome = Outcome::Delivered();
+  task.attempts[0].outcome.answer = "HTTP 204";
+  task.attempts[0].publish_start = RelayClock::now();
+  task.attempts[0].publish_duration = std::chrono::milliseconds(42);
+  task.attempts[1].outcome = Outcome::Retry("HTTP 500: boom");
+  task.attempts[1].outcome.answer = "HTTP 500";
+  task.attempts[1].publish_start = RelayClock::now();
+  task.attempts[2].outcome = Outcome::Unavailable("Not published, its circuit breaker is open");
+  writer_->Write(task, 3, /*has_breaker=*/true);
+  ASSERT_EQ(claims.kept.size(), 3u);
+  const auto& [sent, sent_record] = claims.kept[task.rows[0].id];
+  EXPECT_EQ(sent, "sent");
+  ASSERT_TRUE(sent_record.has_value());
+  EXPECT_EQ(sent_record->attempt, 0);
+  EXPECT_EQ(sent_record->destination, "sink");
+  EXPECT_EQ(sent_record->duration_ms, 42);
+  EXPECT_EQ(sent_record->answer, "HTTP 204");
+  const auto& [retry, retry_record] = claims.kept[task.rows[1].id];
+  EXPECT_EQ(retry, "retry");
+  EXPECT_EQ(retry_record->duration_ms, 0);
+  EXPECT_EQ(retry_record->answer, "HTTP 500");
+  const auto& [released, released_record] = claims.kept[task.rows[2].id];
+  EXPECT_EQ(released, "released");
+  EXPECT_EQ(released_record->duration_ms, -1) << "never published";
+  EXPECT_EQ(released_record->answer, "");
+}
+
+TEST_F(OutcomeWriterTest, WithoutTheHistoryNoFenceCarriesARecordAndUnroutableRowsHaveNoAttempt) {
+  RecordKeepingClaims claims(store_);
+  Use(&claims);
+  DeliveryTask task = Task(1);
+  task.attempts[0].outcome = Outcome::Delivered();
+  writer_->Write(task, 1, true);
+  EXPECT_FALSE(claims.kept[task.rows[0].id].second.has_value());
+  writer_ = std::make_unique<OutcomeWriter>(OutcomeWriter::Options{1000, 30000, true}, &claims,
+                                            &ledger_, &observer_, &limiter_,
+                                            [this](int64_t rows) { accounted_ += rows; });
+  DeliveryTask unroutable = Task(1);
+  writer_->WriteUnroutable(unroutable.rows, {"no route"}, RelayClock::now());
+  const auto& [dead, record] = claims.kept[unroutable.rows[0].id];
+  EXPECT_EQ(dead, "dead");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->destination, "");
+  EXPECT_EQ(record->duration_ms, -1);
+}
+
 TEST_F(OutcomeWriterTest, WithoutABreakerAnOutageSpendsAnAttempt) {
   DeliveryTask task = Task(1);
   task.attempts[0].outcome = Outcome::Unavailable("Connection refused");

@@ -67,8 +67,10 @@ class RelayImpl final : public Relay {
         destinations_(std::move(destinations)),
         observer_(observer != nullptr ? observer : &noop_),
         publisher_(options_, destinations_, observer_),
-        writer_({options_.outbox.retry_base_delay_ms, options_.outbox.claim_timeout_ms}, outbox_,
-                &ledger_, observer_, &db_limiter_, [this](int64_t rows) { Accounted(rows); }) {
+        writer_({options_.outbox.retry_base_delay_ms, options_.outbox.claim_timeout_ms,
+                 options_.outbox.attempt_history},
+                outbox_, &ledger_, observer_, &db_limiter_,
+                [this](int64_t rows) { Accounted(rows); }) {
     for (size_t i = 0; i < router_.size(); ++i) {
       const RouteConfig& r = router_.route(i);
       route_keys_.push_back(r.routing_key_template

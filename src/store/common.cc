@@ -261,6 +261,21 @@ DeadRow ToDeadRow(const SqlRow& r) {
   return row;
 }
 
+AttemptRow ToAttemptRow(const SqlRow& r) {
+  QB_CHECK(r.size() >= 9, "attempt row has fewer than 9 columns");
+  AttemptRow row;
+  row.message_id = TextOr(r[0]);
+  row.attempt = static_cast<int>(IntOr(r[1], 0));
+  row.row_table = TextOr(r[2]);
+  row.destination = r[3];
+  row.outcome = TextOr(r[4]);
+  if (r[5]) row.duration_ms = ParseInt(*r[5]);
+  row.answer = r[6];
+  row.error = r[7];
+  row.recorded_at = TextOr(r[8]);
+  return row;
+}
+
 OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRows& dead) {
   OutboxStats stats;
   for (const SqlRow& r : by_state) stats.rows_by_state[TextOr(r[0])] = IntOr(r[1], 0);

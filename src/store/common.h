@@ -102,6 +102,11 @@ void SortClaimed(std::vector<OutboxRow>& rows);
 // A dead row from id, topic, key, attempt, last_error, updated_at.
 DeadRow ToDeadRow(const SqlRow& row);
 
+// The attempt history (outbox_attempts): the columns an AttemptRow reads, in order, and the row.
+inline constexpr const char* kAttemptColumns =
+    "attempt, row_table, destination, outcome, duration_ms, answer, error";
+AttemptRow ToAttemptRow(const SqlRow& row);  // message_id, kAttemptColumns, recorded_at
+
 // Stats from the queries every dialect runs: (state, count) rows, one row with the oldest
 // pending age in seconds (or NULL), (topic, count) rows of dead rows.
 OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRows& dead);

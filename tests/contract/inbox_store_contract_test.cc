@@ -778,6 +778,66 @@ TEST_P(InboxSchemaGuardContractTest, TheSchemaGuardNamesAMissingHeadersColumnAnd
               StatusIs(StatusCode::kNotFound, HasSubstr("The inbox table 'inbox' does not exist")));
 }
 
+// ---------------------------------------------------------------------------------------------
+// The attempt history: a forward that makes its row dead leaves an attempt (row_table inbox)
+
+class InboxAttemptHistoryTest : public InboxFixture {
+ protected:
+  void SetUp() override {
+    InboxFixture::SetUp();
+    if (HasFatalFailure() || IsSkipped() || sql_ == nullptr) return;
+    ASSERT_TRUE(sql_->store().EnableAttemptHistory().ok());
+  }
+  std::vector<AttemptRow> Attempts(const std::string& id) {
+    auto rows = sql_->store().Attempts(id);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<AttemptRow>{};
+  }
+};
+
+TEST_P(InboxAttemptHistoryTest, AFencedMarkDeadRecordsTheAttemptWithItsError) {
+  Store({Msg("k1", "a"), Msg("k2", "b")});
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 2u);
+  std::vector<DeadOrder> orders{
+      {{rows[0].id, rows[0].claim_token, AttemptRecord{rows[0].attempt, {}, -1, {}}},
+       "The topic template of source 'stripe' rendered empty"},
+      {{rows[1].id, "00000000-0000-4000-8000-000000000000", AttemptRecord{}}, "lost"}};
+  EXPECT_THAT(*inbox_->MarkDead(orders), ElementsAre(rows[0].id));
+  auto attempts = Attempts(rows[0].id);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].row_table, "inbox");
+  EXPECT_EQ(attempts[0].outcome, "dead");
+  EXPECT_EQ(attempts[0].destination, std::nullopt);
+  EXPECT_EQ(attempts[0].error, "The topic template of source 'stripe' rendered empty");
+  EXPECT_THAT(Attempts(rows[1].id), IsEmpty()) << "a lost claim records nothing";
+}
+
+TEST_P(InboxAttemptHistoryTest, AOneTransactionForwardRecordsOnlyTheRowsItMadeDead) {
+  const std::string ok = Add(Msg("k1", "a")), bad = Add(Msg("k2", "b"));
+  auto due = inbox_->ForwardDue(10, [&](const ClaimedInboxRow& row) {
+    InboxForwardPlan plan;
+    plan.forward.topic = "payments";
+    plan.forward.headers = "{}";
+    if (row.id == bad) plan.dead_error = "rendered empty";
+    return plan;
+  });
+  ASSERT_TRUE(due.ok()) << due.status().ToString();
+  EXPECT_THAT(due->dead, ElementsAre(bad));
+  EXPECT_THAT(Attempts(ok), IsEmpty());
+  auto attempts = Attempts(bad);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].row_table, "inbox");
+  EXPECT_EQ(attempts[0].error, "rendered empty");
+  // Retention deletes the row's attempts with it.
+  subject_->SetCreatedAt(bad, -3600);
+  EXPECT_EQ(*inbox_->DeleteOlderThan("dead", 1000, 10), 1);
+  EXPECT_THAT(Attempts(bad), IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, InboxAttemptHistoryTest,
+                         ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
 INSTANTIATE_TEST_SUITE_P(Stores, InboxIntakeContractTest,
                          ::testing::Values("sqlite", "postgresql", "memory"),
                          [](const auto& p) { return p.param; });

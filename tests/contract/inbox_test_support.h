@@ -86,6 +86,7 @@ class SqlInboxUnderTest final : public InboxUnderTest {
   }
 
   StoreDb& db() { return db_; }
+  OutboxStore& store() { return *store_; }
 
   InboxStore& inbox() override { return *store_->inbox(); }
   std::shared_ptr<InboxStore> OpenAnother() override {

@@ -810,6 +810,155 @@ TEST_P(OutboxStoreContractTest, ABadIdentifierIsRejectedAtOpen) {
   EXPECT_THAT(store.status().message(), HasSubstr("database.columnMapping.outbox.state"));
 }
 
+// --- the attempt history (outbox_attempts, V22) ---
+
+class AttemptHistoryTest : public OutboxStoreContractTest {
+ protected:
+  void SetUp() override {
+    OutboxStoreContractTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    ASSERT_TRUE(store_->EnableAttemptHistory().ok());
+  }
+
+  static Fence Recorded(const OutboxRow& row, int64_t ms, std::string answer) {
+    return {row.id, row.claim_token, AttemptRecord{row.attempt, "webhook", ms, std::move(answer)}};
+  }
+
+  std::vector<AttemptRow> Attempts(const std::string& id) {
+    auto rows = store_->Attempts(id);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<AttemptRow>{};
+  }
+
+  std::string AttemptCount() { return db_->Scalar("SELECT count(*) FROM outbox_attempts"); }
+};
+
+TEST_P(AttemptHistoryTest, EachOutcomeWriteRecordsItsAttemptInTheSameWrite) {
+  const std::string id = Add("k");
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  RetryOrder retry{Recorded(rows[0], 120, "HTTP 500"), 0, "HTTP 500: boom"};
+  ASSERT_THAT(*store_->ScheduleRetry(std::span<const RetryOrder>(&retry, 1)), ElementsAre(id));
+  rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  ReleaseOrder release{Recorded(rows[0], -1, ""), 0, "Not published, its circuit breaker is open"};
+  ASSERT_THAT(*store_->Release(std::span<const ReleaseOrder>(&release, 1)), ElementsAre(id));
+  rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  const Fence sent = Recorded(rows[0], 7, "HTTP 204");
+  ASSERT_THAT(*store_->MarkSent(std::span<const Fence>(&sent, 1)), ElementsAre(id));
+
+  auto attempts = Attempts(id);
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[0].outcome, "retry");
+  EXPECT_EQ(attempts[0].attempt, 0);
+  EXPECT_EQ(attempts[0].row_table, "outbox");
+  EXPECT_EQ(attempts[0].destination, "webhook");
+  EXPECT_EQ(attempts[0].duration_ms, 120);
+  EXPECT_EQ(attempts[0].answer, "HTTP 500");
+  EXPECT_EQ(attempts[0].error, "HTTP 500: boom");
+  EXPECT_EQ(attempts[1].outcome, "released");
+  EXPECT_EQ(attempts[1].attempt, 1);
+  EXPECT_EQ(attempts[1].duration_ms, std::nullopt);  // nothing was published
+  EXPECT_EQ(attempts[1].answer, std::nullopt);
+  EXPECT_EQ(attempts[1].error, "Not published, its circuit breaker is open");
+  EXPECT_EQ(attempts[2].outcome, "sent");
+  EXPECT_EQ(attempts[2].attempt, 1);
+  EXPECT_EQ(attempts[2].duration_ms, 7);
+  EXPECT_EQ(attempts[2].answer, "HTTP 204");
+  EXPECT_EQ(attempts[2].error, std::nullopt);
+  for (const AttemptRow& a : attempts) {
+    EXPECT_EQ(a.message_id, id);
+    EXPECT_FALSE(a.recorded_at.empty());
+  }
+  // The database clock: recorded no earlier than the row was created.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox_attempts a JOIN outbox o ON o.id = "
+                        "a.message_id WHERE a.recorded_at >= o.created_at"),
+            "3");
+}
+
+TEST_P(AttemptHistoryTest, ADeadRowRecordsItsErrorAndAnUnroutableOneNoDestination) {
+  const std::string a = Add(std::nullopt), b = Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 2u);
+  std::vector<DeadOrder> dead{{Recorded(rows[0], 3, "HTTP 400"), "HTTP 400: bad"},
+                              {{rows[1].id, rows[1].claim_token, AttemptRecord{}}, "no route"}};
+  ASSERT_EQ(store_->MarkDead(dead)->size(), 2u);
+  auto first = Attempts(rows[0].id);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].outcome, "dead");
+  EXPECT_EQ(first[0].error, "HTTP 400: bad");
+  auto second = Attempts(rows[1].id);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].destination, std::nullopt);
+  EXPECT_EQ(second[0].error, "no route");
+}
+
+TEST_P(AttemptHistoryTest, ALostClaimWritesNoAttempt) {
+  const std::string id = Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 1u);
+  db_->ExpireLease(id);
+  const Fence late = Recorded(rows[0], 5, "HTTP 200");
+  EXPECT_THAT(*store_->MarkSent(std::span<const Fence>(&late, 1)), IsEmpty());
+  const Fence stale{id, "00000000-0000-4000-8000-000000000000", AttemptRecord{}};
+  EXPECT_THAT(*store_->MarkSent(std::span<const Fence>(&stale, 1)), IsEmpty());
+  EXPECT_EQ(AttemptCount(), "0");
+}
+
+TEST_P(AttemptHistoryTest, OffByDefaultAndWithoutRecords) {
+  auto other = db_->Open();  // a store whose history was not turned on
+  ASSERT_NE(other, nullptr);
+  Add(std::nullopt);
+  Add(std::nullopt);
+  auto rows = Claim();
+  ASSERT_EQ(rows.size(), 2u);
+  const Fence recorded = Recorded(rows[0], 1, "HTTP 200");
+  ASSERT_EQ(other->MarkSent(std::span<const Fence>(&recorded, 1))->size(), 1u);
+  const Fence plain{rows[1].id, rows[1].claim_token};
+  ASSERT_EQ(store_->MarkSent(std::span<const Fence>(&plain, 1))->size(), 1u);
+  EXPECT_EQ(AttemptCount(), "0");
+}
+
+TEST_P(AttemptHistoryTest, RetentionDeletesTheAttemptsOfTheRowsItDeletes) {
+  const std::string old_sent = Add(std::nullopt, "s"), kept = Add(std::nullopt, "s");
+  const std::string old_dead = Add(std::nullopt, "d");
+  for (const OutboxRow& r : Claim()) {
+    if (r.topic == "d") {
+      DeadOrder o{Recorded(r, 1, ""), "gone"};
+      ASSERT_EQ(store_->MarkDead(std::span<const DeadOrder>(&o, 1))->size(), 1u);
+    } else {
+      const Fence f = Recorded(r, 1, "HTTP 200");
+      ASSERT_EQ(store_->MarkSent(std::span<const Fence>(&f, 1))->size(), 1u);
+    }
+  }
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-7200) + " WHERE id <> '" + kept +
+            "'");
+  EXPECT_EQ(*store_->DeleteOlderThan("sent", 3600000, 100), 1);
+  EXPECT_EQ(*store_->DeleteBeyondCount("dead", 0, 100), 1);
+  EXPECT_THAT(Attempts(old_sent), IsEmpty());
+  EXPECT_THAT(Attempts(old_dead), IsEmpty());
+  EXPECT_EQ(Attempts(kept).size(), 1u);
+  EXPECT_EQ(AttemptCount(), "1");
+}
+
+TEST_P(AttemptHistoryTest, WithoutTheTableTheHistoryStaysOffAndRetentionStillWorks) {
+  db_->Exec("DROP TABLE outbox_attempts");
+  auto store = db_->Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->EnableAttemptHistory(),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       "the table outbox_attempts does not exist; `queuebox migrate` creates it "
+                       "(V22), or create it as docs/schema.md shows"));
+  EXPECT_EQ(store->Attempts(Add(std::nullopt)).status().code(), StatusCode::kFailedPrecondition);
+  auto rows = store->Claim(10, kLease);
+  ASSERT_EQ(rows->size(), 1u);
+  const Fence f = Recorded((*rows)[0], 1, "HTTP 200");
+  ASSERT_EQ(store->MarkSent(std::span<const Fence>(&f, 1))->size(), 1u);
+  db_->Exec("UPDATE outbox SET updated_at = " + db_->NowPlus(-7200));
+  EXPECT_EQ(*store->DeleteOlderThan("sent", 3600000, 100), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, OutboxClaimsContractTest,
                          ::testing::Values("sqlite", "postgresql", "memory"),
                          [](const auto& p) { return p.param; });
@@ -817,6 +966,8 @@ INSTANTIATE_TEST_SUITE_P(Dialects, OutboxStoreContractTest,
                          ::testing::Values("sqlite", "postgresql"),
                          [](const auto& p) { return p.param; });
 INSTANTIATE_TEST_SUITE_P(Dialects, ReplayTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Dialects, AttemptHistoryTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& p) { return p.param; });
 
 }  // namespace

@@ -597,7 +597,12 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     long code = 0;
     curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
     if (settings_.on_response) settings_.on_response(static_cast<int>(code));
-    if (code >= 200 && code < 300) return Outcome::Delivered();
+    std::string answer = "HTTP " + std::to_string(code);
+    if (code >= 200 && code < 300) {
+      Outcome delivered = Outcome::Delivered();
+      delivered.answer = std::move(answer);
+      return delivered;
+    }
     // The receiver refused the credentials: an OAuth2 token is dropped, the retry gets a new one.
     if (code == 401 && auth_header_) owner_.auth_->Rejected(auth_header_->second);
     std::string text = "HTTP " + std::to_string(code) + ": " +
@@ -611,10 +616,14 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
       if (curl_easy_getinfo(r.easy, CURLINFO_RETRY_AFTER, &retry_after_s) != CURLE_OK) {
         retry_after_s = 0;
       }
-      return Outcome::Unavailable(std::move(error),
-                                  std::clamp<int64_t>(retry_after_s, 0, 24 * 3600) * 1000);
+      Outcome out = Outcome::Unavailable(std::move(error),
+                                         std::clamp<int64_t>(retry_after_s, 0, 24 * 3600) * 1000);
+      out.answer = std::move(answer);
+      return out;
     }
-    return Outcome::Retry(std::move(error));
+    Outcome out = Outcome::Retry(std::move(error));
+    out.answer = std::move(answer);
+    return out;
   }
   if (settings_.on_response) settings_.on_response(0);
   if (result == CURLE_OPERATION_TIMEDOUT) {

@@ -10,10 +10,12 @@
 // Thread-safety: as the store's Runner (every method may be called from any thread when it may).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "queuebox/store.h"
@@ -31,6 +33,16 @@ struct FencedTable {
   std::string touch;
   // A condition on the reclaimed row `r`, with its trailing " AND " ("" for every row).
   std::string reclaim_only;
+  // outbox_attempts.row_table of this table's attempts.
+  std::string row_table = "outbox";
+};
+
+// The attempt history's arrays of a fenced batch (AttemptRecord of each fence, in batch order),
+// bound after the write's own arrays.
+struct HistoryArrays {
+  std::vector<std::string> attempts, destinations, durations, answers;
+  void Add(const Fence& f);
+  void AppendTo(std::vector<SqlParam>& params) const;
 };
 
 // Ids and claim tokens of a fenced batch, in id order, unmatchable fences left out.
@@ -71,6 +83,23 @@ class PgFencedWrites {
   // RETURNING <a>.{id}::text. `names` start with qb_id, qb_token.
   std::string Update(const std::string& set, const std::string& unnest,
                      const std::string& names) const;
+  // Update's statement that also records each changed row's attempt in outbox_attempts, in the
+  // same statement (a data-modifying CTE): the unnest gains the HistoryArrays at $first_param..
+  // $first_param+3, the history row gets `outcome` and f.qb_error when `has_error`. Returns the
+  // changed ids as Update does.
+  std::string Recorded(const std::string& set, const std::string& unnest, const std::string& names,
+                       int first_param, std::string_view outcome, bool has_error) const;
+  // The attempt history from now on (OutboxStore::EnableAttemptHistory): a batch whose first
+  // fence carries an AttemptRecord runs the Recorded form of its write.
+  void EnableHistory() { history_ = true; }
+  // Whether the table outbox_attempts exists (asked once, then remembered).
+  Result<bool> HistoryTableExists() const;
+  // Retention: deletes the rows `doomed` selects as qb_id ($1 is their state) and, when
+  // outbox_attempts exists, their attempts, in one statement. Returns the rows deleted.
+  Result<int64_t> DeleteWithHistory(const std::string& doomed,
+                                    const std::vector<SqlParam>& params) const;
+  bool history() const { return history_.load(); }
+  bool Recording(const Fence& first) const { return history() && first.record.has_value(); }
   // The ids a fenced template changed (its first column), planned per call: the arrays differ
   // in length from batch to batch.
   Result<std::vector<std::string>> Ids(const std::string& tmpl,
@@ -92,7 +121,9 @@ class PgFencedWrites {
  private:
   FencedTable table_;
   Runner run_;
-  std::string mark_dead_, renew_, reclaim_;
+  std::string mark_dead_, mark_dead_recorded_, renew_, reclaim_;
+  std::atomic<bool> history_{false};
+  mutable std::atomic<int> history_table_{-1};  // -1 not asked yet, 0 missing, 1 there
 };
 
 }  // namespace queuebox::store

@@ -92,7 +92,7 @@ PostgresInboxStore::PostgresInboxStore(DatabaseConfig config, PgPool& pool,
       pool_(pool),
       claim_lock_key_(JavaStringHash(config_.inbox_table)),
       outbox_window_(outbox_window),
-      fenced_({"i", "", "r.{consumption} = 'push' AND "},
+      fenced_({"i", "", "r.{consumption} = 'push' AND ", "inbox"},
               [this](const std::string& tmpl, const std::vector<SqlParam>& params, int64_t* changes,
                      PgConnection::Plan plan) { return Run(tmpl, params, changes, plan); }),
       forward_sql_(ForwardSql(fenced_)) {}
@@ -338,16 +338,27 @@ Result<InboxForwardDue> PostgresInboxStore::ForwardDueLocked(PgConnection& conn,
       "COALESCE(qb_f.qb_error, i.{last_error}) FROM qb_f WHERE i.{id} = qb_f.qb_id AND "
       "(i.{state} = 'pending') IS TRUE RETURNING i.{id} AS qb_id, i.{aggregate_id} AS qb_key, "
       "i.{payload} AS qb_payload, qb_f.qb_topic, qb_f.qb_headers, qb_f.qb_max, qb_f.qb_ord, "
-      "qb_f.qb_error), "
+      "qb_f.qb_error, i.{attempt} AS qb_attempt), "
       "qb_out AS (INSERT INTO {O} ({o.topic}, {o.key}, {o.payload}, {o.headers}, "
       "{o.max_attempts}) SELECT qb_topic, qb_key, qb_payload, qb_headers::jsonb, qb_max FROM "
       "qb_done WHERE qb_error IS NULL ORDER BY qb_ord RETURNING {o.scheduled_at} AS qb_at, "
-      "{o.sequence} AS qb_seq) "
-      "SELECT qb_id::text, qb_error IS NULL, (SELECT " +
-      Ts("qb_at") + " || ' ' || qb_seq FROM qb_out ORDER BY qb_at, qb_seq LIMIT 1) FROM qb_done";
-  QB_ASSIGN_OR_RETURN(
-      SqlRows done, conn.Query(Sql(tmpl), {PgArray(ids), PgArray(topics), PgArray(headers),
-                                           PgArray(maxes), PgArray(ords), PgArrayOrNull(errors)}));
+      "{o.sequence} AS qb_seq)";
+  static const std::string answer = " SELECT qb_id::text, qb_error IS NULL, (SELECT " +
+                                    Ts("qb_at") +
+                                    " || ' ' || qb_seq FROM qb_out ORDER BY qb_at, qb_seq LIMIT "
+                                    "1) FROM qb_done";
+  // With the attempt history, each row made dead leaves its attempt in the same statement.
+  static const std::string recorded =
+      tmpl +
+      ", qb_h AS (INSERT INTO outbox_attempts (message_id, attempt, row_table, outcome, error) "
+      "SELECT qb_id, qb_attempt, 'inbox', 'dead', qb_error FROM qb_done WHERE qb_error IS NOT "
+      "NULL)" +
+      answer;
+  static const std::string plain = tmpl + answer;
+  QB_ASSIGN_OR_RETURN(SqlRows done,
+                      conn.Query(Sql(fenced_.history() ? recorded : plain),
+                                 {PgArray(ids), PgArray(topics), PgArray(headers), PgArray(maxes),
+                                  PgArray(ords), PgArrayOrNull(errors)}));
   for (const SqlRow& r : done) {
     if (r.size() < 3 || !r[0]) return Internal("The inbox forward returned no id.");
     (r[1].value_or("f") == "t" ? out.forwarded : out.dead).push_back(*r[0]);
@@ -373,6 +384,8 @@ Result<std::vector<std::string>> PostgresInboxStore::Forward(
   return fenced_.Ids(forward_sql_, {PgArray(batch.ids), PgArray(batch.tokens), PgArray(topics),
                                     PgArray(headers), PgArray(maxes), PgArray(ords)});
 }
+
+void PostgresInboxStore::EnableAttemptHistory() { fenced_.EnableHistory(); }
 
 Result<std::vector<std::string>> PostgresInboxStore::MarkDead(std::span<const DeadOrder> orders) {
   return fenced_.MarkDead(orders);
@@ -434,30 +447,21 @@ Result<std::vector<DeadInboxRow>> PostgresInboxStore::ListDead(int limit) {
 Result<int64_t> PostgresInboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
                                                     int batch) {
   QB_RETURN_IF_ERROR(ValidateInboxRetention(state, max_age_ms, "max_age_ms", batch));
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(
-      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
-          "{created_at} < clock_timestamp() - $2::bigint" +
-              std::string(kMs) +
-              " ORDER BY {created_at} LIMIT $3::int FOR UPDATE SKIP LOCKED) "
-              "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
-          {state, max_age_ms, int64_t{batch}}, &changes, PgConnection::Plan::kCached)
-          .status());
-  return changes;
+  return fenced_.DeleteWithHistory(
+      "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
+      "{created_at} < clock_timestamp() - $2::bigint" +
+          std::string(kMs) + " ORDER BY {created_at} LIMIT $3::int FOR UPDATE SKIP LOCKED",
+      {state, max_age_ms, int64_t{batch}});
 }
 
 Result<int64_t> PostgresInboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
                                                       int batch) {
   QB_RETURN_IF_ERROR(ValidateInboxRetention(state, max_count, "max_count", batch));
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(
-      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
-          "ORDER BY {created_at} DESC, {id} DESC OFFSET $2::bigint LIMIT $3::int "
-          "FOR UPDATE SKIP LOCKED) "
-          "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
-          {state, max_count, int64_t{batch}}, &changes, PgConnection::Plan::kCached)
-          .status());
-  return changes;
+  return fenced_.DeleteWithHistory(
+      "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
+      "ORDER BY {created_at} DESC, {id} DESC OFFSET $2::bigint LIMIT $3::int "
+      "FOR UPDATE SKIP LOCKED",
+      {state, max_count, int64_t{batch}});
 }
 
 Status PostgresInboxStore::CheckSchema() {

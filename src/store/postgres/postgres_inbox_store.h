@@ -70,6 +70,9 @@ class PostgresInboxStore final : public InboxStore {
   Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                     int batch) override;
   Status CheckSchema() override;
+  // From now on a forward that makes a row dead records its attempt in outbox_attempts (the
+  // outbox store's EnableAttemptHistory checked the table).
+  void EnableAttemptHistory();
 
   // The claim statement for `config` (names mapped; inbox_claim.sql): $1 limit, $2 lease ms,
   // $3 window rows. For EXPLAIN in bench/ and docs/inbox.md.

@@ -24,16 +24,22 @@ void MigrationNotice(void* /*arg*/, const PGresult* res) {
 }
 
 // ScheduleRetry's (the attempt spent) or Release's fenced UPDATE: $1 ids, $2 tokens, $3 delays
-// (ms), $4 errors.
-std::string RescheduleSql(const PgFencedWrites& fenced, bool spend_attempt) {
-  return fenced.Update(
-      std::string("{state} = 'pending', ") +
-          (spend_attempt ? "{attempt} = o.{attempt} + 1, " : "") +
-          "{scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
-          ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} "
-          "= f.qb_error, {updated_at} = clock_timestamp()",
-      "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]", "qb_id, qb_token, qb_delay, qb_error");
+// (ms), $4 errors; the recorded form adds the attempt history's arrays at $5..$8.
+constexpr const char* kRescheduleArrays = "$1::uuid[], $2::uuid[], $3::bigint[], $4::text[]";
+constexpr const char* kRescheduleNames = "qb_id, qb_token, qb_delay, qb_error";
+
+std::string RescheduleSet(bool spend_attempt) {
+  return std::string("{state} = 'pending', ") +
+         (spend_attempt ? "{attempt} = o.{attempt} + 1, " : "") +
+         "{scheduled_at} = clock_timestamp() + f.qb_delay" + std::string(kMs) +
+         ", {claimed_at} = NULL, {claim_token} = NULL, {lease_expires_at} = NULL, {last_error} "
+         "= f.qb_error, {updated_at} = clock_timestamp()";
 }
+
+// MarkSent's fenced UPDATE: $1 ids, $2 tokens (the recorded form: history at $3..$6).
+constexpr const char* kSentSet =
+    "{state} = 'sent', {updated_at} = clock_timestamp(), {claim_token} = NULL, "
+    "{lease_expires_at} = NULL";
 
 }  // namespace
 
@@ -84,11 +90,15 @@ PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings setti
                      PgConnection::Plan plan) { return Run(tmpl, params, changes, plan); }),
       heartbeat_(pool_, config_.outbox_table, [this] { window_.ShareChanged(); }),
       inbox_(config_, pool_, &window_),
-      sent_sql_(fenced_.Update("{state} = 'sent', {updated_at} = clock_timestamp(), "
-                               "{claim_token} = NULL, {lease_expires_at} = NULL",
-                               "$1::uuid[], $2::uuid[]", "qb_id, qb_token")),
-      retry_sql_(RescheduleSql(fenced_, /*spend_attempt=*/true)),
-      release_sql_(RescheduleSql(fenced_, /*spend_attempt=*/false)) {}
+      sent_sql_(fenced_.Update(kSentSet, "$1::uuid[], $2::uuid[]", "qb_id, qb_token")),
+      retry_sql_(fenced_.Update(RescheduleSet(true), kRescheduleArrays, kRescheduleNames)),
+      release_sql_(fenced_.Update(RescheduleSet(false), kRescheduleArrays, kRescheduleNames)),
+      sent_recorded_(fenced_.Recorded(kSentSet, "$1::uuid[], $2::uuid[]", "qb_id, qb_token", 3,
+                                      kAttemptSent, false)),
+      retry_recorded_(fenced_.Recorded(RescheduleSet(true), kRescheduleArrays, kRescheduleNames, 5,
+                                       kAttemptRetry, true)),
+      release_recorded_(fenced_.Recorded(RescheduleSet(false), kRescheduleArrays, kRescheduleNames,
+                                         5, kAttemptReleased, true)) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);
@@ -159,26 +169,42 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const Fence> fences) {
-  FenceArrays batch = FencedBatch(fences);
+  HistoryArrays history;
+  const bool recording = !fences.empty() && fenced_.Recording(fences.front());
+  FenceArrays batch = FencedBatch(
+      fences, [](const Fence& f) -> const Fence& { return f; },
+      [&](const Fence& f) {
+        if (recording) history.Add(f);
+      });
   if (batch.empty()) return std::vector<std::string>{};
-  return OutcomeIds(fenced_.Ids(sent_sql_, {PgArray(batch.ids), PgArray(batch.tokens)}));
+  std::vector<SqlParam> params{PgArray(batch.ids), PgArray(batch.tokens)};
+  if (!recording) return OutcomeIds(fenced_.Ids(sent_sql_, params));
+  history.AppendTo(params);
+  return OutcomeIds(fenced_.Ids(sent_recorded_, params));
 }
 
 // ScheduleRetry and Release: back to `pending`, due after each order's delay (database clock),
 // fenced; `tmpl` says whether the attempt is spent. One statement for the batch.
 template <typename Order>
 Result<std::vector<std::string>> PostgresOutboxStore::Reschedule(const std::string& tmpl,
+                                                                 const std::string& recorded,
                                                                  std::span<const Order> orders) {
   std::vector<std::string> delays, errors;
+  HistoryArrays history;
+  const bool recording = !orders.empty() && fenced_.Recording(orders.front().fence);
   FenceArrays batch = FencedBatch(
       orders, [](const Order& x) -> const Fence& { return x.fence; },
       [&](const Order& o) {
         delays.push_back(std::to_string(o.delay_ms < 0 ? 0 : o.delay_ms));
         errors.push_back(o.error);
+        if (recording) history.Add(o.fence);
       });
   if (batch.empty()) return std::vector<std::string>{};
-  Result<std::vector<std::string>> changed = OutcomeIds(fenced_.Ids(
-      tmpl, {PgArray(batch.ids), PgArray(batch.tokens), PgArray(delays), PgArray(errors)}));
+  std::vector<SqlParam> params{PgArray(batch.ids), PgArray(batch.tokens), PgArray(delays),
+                               PgArray(errors)};
+  if (recording) history.AppendTo(params);
+  Result<std::vector<std::string>> changed =
+      OutcomeIds(fenced_.Ids(recording ? recorded : tmpl, params));
   // A head due later than its key's later rows: a window holding rows of every key no longer
   // means it judged every head.
   if (changed.ok() && !changed->empty()) {
@@ -191,13 +217,13 @@ Result<std::vector<std::string>> PostgresOutboxStore::Reschedule(const std::stri
 
 Result<std::vector<std::string>> PostgresOutboxStore::ScheduleRetry(
     std::span<const RetryOrder> orders) {
-  return Reschedule(retry_sql_, orders);
+  return Reschedule(retry_sql_, retry_recorded_, orders);
 }
 
 // As ScheduleRetry, with the attempt kept: the destination was out, the message not at fault.
 Result<std::vector<std::string>> PostgresOutboxStore::Release(
     std::span<const ReleaseOrder> orders) {
-  return Reschedule(release_sql_, orders);
+  return Reschedule(release_sql_, release_recorded_, orders);
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkDead(std::span<const DeadOrder> orders) {
@@ -295,32 +321,47 @@ Result<std::vector<DeadRow>> PostgresOutboxStore::ListDead(int limit) {
 Result<int64_t> PostgresOutboxStore::DeleteOlderThan(const std::string& state, int64_t max_age_ms,
                                                      int batch) {
   QB_RETURN_IF_ERROR(ValidateRetention(state, max_age_ms, "max_age_ms", batch));
-  int64_t changes = 0;
-  // A MATERIALIZED CTE: `IN (subquery ... LIMIT)` can be planned as a rescanned semi-join inner
-  // side, each rescan taking another batch.
-  QB_RETURN_IF_ERROR(
-      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
-          "{updated_at} < clock_timestamp() - $2::bigint" +
-              std::string(kMs) +
-              " ORDER BY {updated_at} LIMIT $3::int FOR UPDATE SKIP LOCKED) "
-              "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
-          {state, max_age_ms, int64_t{batch}}, &changes)
-          .status());
-  return changes;
+  return fenced_.DeleteWithHistory(
+      "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND "
+      "{updated_at} < clock_timestamp() - $2::bigint" +
+          std::string(kMs) + " ORDER BY {updated_at} LIMIT $3::int FOR UPDATE SKIP LOCKED",
+      {state, max_age_ms, int64_t{batch}});
 }
 
 Result<int64_t> PostgresOutboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
                                                        int batch) {
   QB_RETURN_IF_ERROR(ValidateRetention(state, max_count, "max_count", batch));
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(
-      Run("WITH doomed AS MATERIALIZED (SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
-          "ORDER BY {updated_at} DESC, {sequence} DESC OFFSET $2::bigint LIMIT $3::int "
-          "FOR UPDATE SKIP LOCKED) "
-          "DELETE FROM {T} WHERE {state} = $1 AND {id} IN (SELECT qb_id FROM doomed)",
-          {state, max_count, int64_t{batch}}, &changes)
-          .status());
-  return changes;
+  return fenced_.DeleteWithHistory(
+      "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 "
+      "ORDER BY {updated_at} DESC, {sequence} DESC OFFSET $2::bigint LIMIT $3::int "
+      "FOR UPDATE SKIP LOCKED",
+      {state, max_count, int64_t{batch}});
+}
+
+Status PostgresOutboxStore::EnableAttemptHistory() {
+  QB_ASSIGN_OR_RETURN(bool exists, fenced_.HistoryTableExists());
+  if (!exists) {
+    return FailedPrecondition(
+        "the table outbox_attempts does not exist; `queuebox migrate` creates it (V22), or "
+        "create it as docs/schema.md shows");
+  }
+  fenced_.EnableHistory();
+  inbox_.EnableAttemptHistory();
+  return Status::Ok();
+}
+
+Result<std::vector<AttemptRow>> PostgresOutboxStore::Attempts(const std::string& message_id) {
+  QB_ASSIGN_OR_RETURN(bool exists, fenced_.HistoryTableExists());
+  if (!exists) return FailedPrecondition("the table outbox_attempts does not exist");
+  std::vector<AttemptRow> out;
+  if (!IsUuid(message_id)) return out;
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run("SELECT message_id::text, " + std::string(kAttemptColumns) +
+                                            ", " + Ts("recorded_at") +
+                                            " FROM outbox_attempts WHERE message_id = $1::uuid "
+                                            "ORDER BY recorded_at, attempt",
+                                        {message_id}));
+  for (const SqlRow& r : rows) out.push_back(ToAttemptRow(r));
+  return out;
 }
 
 }  // namespace queuebox::store

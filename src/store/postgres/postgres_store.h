@@ -52,6 +52,8 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
   Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                     int batch) override;
+  Result<std::vector<AttemptRow>> Attempts(const std::string& message_id) override;
+  Status EnableAttemptHistory() override;
   // Key affinity through queuebox_relay_replicas (ReplicaHeartbeat).
   ReplicaMembership* replica_membership() override { return &heartbeat_; }
   // The inbox on the same pool (postgres_inbox_store.h).
@@ -75,7 +77,7 @@ class PostgresOutboxStore final : public OutboxStore {
   // ScheduleRetry and Release (RetryOrder / ReleaseOrder): one fenced statement, `tmpl`
   // (retry_sql_ or release_sql_).
   template <typename Order>
-  Result<std::vector<std::string>> Reschedule(const std::string& tmpl,
+  Result<std::vector<std::string>> Reschedule(const std::string& tmpl, const std::string& recorded,
                                               std::span<const Order> orders);
 
   DatabaseConfig config_;
@@ -87,6 +89,8 @@ class PostgresOutboxStore final : public OutboxStore {
   PostgresInboxStore inbox_;    // after pool_ and window_, which it uses
   // The outbox's own fenced templates (after fenced_, which builds them).
   const std::string sent_sql_, retry_sql_, release_sql_;
+  // The same with the attempt history (PgFencedWrites::Recorded).
+  const std::string sent_recorded_, retry_recorded_, release_recorded_;
 };
 
 }  // namespace queuebox::store

@@ -32,8 +32,11 @@ std::string BatchJson(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The fence of a batch element, with its attempt's record when it carries one.
 nlohmann::json InboxFenceJson(const Fence& f) {
-  return nlohmann::json{{"id", f.id}, {"token", f.claim_token}};
+  nlohmann::json j{{"id", f.id}, {"token", f.claim_token}};
+  if (f.record) j["attempt"] = f.record->attempt;
+  return j;
 }
 
 // UPDATE ... FROM the JSON batch ?1, fenced by id, token, state and an unexpired lease.
@@ -230,6 +233,12 @@ Result<InboxForwardDue> SqliteInboxStore::ForwardDue(int limit, const InboxForwa
       "json_extract(f.value, '$.headers'), json_extract(f.value, '$.max') FROM json_each(?1) AS f "
       "JOIN {T} AS i ON i.{id} = json_extract(f.value, '$.id') WHERE json_extract(f.value, "
       "'$.error') IS NULL ORDER BY f.key";
+  // With the attempt history: the attempt of each row made dead (?1: their ids).
+  static const std::string dead_attempts_tmpl =
+      "INSERT INTO outbox_attempts (message_id, attempt, row_table, outcome, error) SELECT "
+      "i.{id}, i.{attempt}, 'inbox', 'dead', i.{last_error} FROM {T} AS i WHERE i.{id} IN "
+      "(SELECT value FROM json_each(?1))";
+  const std::string dead_attempts = Sql(dead_attempts_tmpl);
   const std::string claim = RenderInboxSql(claim_tmpl, outbox_.config_);
   const std::string mark = Sql(mark_tmpl);
   const std::string insert = Sql(insert_tmpl);
@@ -257,6 +266,10 @@ Result<InboxForwardDue> SqliteInboxStore::ForwardDue(int limit, const InboxForwa
     for (const SqlRow& r : marked) {
       if (r.size() < 2 || !r[0]) return Internal("The inbox forward returned no id.");
       (r[1].value_or("") == "processed" ? out.forwarded : out.dead).push_back(*r[0]);
+    }
+    if (!out.dead.empty() && outbox_.history_.load()) {
+      QB_RETURN_IF_ERROR(
+          outbox_.RunLocked(dead_attempts, {BatchJson(nlohmann::json(out.dead))}).status());
     }
     if (out.forwarded.empty()) return Status::Ok();
     return outbox_.RunLocked(insert, {batch_json}).status();
@@ -318,6 +331,9 @@ Result<std::vector<std::string>> SqliteInboxStore::MarkDead(std::span<const Dead
     nlohmann::json j = InboxFenceJson(o.fence);
     j["error"] = o.error;
     batch.push_back(std::move(j));
+  }
+  if (outbox_.Recording(orders.front().fence)) {
+    return outbox_.RecordedWrite(Sql(tmpl), BatchJson(batch), kAttemptDead, "inbox");
   }
   return FencedWrite(tmpl, BatchJson(batch));
 }
@@ -396,11 +412,8 @@ Result<int64_t> SqliteInboxStore::DeleteOlderThan(const std::string& state, int6
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND rowid IN (SELECT rowid FROM {T} WHERE {state} = ?1 "
       "AND {created_at} < " +
-      Plus(kSqliteNow, "-?2") + " ORDER BY {created_at} LIMIT ?3)";
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(
-      outbox_.Write(Sql(tmpl), {state, max_age_ms, int64_t{batch}}, &changes).status());
-  return changes;
+      Plus(kSqliteNow, "-?2") + " ORDER BY {created_at} LIMIT ?3) RETURNING {id}";
+  return outbox_.DeleteWithHistory(Sql(tmpl), {state, max_age_ms, int64_t{batch}});
 }
 
 Result<int64_t> SqliteInboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
@@ -408,11 +421,8 @@ Result<int64_t> SqliteInboxStore::DeleteBeyondCount(const std::string& state, in
   QB_RETURN_IF_ERROR(ValidateInboxRetention(state, max_count, "max_count", batch));
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND rowid IN (SELECT rowid FROM {T} WHERE {state} = ?1 "
-      "ORDER BY {created_at} DESC, rowid DESC LIMIT ?3 OFFSET ?2)";
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(
-      outbox_.Write(Sql(tmpl), {state, max_count, int64_t{batch}}, &changes).status());
-  return changes;
+      "ORDER BY {created_at} DESC, rowid DESC LIMIT ?3 OFFSET ?2) RETURNING {id}";
+  return outbox_.DeleteWithHistory(Sql(tmpl), {state, max_count, int64_t{batch}});
 }
 
 Status SqliteInboxStore::CheckSchema() {

@@ -36,9 +36,26 @@ std::string ToJson(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The fence of a batch element, with its attempt's record when it carries one.
 nlohmann::json FenceJson(const Fence& f) {
-  return nlohmann::json{{"id", f.id}, {"token", f.claim_token}};
+  nlohmann::json j{{"id", f.id}, {"token", f.claim_token}};
+  if (f.record) {
+    j["attempt"] = f.record->attempt;
+    j["dest"] = f.record->destination;
+    j["ms"] = f.record->duration_ms;
+    j["answer"] = f.record->answer;
+  }
+  return j;
 }
+
+// The attempts of the rows ?2 (JSON array of ids) from the batch ?1; ?3 outcome, ?4 row table.
+constexpr const char* kInsertAttemptsSql =
+    "INSERT INTO outbox_attempts (message_id, attempt, row_table, destination, outcome, "
+    "duration_ms, answer, error) SELECT json_extract(value, '$.id'), "
+    "coalesce(json_extract(value, '$.attempt'), 0), ?4, NULLIF(json_extract(value, '$.dest'), "
+    "''), ?3, NULLIF(json_extract(value, '$.ms'), -1), NULLIF(json_extract(value, '$.answer'), "
+    "''), json_extract(value, '$.error') FROM json_each(?1) WHERE json_extract(value, '$.id') IN "
+    "(SELECT value FROM json_each(?2))";
 
 Status StatusFromSqlite(int rc, const std::string& what, const char* message) {
   std::string text = what + ": " + (message != nullptr ? message : sqlite3_errstr(rc));
@@ -420,6 +437,75 @@ Result<std::vector<std::string>> SqliteOutboxStore::FencedWrite(const std::strin
   return FirstColumn(rows);
 }
 
+Result<std::vector<std::string>> SqliteOutboxStore::RecordedWrite(const std::string& sql,
+                                                                  const std::string& batch,
+                                                                  std::string_view outcome,
+                                                                  std::string_view row_table) {
+  std::vector<std::string> done;
+  Status s = Transaction([&]() -> Status {
+    QB_ASSIGN_OR_RETURN(SqlRows rows, RunLocked(sql, {batch}));
+    done = FirstColumn(rows);
+    if (done.empty()) return Status::Ok();
+    return RunLocked(kInsertAttemptsSql, {batch, ToJson(nlohmann::json(done)), std::string(outcome),
+                                          std::string(row_table)})
+        .status();
+  });
+  if (!s.ok()) return s;
+  return done;
+}
+
+Result<int64_t> SqliteOutboxStore::DeleteWithHistory(const std::string& sql,
+                                                     const std::vector<SqlParam>& params) {
+  QB_ASSIGN_OR_RETURN(bool history, HistoryTableExists());
+  int64_t deleted = 0;
+  Status s = Transaction([&]() -> Status {
+    QB_ASSIGN_OR_RETURN(SqlRows rows, RunLocked(sql, params));
+    deleted = static_cast<int64_t>(rows.size());
+    if (!history || rows.empty()) return Status::Ok();
+    return RunLocked(
+               "DELETE FROM outbox_attempts WHERE message_id IN (SELECT value FROM "
+               "json_each(?1))",
+               {ToJson(nlohmann::json(FirstColumn(rows)))})
+        .status();
+  });
+  if (!s.ok()) return s;
+  return deleted;
+}
+
+Result<bool> SqliteOutboxStore::HistoryTableExists() {
+  const int known = history_table_.load();
+  if (known >= 0) return known == 1;
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Read("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                         "AND name = 'outbox_attempts'"));
+  const bool exists = !rows.empty() && rows[0][0] == "1";
+  history_table_ = exists ? 1 : 0;
+  return exists;
+}
+
+Status SqliteOutboxStore::EnableAttemptHistory() {
+  QB_ASSIGN_OR_RETURN(bool exists, HistoryTableExists());
+  if (!exists) {
+    return FailedPrecondition(
+        "the table outbox_attempts does not exist; `queuebox migrate` creates it (V22), or "
+        "create it as docs/schema.md shows");
+  }
+  history_ = true;
+  return Status::Ok();
+}
+
+Result<std::vector<AttemptRow>> SqliteOutboxStore::Attempts(const std::string& message_id) {
+  QB_ASSIGN_OR_RETURN(bool exists, HistoryTableExists());
+  if (!exists) return FailedPrecondition("the table outbox_attempts does not exist");
+  QB_ASSIGN_OR_RETURN(SqlRows rows,
+                      Read("SELECT message_id, " + std::string(kAttemptColumns) +
+                               ", recorded_at FROM outbox_attempts WHERE message_id = ?1 "
+                               "ORDER BY recorded_at, rowid",
+                           {message_id}));
+  std::vector<AttemptRow> out;
+  for (const SqlRow& r : rows) out.push_back(ToAttemptRow(r));
+  return out;
+}
+
 namespace {
 
 // UPDATE ... FROM the JSON batch ?1, fenced by id, token, state and an unexpired lease.
@@ -453,6 +539,9 @@ Result<std::vector<std::string>> SqliteOutboxStore::MarkSent(std::span<const Fen
   if (fences.empty()) return std::vector<std::string>{};
   nlohmann::json batch = nlohmann::json::array();
   for (const Fence& f : fences) batch.push_back(FenceJson(f));
+  if (Recording(fences.front())) {
+    return RecordedWrite(Sql(MarkSentTemplate()), ToJson(batch), kAttemptSent, "outbox");
+  }
   return FencedWrite(MarkSentTemplate(), ToJson(batch));
 }
 
@@ -469,6 +558,9 @@ Result<std::vector<std::string>> SqliteOutboxStore::ScheduleRetry(
     j["delay"] = o.delay_ms < 0 ? 0 : o.delay_ms;
     j["error"] = o.error;
     batch.push_back(std::move(j));
+  }
+  if (Recording(orders.front().fence)) {
+    return RecordedWrite(Sql(tmpl), ToJson(batch), kAttemptRetry, "outbox");
   }
   return FencedWrite(tmpl, ToJson(batch));
 }
@@ -487,6 +579,9 @@ Result<std::vector<std::string>> SqliteOutboxStore::Release(std::span<const Rele
     j["error"] = o.error;
     batch.push_back(std::move(j));
   }
+  if (Recording(orders.front().fence)) {
+    return RecordedWrite(Sql(tmpl), ToJson(batch), kAttemptReleased, "outbox");
+  }
   return FencedWrite(tmpl, ToJson(batch));
 }
 
@@ -500,6 +595,9 @@ Result<std::vector<std::string>> SqliteOutboxStore::MarkDead(std::span<const Dea
     nlohmann::json j = FenceJson(o.fence);
     j["error"] = o.error;
     batch.push_back(std::move(j));
+  }
+  if (Recording(orders.front().fence)) {
+    return RecordedWrite(Sql(tmpl), ToJson(batch), kAttemptDead, "outbox");
   }
   return FencedWrite(tmpl, ToJson(batch));
 }
@@ -602,10 +700,8 @@ Result<int64_t> SqliteOutboxStore::DeleteOlderThan(const std::string& state, int
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
       "AND {updated_at} < " +
-      NowPlus("-?2") + " ORDER BY {updated_at} LIMIT ?3)";
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Write(Sql(tmpl), {state, max_age_ms, int64_t{batch}}, &changes).status());
-  return changes;
+      NowPlus("-?2") + " ORDER BY {updated_at} LIMIT ?3) RETURNING {id}";
+  return DeleteWithHistory(Sql(tmpl), {state, max_age_ms, int64_t{batch}});
 }
 
 Result<int64_t> SqliteOutboxStore::DeleteBeyondCount(const std::string& state, int64_t max_count,
@@ -613,10 +709,8 @@ Result<int64_t> SqliteOutboxStore::DeleteBeyondCount(const std::string& state, i
   QB_RETURN_IF_ERROR(ValidateRetention(state, max_count, "max_count", batch));
   static const std::string tmpl =
       "DELETE FROM {T} WHERE {state} = ?1 AND {id} IN (SELECT {id} FROM {T} WHERE {state} = ?1 "
-      "ORDER BY {updated_at} DESC, {sequence} DESC LIMIT ?3 OFFSET ?2)";
-  int64_t changes = 0;
-  QB_RETURN_IF_ERROR(Write(Sql(tmpl), {state, max_count, int64_t{batch}}, &changes).status());
-  return changes;
+      "ORDER BY {updated_at} DESC, {sequence} DESC LIMIT ?3 OFFSET ?2) RETURNING {id}";
+  return DeleteWithHistory(Sql(tmpl), {state, max_count, int64_t{batch}});
 }
 
 }  // namespace queuebox::store

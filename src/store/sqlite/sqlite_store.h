@@ -18,11 +18,13 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "queuebox/store.h"
@@ -73,6 +75,8 @@ class SqliteOutboxStore final : public OutboxStore {
   Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
   Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                     int batch) override;
+  Result<std::vector<AttemptRow>> Attempts(const std::string& message_id) override;
+  Status EnableAttemptHistory() override;
   // The inbox on the same connection (sqlite_inbox_store.h).
   InboxStore* inbox() override { return inbox_.get(); }
 
@@ -100,6 +104,20 @@ class SqliteOutboxStore final : public OutboxStore {
   Result<std::string> ClaimSqlLocked();
   Result<std::vector<std::string>> FencedWrite(const std::string& sql, const std::string& batch,
                                                std::vector<SqlParam> extra = {});
+  // The attempt history (outbox.attemptHistory.enabled). Recording: the history is on and the
+  // batch's fences carry their AttemptRecord. RecordedWrite runs `sql` (rendered: a fenced
+  // UPDATE over the JSON batch ?1, RETURNING the id) and inserts the attempt of each row it
+  // changed, from the batch's "attempt", "dest", "ms", "answer" and "error" keys, in one
+  // transaction. Returns the ids changed.
+  bool Recording(const Fence& first) const { return history_.load() && first.record.has_value(); }
+  Result<std::vector<std::string>> RecordedWrite(const std::string& sql, const std::string& batch,
+                                                 std::string_view outcome,
+                                                 std::string_view row_table);
+  // Retention: `sql` (rendered: a DELETE ... RETURNING the id) and, when the table
+  // outbox_attempts exists, the deleted rows' attempts, in one transaction. Returns rows deleted.
+  Result<int64_t> DeleteWithHistory(const std::string& sql, const std::vector<SqlParam>& params);
+  // Whether outbox_attempts exists (asked once, then remembered).
+  Result<bool> HistoryTableExists();
 
   sqlite3* db_;
   DatabaseConfig config_;
@@ -112,6 +130,8 @@ class SqliteOutboxStore final : public OutboxStore {
   std::shared_ptr<std::mutex> write_gate_;
   std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
   std::unique_ptr<SqliteInboxStore> inbox_;          // uses this store's connection
+  std::atomic<bool> history_{false};                 // EnableAttemptHistory
+  std::atomic<int> history_table_{-1};               // -1 not asked yet, 0 missing, 1 there
 };
 
 }  // namespace queuebox::store
