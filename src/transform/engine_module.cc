@@ -93,7 +93,8 @@ TransformResult<const ModuleEntry*> Load() {
     }
     const ModuleEntry* entry = reinterpret_cast<ModuleEntryFunction>(symbol)();
     if (entry == nullptr || entry->abi != kModuleAbi || entry->version == nullptr ||
-        std::strcmp(entry->version, QUEUEBOX_VERSION) != 0 || entry->new_backend == nullptr) {
+        std::strcmp(entry->version, QUEUEBOX_VERSION) != 0 || entry->new_backend == nullptr ||
+        entry->baselined_evaluations == nullptr) {
       return EngineError(path + " is from another build of QueueBox (module interface " +
                          (entry != nullptr ? std::to_string(entry->abi) : "?") + ", version " +
                          (entry != nullptr && entry->version != nullptr ? entry->version : "?") +

@@ -26,7 +26,7 @@
 
 namespace queuebox::transform::internal {
 
-inline constexpr int kModuleAbi = 1;
+inline constexpr int kModuleAbi = 2;
 inline constexpr const char* kModuleFileName = "libqueuebox_jsonata.so";
 inline constexpr const char* kModuleEntrySymbol = "queuebox_jsonata_module";
 
@@ -53,6 +53,9 @@ struct ModuleEntry {
   // A context on the calling thread with `options` (fixed for the process: ConfigureEngines is
   // refused once an engine loaded). kEngine when SpiderMonkey or the bundle does not load.
   TransformResult<std::unique_ptr<Backend>> (*new_backend)(const EngineOptions& options) = nullptr;
+  // Tests: how many evaluations now running have had their memory baseline read by the watchdog
+  // (module/watchdog.h), so a test can grow the process after it, not before.
+  int (*baselined_evaluations)() = nullptr;
 };
 
 using ModuleEntryFunction = const ModuleEntry* (*)();

@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine_module.h"
 #include "queuebox/transform/jsonata.h"
+#include "testing/broker_testing.h"
 
 namespace queuebox::transform {
 namespace {
@@ -264,11 +266,15 @@ TEST(JsonataLimits, AnotherEvaluationsMemoryDoesNotStopThisOne) {
     b_running = true;
     b_out.emplace(loop.Evaluate("{}"));
   });
-  while (!b_running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  // Past the watchdog's first reading of B (its baseline), before A grows.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A grows only once the watchdog has read B's baseline (B's slot the one armed).
+  TransformResult<const internal::ModuleEntry*> module = internal::LoadModule();
+  ASSERT_TRUE(module.ok());
+  const bool b_baselined = ::queuebox::testing::WaitUntil(
+      [&] { return b_running && module.value()->baselined_evaluations() == 1; },
+      std::chrono::seconds(2));
   Output a = MustCompile("[1..5000000]", LongTimeout()).Evaluate("{}");
   b.join();
+  ASSERT_TRUE(b_baselined) << "the watchdog never read B's memory baseline";
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.error().kind, ErrorKind::kMemory) << a.error().ToString();
   ASSERT_TRUE(b_out.has_value());

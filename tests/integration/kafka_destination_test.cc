@@ -161,7 +161,8 @@ TEST_F(KafkaDestinationTest, AMessageCancelledWhileWaitingForRoomInTheLocalQueue
     d->PublishBatch(ahead_batch, ahead_sink);
     ahead_done = true;
   });
-  std::this_thread::sleep_for(500ms);  // "a" is taken by librdkafka at once
+  // "a" is taken by librdkafka at once: it holds the local queue's one place.
+  EXPECT_TRUE(testing::WaitUntil([&] { return d->LocalQueueLengthForTest() == 1; }, 5s));
 
   std::vector<OutboxRow> lost_rows = {BrokerRow("b", "t", std::nullopt, R"({"n":2})")};
   std::vector<OutboundMessage> lost_batch = testing::BatchOf(lost_rows);
@@ -175,7 +176,10 @@ TEST_F(KafkaDestinationTest, AMessageCancelledWhileWaitingForRoomInTheLocalQueue
     lost_returned = Clock::now();
     lost_done = true;
   });
-  std::this_thread::sleep_for(500ms);
+  // "b" found the queue full and waits for room (a poll, then the cancel flag, in a loop).
+  // (Neither "w" nor "a" found it full.)
+  EXPECT_TRUE(testing::WaitUntil([&] { return d->QueueFullWaitsForTest() > 0; }, 5s))
+      << "the batch did not wait for room in the local queue";
   EXPECT_FALSE(lost_done) << "the batch did not wait for room in the local queue";
   const Clock::time_point cancelled_at = Clock::now();
   lost = true;

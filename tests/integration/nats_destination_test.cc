@@ -222,7 +222,9 @@ TEST_F(NatsDestinationTest, AMissingPubAckCostsOnlyItsOwnMessage) {
   };
   std::vector<Outcome> a_out, b_out;
   std::thread a([&] { a_out = PublishAll(*d, {BrokerRow("pa-a", "t", silent + ".a", "{}")}); });
-  next_reply(silent + ".a");                                     // A is in flight; never answered
+  next_reply(silent + ".a");  // A is in flight; never answered
+  // The gap between the two deadlines is the scenario (B in flight when A times out), not a wait
+  // for an event: no event tells when nats.c will time A out.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // B's deadline 1.5 s after A's
   std::thread b([&] { b_out = PublishAll(*d, {BrokerRow("pa-b", "t", silent + ".b", "{}")}); });
   queuebox::testing::JoinOnExit join_b(b);  // b gives up on its own PubAck deadline

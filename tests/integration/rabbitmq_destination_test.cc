@@ -185,7 +185,9 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeve
     lost_returned = Clock::now();
     lost_done = true;
   });
-  std::this_thread::sleep_for(500ms);
+  // "b" found the channel taken (no batch before "a" waited for it) and waits for it.
+  EXPECT_TRUE(testing::WaitUntil([&] { return d->ChannelWaitsForTest() > 0; }, 5s))
+      << "the batch did not wait for the channel";
   EXPECT_FALSE(lost_done) << "the batch did not wait for the channel";
   const Clock::time_point cancelled_at = Clock::now();
   lost = true;

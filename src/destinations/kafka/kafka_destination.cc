@@ -314,6 +314,11 @@ std::optional<std::string> KafkaDestination::ProducerPropertyForTest(const std::
   return std::string(value);
 }
 
+int KafkaDestination::LocalQueueLengthForTest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return producer_ ? rd_kafka_outq_len(producer_->rk) : -1;
+}
+
 Result<std::shared_ptr<KafkaDestination::Producer>> KafkaDestination::CurrentProducer() {
   std::lock_guard<std::mutex> lock(mu_);
   if (producer_) {
@@ -420,6 +425,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     rd_kafka_error_destroy(error);
     // A full local queue drains as reports are served: wait for it within the timeout.
     if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL || Clock::now() >= produce_deadline) break;
+    queue_full_waits_.fetch_add(1);
     rd_kafka_poll(producer.rk, 50);
     // Waiting for room in the local queue: a lost claim stops the message here.
     if (message.cancel_requested()) {

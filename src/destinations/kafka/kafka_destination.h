@@ -94,6 +94,11 @@ class KafkaDestination final : public Destination {
   // The value of librdkafka property `name` as the running producer holds it (rd_kafka_conf of
   // its handle, then rd_kafka_conf_get); nullopt before Start() or for an unknown name. Tests.
   std::optional<std::string> ProducerPropertyForTest(const std::string& name);
+  // Messages in the running producer's local queue (rd_kafka_outq_len: waiting or awaiting their
+  // acknowledgement); -1 before Start(). Tests.
+  int LocalQueueLengthForTest();
+  // How often a produce found the local queue full and waited for room. Tests.
+  int64_t QueueFullWaitsForTest() const { return queue_full_waits_.load(); }
 
  private:
   struct Producer;
@@ -121,6 +126,7 @@ class KafkaDestination final : public Destination {
   Template key_template_;
   std::mutex mu_;  // guards producer_ (swapped after a fatal error)
   std::shared_ptr<Producer> producer_;
+  std::atomic<int64_t> queue_full_waits_{0};
 };
 
 }  // namespace queuebox

@@ -459,6 +459,7 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
   // see pthread_mutex_clocklock and reported the unlock as one of an unlocked mutex.
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   while (!lock.try_lock()) {
+    channel_waits_.fetch_add(1);
     if (b.CancelLost()) {
       b.Report(sink);
       return;

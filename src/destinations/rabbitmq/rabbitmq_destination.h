@@ -98,6 +98,8 @@ class RabbitMqDestination final : public Destination {
   // OK while the connection is open; kUnavailable with the last error otherwise.
   Status Health() override;
   void Stop() override;
+  // How often a batch found the channel taken by another and waited for it. Tests.
+  int64_t ChannelWaitsForTest() const { return channel_waits_.load(); }
 
  private:
   class Connection;
@@ -143,6 +145,7 @@ class RabbitMqDestination final : public Destination {
   int failures_ = 0;
   std::chrono::steady_clock::time_point next_connect_{};
 
+  std::atomic<int64_t> channel_waits_{0};
   std::atomic<bool> connected_{false};
   std::atomic<bool> started_{false};
   std::mutex error_mu_;

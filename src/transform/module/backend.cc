@@ -484,7 +484,9 @@ TransformResult<std::unique_ptr<Backend>> NewBackend(const EngineOptions& option
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
-const ModuleEntry kEntry{kModuleAbi, QUEUEBOX_VERSION, &NewBackend};
+int BaselinedEvaluations() { return Watchdog::Get().BaselinedCount(); }
+
+const ModuleEntry kEntry{kModuleAbi, QUEUEBOX_VERSION, &NewBackend, &BaselinedEvaluations};
 
 }  // namespace
 }  // namespace queuebox::transform::internal

@@ -74,6 +74,13 @@ int Watchdog::ArmedCount() {
                                         [](const Slot& s) { return s.deadline_ns.load() != 0; }));
 }
 
+int Watchdog::BaselinedCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) {
+    return s.deadline_ns.load() != 0 && s.memory_baseline.load() != 0;
+  }));
+}
+
 void Watchdog::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   auto last_armed = std::chrono::steady_clock::now();

@@ -62,6 +62,8 @@ class Watchdog {
   static void Disarm(Slot* slot) { slot->deadline_ns.store(0); }
   // How many engines are evaluating now (armed slots).
   int ArmedCount();
+  // How many of those have had their memory baseline read (tests wait for it).
+  int BaselinedCount();
 
  private:
   Watchdog();
