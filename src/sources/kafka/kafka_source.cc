@@ -37,9 +37,21 @@ bool Blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
 }
 
-std::string Text(const void* data, size_t size) {
-  if (data == nullptr) return "";
-  return HeaderText(std::string_view(static_cast<const char*>(data), size));
+// librdkafka's header list as views into it (null: no headers).
+std::vector<KafkaHeaderBytes> HeaderBytes(const rd_kafka_headers_t* headers) {
+  std::vector<KafkaHeaderBytes> out;
+  if (headers == nullptr) return out;
+  const char* name = nullptr;
+  const void* value = nullptr;
+  size_t size = 0;
+  for (size_t i = 0;
+       rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+       ++i) {
+    KafkaHeaderBytes h{name, std::nullopt};
+    if (value != nullptr) h.value.emplace(static_cast<const char*>(value), size);
+    out.push_back(h);
+  }
+  return out;
 }
 
 // Records of one batch, destroyed with it.
@@ -278,19 +290,19 @@ void KafkaSource::Fetch(rd_kafka_t* rk, Records& batch) {
 }
 
 BrokerMessage KafkaSource::Convert(const rd_kafka_message_t* m) const {
-  BrokerMessage out;
-  if (m->payload != nullptr) out.body.assign(static_cast<const char*>(m->payload), m->len);
+  KafkaRecordView record;
+  if (m->payload != nullptr) record.value.emplace(static_cast<const char*>(m->payload), m->len);
+  if (m->key != nullptr) record.key.emplace(static_cast<const char*>(m->key), m->key_len);
   rd_kafka_headers_t* headers = nullptr;
   // rd_kafka_message_headers wants a non-const message; it only reads (parses once, cached).
   if (rd_kafka_message_headers(const_cast<rd_kafka_message_t*>(m), &headers) ==
       RD_KAFKA_RESP_ERR_NO_ERROR) {
-    out.headers = KafkaHeaderStrings(headers);
+    record.headers = HeaderBytes(headers);
   }
-  if (m->key != nullptr) out.record_key = Text(m->key, m->key_len);
   rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
   int64_t ts = rd_kafka_message_timestamp(m, &type);
-  if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts >= 0) out.broker_time_ms = ts;
-  return out;
+  if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts >= 0) record.timestamp_ms = ts;
+  return KafkaBrokerMessage(record);
 }
 
 void KafkaSource::Process(rd_kafka_t* rk, const Records& batch) {
@@ -525,17 +537,26 @@ void KafkaSource::OnLog(const rd_kafka_t* /*rk*/, int level, const char* fac, co
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
-    const rd_kafka_headers_t* headers) {
+    std::span<const KafkaHeaderBytes> headers) {
   std::vector<std::pair<std::string, std::string>> out;
-  if (headers == nullptr) return out;
-  const char* name = nullptr;
-  const void* value = nullptr;
-  size_t size = 0;
-  for (size_t i = 0;
-       rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-       ++i) {
-    out.emplace_back(HeaderText(name), Text(value, size));
+  out.reserve(headers.size());
+  for (const KafkaHeaderBytes& h : headers) {
+    out.emplace_back(HeaderText(h.name), h.value ? HeaderText(*h.value) : std::string());
   }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
+    const rd_kafka_headers_t* headers) {
+  return KafkaHeaderStrings(HeaderBytes(headers));
+}
+
+BrokerMessage KafkaBrokerMessage(const KafkaRecordView& record) {
+  BrokerMessage out;
+  if (record.value) out.body.assign(record.value->data(), record.value->size());
+  out.headers = KafkaHeaderStrings(record.headers);
+  if (record.key) out.record_key = HeaderText(*record.key);
+  out.broker_time_ms = record.timestamp_ms;
   return out;
 }
 

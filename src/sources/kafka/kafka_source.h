@@ -27,12 +27,17 @@
 // rebuilt after a backoff).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "queuebox/status.h"
+#include "sources/broker_intake.h"
 #include "sources/broker_source.h"
 #include "sources/kafka/kafka_settings.h"
 
@@ -40,13 +45,35 @@ typedef struct rd_kafka_headers_s rd_kafka_headers_t;  // librdkafka/rdkafka.h
 
 namespace queuebox::sources {
 
-// A record's headers as BrokerMessage::headers: every header in record order, repeated names
-// kept (the intake takes the last of a name, any letter case); the name and the value through
-// HeaderText (UTF-8 without NUL, else "base64:"), as AMQP header names are; a name is what
-// librdkafka gives (up to a NUL byte: its API has no name length), a null value "". `headers` may
-// be null (no headers). No I/O.
+// One record header as librdkafka gives it: the name up to its first NUL byte (librdkafka's API
+// has no name length), the value's bytes (nullopt: a null value).
+struct KafkaHeaderBytes {
+  std::string_view name;
+  std::optional<std::string_view> value;
+};
+
+// One record as librdkafka gives it (the views borrow the record's memory).
+struct KafkaRecordView {
+  std::optional<std::string_view> value;  // nullopt: a null value (a tombstone)
+  std::optional<std::string_view> key;
+  std::vector<KafkaHeaderBytes> headers;
+  std::optional<int64_t> timestamp_ms;  // when the record has one (and it is not negative)
+};
+
+// Record headers as BrokerMessage::headers: every header in record order, repeated names kept
+// (the intake takes the last of a name, any letter case); the name and the value through
+// HeaderText (UTF-8 without NUL, else "base64:"), as AMQP header names are; a null value "".
+// No I/O.
+std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
+    std::span<const KafkaHeaderBytes> headers);
+// The same of librdkafka's header list (enumerated with rd_kafka_header_get_all); `headers` may
+// be null (no headers).
 std::vector<std::pair<std::string, std::string>> KafkaHeaderStrings(
     const rd_kafka_headers_t* headers);
+
+// A record as BrokerIntake reads it: body = the value (a null value ""), headers as above,
+// record_key = the key through HeaderText, broker_time_ms = the timestamp. No I/O.
+BrokerMessage KafkaBrokerMessage(const KafkaRecordView& record);
 
 // No I/O: Start() connects. kInvalidArgument naming sources.<name>.<key> for bad settings:
 // bootstrapServers/groupId empty, topics empty or with a blank entry, autoOffsetReset not

@@ -41,24 +41,6 @@ struct Delivery {
   BrokerMessage message;
 };
 
-// A delivery as BrokerIntake reads it.
-BrokerMessage ToBrokerMessage(const amqp_envelope_t& env) {
-  BrokerMessage m;
-  m.body = amqp::BytesText(env.message.body);
-  const amqp_basic_properties_t& p = env.message.properties;
-  if (p._flags & AMQP_BASIC_HEADERS_FLAG) m.headers = AmqpHeaderStrings(p.headers);
-  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = amqp::BytesText(p.message_id);
-  if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) {
-    m.correlation_property = amqp::BytesText(p.correlation_id);
-  }
-  // The AMQP timestamp is in seconds.
-  if ((p._flags & AMQP_BASIC_TIMESTAMP_FLAG) &&
-      p.timestamp <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 1000)) {
-    m.broker_time_ms = static_cast<int64_t>(p.timestamp) * 1000;
-  }
-  return m;
-}
-
 class RabbitmqSource final : public BrokerSource {
  public:
   RabbitmqSource(RabbitmqSourceSettings settings, amqp::AmqpUrl url, BrokerIntake intake,
@@ -248,7 +230,11 @@ RabbitmqSource::Next RabbitmqSource::Receive(int64_t wait_ms, Delivery* out, std
   amqp_rpc_reply_t r = amqp_consume_message(conn_, &env, &tv, 0);
   if (r.reply_type == AMQP_RESPONSE_NORMAL) {
     out->tag = env.delivery_tag;
-    out->message = ToBrokerMessage(env);
+    const amqp_bytes_t& body = env.message.body;
+    out->message = RabbitMqBrokerMessage(
+        env.message.properties,
+        body.len == 0 ? std::string_view()
+                      : std::string_view(static_cast<const char*>(body.bytes), body.len));
     amqp_destroy_envelope(&env);
     return Next::kDelivery;
   }
@@ -365,6 +351,24 @@ Status RabbitmqSource::ConsumeBatch() {
 }
 
 }  // namespace
+
+BrokerMessage RabbitMqBrokerMessage(const amqp_basic_properties_t& p, std::string_view body) {
+  BrokerMessage m;
+  m.body = std::string(body);
+  if (p._flags & AMQP_BASIC_HEADERS_FLAG) m.headers = AmqpHeaderStrings(p.headers);
+  // The idempotency key's fallback: text the store takes, as a Kafka record key.
+  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+    m.message_id = HeaderText(amqp::BytesText(p.message_id));
+  if (p._flags & AMQP_BASIC_CORRELATION_ID_FLAG) {
+    m.correlation_property = amqp::BytesText(p.correlation_id);
+  }
+  // The AMQP timestamp is in seconds.
+  if ((p._flags & AMQP_BASIC_TIMESTAMP_FLAG) &&
+      p.timestamp <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 1000)) {
+    m.broker_time_ms = static_cast<int64_t>(p.timestamp) * 1000;
+  }
+  return m;
+}
 
 Result<std::unique_ptr<BrokerSource>> CreateRabbitmqSource(RabbitmqSourceSettings settings,
                                                            const BrokerSourceContext& context) {
