@@ -277,7 +277,7 @@ TEST_F(VerifyE2ETest, ReceivedFileCatchesMissingRowsCountsDuplicatesAndChecksKey
   ASSERT_EQ(lost.code, 1) << lost.output;
   EXPECT_EQ(lost.Check("received")["count"], 1);
   EXPECT_EQ(lost.Check("received")["rows"][0]["id"], r2);
-  EXPECT_THAT(lost.Check("received")["detail"].get<std::string>(), HasSubstr("1 unreadable"));
+  EXPECT_THAT(lost.Check("duplicates")["detail"].get<std::string>(), HasSubstr("1 unreadable"));
   EXPECT_EQ(lost.Check("duplicates")["count"], 1);
   EXPECT_EQ(lost.Check("duplicates")["outcome"], "holds");
   EXPECT_EQ(lost.Check("received-order")["count"], 0);
