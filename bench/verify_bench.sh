@@ -10,7 +10,7 @@
 # and (PostgreSQL) 10,000 forwarded inbox rows with their outbox rows. Then times RUNS runs
 # (default 3) of `queuebox verify` and of `queuebox verify --received FILE` (a JSON line per sent
 # row, as `queuebox receive` writes them) on each; every run must exit 0. Prints one line per run:
-#   <dialect> <plain|received> run <n>: <seconds> s, exit <code>
+#   <dialect> <plain|received> run <n>: <r> s wall, <u> s user, <s> s sys, exit <code>
 # The check is read-only, so fsync makes no difference to it; the figures are wall-clock time of
 # the whole command (configuration, connection, every statement, the report).
 set -euo pipefail
@@ -87,14 +87,13 @@ FROM outbox WHERE state = 'sent' ORDER BY sequence;
 SQL
 
 time_run() {  # dialect mode run args...
-  local dialect=$1 mode=$2 run=$3
+  local dialect=$1 mode=$2 run=$3 code=0 took
   shift 3
-  local t0 t1 code=0
-  t0=$(date +%s.%N)
-  "$BIN" --config "$WORK/$dialect.yml" verify "$@" >"$WORK/out.txt" 2>&1 || code=$?
-  t1=$(date +%s.%N)
-  printf '%s %s run %d: %.2f s, exit %d\n' "$dialect" "$mode" "$run" "$(echo "$t1 - $t0" | bc)" \
-    "$code"
+  took=$( { TIMEFORMAT='%R s wall, %U s user, %S s sys'
+            time "$BIN" --config "$WORK/$dialect.yml" verify "$@" >"$WORK/out.txt" 2>&1 \
+              || echo "exit $?" >"$WORK/code"; } 2>&1)
+  [ -f "$WORK/code" ] && code=$(cut -d' ' -f2 "$WORK/code") && rm -f "$WORK/code"
+  echo "$dialect $mode run $run: $took, exit $code"
   [ "$code" = 0 ] || cat "$WORK/out.txt" >&2
 }
 for dialect in pg sqlite; do

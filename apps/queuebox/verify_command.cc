@@ -1,5 +1,6 @@
 // verify: the outbox's invariants read back from the database (src/verify).
 #include <iostream>
+#include <regex>
 #include <string_view>
 #include <type_traits>
 
@@ -40,6 +41,13 @@ verify::Options ToOptions(const VerifyOptions& o, const Config& config) {
 
 int Verify(const GlobalOptions& global, const VerifyOptions& o) {
   constexpr int kCannotCheck = 2;
+  // SQLite would read a malformed instant as NULL and match nothing: refuse it here.
+  static const std::regex kInstant(
+      R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2}))");
+  if (!o.since.empty() && !std::regex_match(o.since, kInstant)) {
+    std::cerr << "--since takes an ISO-8601 instant with a zone, e.g. 2026-12-05T10:00:00Z.\n";
+    return kCannotCheck;
+  }
   auto config = LoadOrExplain(global);
   if (!config) return kCannotCheck;
   log::Init("text", "warn");

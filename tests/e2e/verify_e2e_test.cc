@@ -247,6 +247,7 @@ TEST_F(VerifyE2ETest, FiltersNarrowTheRowsChecked) {
   EXPECT_EQ(RunVerify(config_, {"--since", "2999-01-01T00:00:00Z"}).code, 0);
   EXPECT_EQ(RunVerify(config_, {"--topic", "billing.failed", "--key", "a"}).code, 1);
   EXPECT_EQ(RunVerify(config_, {"--since", "2000-01-01T00:00:00+02:00"}).code, 1);
+  EXPECT_EQ(RunVerify(config_, {"--since", "yesterday"}).code, 2);
 }
 
 TEST_F(VerifyE2ETest, CannotCheckExitsTwo) {
