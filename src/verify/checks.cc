@@ -57,10 +57,12 @@ Result<CheckResult> CheckKeyOrder(const CheckContext& c) {
            "count(*) OVER () AS qb_total, "
            "sum(CASE WHEN h.{updated_at} > h.{created_at} AND h.{updated_at} < l.{claimed_at} "
            "THEN 1 ELSE 0 END) OVER () AS qb_proven_total "
-           "FROM qb_heads AS k JOIN {T} AS h ON h.{key} = k.qb_key AND h.{sequence} = k.qb_seq "
-           "AND h.{state} IN ('pending', 'processing') "
-           "JOIN {T} AS l ON l.{key} = k.qb_key AND l.{sequence} > k.qb_seq "
-           "AND l.{state} IN ('sent', 'dead') WHERE 1 = 1";
+           // One pass over the later rows, each probing its key's head (CROSS JOIN fixes that
+           // order on SQLite, which would otherwise walk every row past each head).
+           "FROM {T} AS l CROSS JOIN qb_heads AS k CROSS JOIN {T} AS h "
+           "WHERE l.{state} IN ('sent', 'dead') AND l.{key} = k.qb_key AND l.{sequence} > "
+           "k.qb_seq AND h.{key} = k.qb_key AND h.{sequence} = k.qb_seq "
+           "AND h.{state} IN ('pending', 'processing')";
   q << q.OutboxFilter("l", c.options);
   q << " ORDER BY qb_proven DESC, l.{key}, l.{sequence}" + Limit(c);
   QB_ASSIGN_OR_RETURN(ReadTable table, q.Run(c.session));

@@ -350,13 +350,13 @@ TEST_F(VerifyE2ETest, ChaosRunWithReplicasKilledVerifiesClean) {
   // a new one starts in each one's place.
   for (int victim : {0, 1}) {
     const int target = victim == 0 ? 300 : 1200;
-    ASSERT_TRUE(WaitUntil([&] { return sent() >= target; }, 30s)) << replicas[0]->Log();
+    ASSERT_TRUE(WaitUntil([&] { return sent() >= target; }, 60s)) << replicas[0]->Log();
     replicas[victim]->Kill(SIGKILL);
     replicas[victim]->Wait(5s);
     start();
   }
   producer.join();
-  ASSERT_TRUE(WaitUntil([&] { return sent() == kRows; }, 40s)) << replicas.back()->Log();
+  ASSERT_TRUE(WaitUntil([&] { return sent() == kRows; }, 90s)) << replicas.back()->Log();
   for (auto& r : replicas) {
     if (r->running()) r->Kill(SIGTERM);
   }
