@@ -43,6 +43,36 @@ CLI::App* AddProbe(CLI::App& app, queuebox::app::ProbeOptions& options) {
   return probe;
 }
 
+CLI::App* AddVerify(CLI::App& app, queuebox::app::VerifyOptions& options) {
+  auto* verify = app.add_subcommand(
+      "verify", "Check the outbox's invariants; exit 0 all hold, 1 one is broken, 2 cannot check");
+  verify->add_option("--since", options.since, "Rows created at or after this ISO-8601 instant");
+  verify->add_option("--topic", options.topic, "Rows of this topic");
+  verify->add_option("--key", options.key, "Rows of this key");
+  verify->add_option("--received", options.received,
+                     "JSON lines of `queuebox receive`: every sent row received, in key order");
+  verify
+      ->add_option("--ordering", options.ordering,
+                   "strict or sequence (default: outbox.ordering of the configuration)")
+      ->check(CLI::IsMember({"strict", "sequence"}));
+  verify
+      ->add_option("--stall-threshold-s", options.stall_threshold_s,
+                   "A due row may wait this long with no replica alive (default 300)")
+      ->check(CLI::PositiveNumber);
+  verify->add_option("--max-rows", options.max_rows, "Rows listed per check (default 20)")
+      ->check(CLI::PositiveNumber);
+  verify->add_flag("--json", options.json, "JSON output");
+  return verify;
+}
+
+CLI::App* AddReceive(CLI::App& app, queuebox::app::ReceiveOptions& options) {
+  auto* receive = app.add_subcommand(
+      "receive", "An HTTP destination stand-in: answers 204, records each delivery as a JSON line");
+  receive->add_option("--listen", options.listen, "host:port (default 127.0.0.1:8080)");
+  receive->add_option("--out", options.out, "File the JSON lines are appended to")->required();
+  return receive;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +145,11 @@ int main(int argc, char** argv) {
   envelope->add_option("file", envelope_path, "Envelope file, or - for standard input");
   envelope->add_flag("--canonical", canonical, "Print the canonical encoding");
 
+  queuebox::app::VerifyOptions verify_opts;
+  auto* verify = AddVerify(app, verify_opts);
+  queuebox::app::ReceiveOptions receive_opts;
+  auto* receive = AddReceive(app, receive_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -128,6 +163,8 @@ int main(int argc, char** argv) {
   if (*replay) return queuebox::app::Replay(global, replay_opts);
   if (*dead_list) return queuebox::app::DeadList(global, json, dead_limit, dead_table);
   if (*probe) return queuebox::app::Probe(global, probe_opts);
+  if (*verify) return queuebox::app::Verify(global, verify_opts);
+  if (*receive) return queuebox::app::Receive(receive_opts, stop_signals);
   if (*envelope) return queuebox::app::Envelope(envelope_path, canonical);
   return queuebox::app::Run(global, run_opts, stop_signals);
 }
