@@ -65,6 +65,9 @@ struct OutboxConfig {
   bool notify = false;                       // outbox.notify.enabled: LISTEN/NOTIFY wake-up (PG)
   // outbox.keyAffinity.enabled: replicas split the keys (PG; ReplicaMembership::EnableKeyAffinity).
   bool key_affinity = true;
+  // outbox.ordering: "sequence" (a key's rows in sequence order among the committed ones) or
+  // "strict" (also never past a lower sequence that may still commit; docs/claim.md).
+  std::string ordering = "sequence";
   CaptureConfig capture;  // outbox.capture.*
 };
 

@@ -160,6 +160,10 @@ OptionTable<OutboxConfig> OutboxOptions() {
                 "PostgreSQL: replicas split the keys between them (a heartbeat in "
                 "queuebox_relay_replicas), so adding replicas adds throughput; off: every "
                 "replica claims every key"),
+      opt::Choice("ordering", &S::ordering, {"sequence", "strict"}, "sequence",
+                  "Per-key order. sequence: a key's committed rows in sequence order; strict: "
+                  "also never a row while a lower sequence of its key may still commit "
+                  "(PostgreSQL; SQLite's writers are serialised, so strict is sequence there)"),
   };
   t.Nest("capture", &S::capture, CaptureOptions());
   return t;
