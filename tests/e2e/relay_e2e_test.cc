@@ -496,9 +496,10 @@ TEST_F(RelayE2ETest, StrictOrder_AnOpenLowerSequenceHoldsItsKeyUntilItCommits) {
   EXPECT_EQ(nlohmann::json::parse(reqs[2].body)["row"], "B");
 }
 
-// Strict order against overlapping writers on two replicas: 10 writers, each transaction one row
-// of 5 keys and a random wait before its commit, for 3 s. Every row is delivered once and each
-// key's deliveries follow its sequence (with `sequence` ordering, S1 shows they need not).
+// Strict order against overlapping writers on two replicas: 6 writers, each transaction one row
+// of 3 keys and a random wait of up to 150 ms before its commit, for 3 s (few enough rows that
+// the relays keep up and meet rows committed out of sequence order). Every row is delivered once
+// and each key's deliveries follow its sequence (with `sequence` ordering, S1 shows they need not).
 TEST_F(RelayE2ETest, StrictOrder_OverlappingWritersOnTwoReplicasDeliverEachKeyInSequence) {
   RelaySettings settings;
   settings.strict = true;
@@ -509,15 +510,15 @@ TEST_F(RelayE2ETest, StrictOrder_OverlappingWritersOnTwoReplicasDeliverEachKeyIn
   auto rb = StartReplica(b, "b");
   std::vector<std::thread> writers;
   auto until = std::chrono::steady_clock::now() + 3s;
-  for (int w = 0; w < 10; ++w) {
+  for (int w = 0; w < 6; ++w) {
     writers.emplace_back([&, w] {
       PGconn* c = PQconnectdb(pg_->url().c_str());
       unsigned seed = static_cast<unsigned>(w) * 7919u + 17u;
       while (std::chrono::steady_clock::now() < until) {
         seed = seed * 1103515245u + 12345u;
         std::string sql = "BEGIN; INSERT INTO outbox (topic, key, payload) VALUES ('strict', 'k" +
-                          std::to_string(seed % 5) + "', '{}'); SELECT pg_sleep(" +
-                          std::to_string((seed >> 8) % 40 / 1000.0) + "); COMMIT";
+                          std::to_string(seed % 3) + "', '{}'); SELECT pg_sleep(" +
+                          std::to_string((seed >> 8) % 150 / 1000.0) + "); COMMIT";
         PQclear(PQexec(c, sql.c_str()));
       }
       PQfinish(c);
@@ -525,7 +526,7 @@ TEST_F(RelayE2ETest, StrictOrder_OverlappingWritersOnTwoReplicasDeliverEachKeyIn
   }
   for (auto& t : writers) t.join();
   ASSERT_TRUE(WaitAllSent(60s)) << ra->Log() << rb->Log();
-  EXPECT_GT(Count("true"), 100);
+  EXPECT_GT(Count("true"), 50);
   EXPECT_EQ(CheckDeliveredInKeyOrder(), 0);
 }
 
