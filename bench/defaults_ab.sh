@@ -14,6 +14,7 @@
 #   ROWS=200000 SINKS="http nats rabbitmq kafka" DURABILITY="off on" DURABLE_SINKS="http" ...
 #   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
 #   NATS_URL=nats://127.0.0.1:54249 ...   # a private nats-server instead of the shared one
+#   OFF_SVC_DIR=/tmp/qb-svc-x OFF_PG_PORT=55009 ...  # a running fsync-off PostgreSQL of one's own
 #   NATS_PID=<pid of that nats-server>: its CPU seconds per run (sink_server_cpu_s)
 #   WRAP_B="perf record -g -o /tmp/b.perf --" ...   # a command that runs binary B (WRAP_A: A);
 #                                                  # @RUN@ in it becomes <fsync>-<sink>-<side>
@@ -151,6 +152,10 @@ for mode in $DURABILITY; do
       STARTED_DURABLE=1
     fi
     sinks=$DURABLE_SINKS
+  elif [ -n "${OFF_PG_PORT:-}" ]; then  # a fsync-off cluster of one's own (OFF_SVC_DIR, port)
+    export QB_SVC_DIR=$OFF_SVC_DIR PG_PORT=$OFF_PG_PORT
+    unset PG_DURABLE
+    sinks=$SINKS
   else
     unset QB_SVC_DIR PG_PORT PG_DURABLE
     sinks=$SINKS

@@ -23,6 +23,12 @@ int WithStore(const GlobalOptions& global, Fn&& fn) {
 
 int ShowStatus(const GlobalOptions& global, bool json) {
   return WithStore(global, [&](OutboxStore& store, const Config& config) {
+    // Under strict order the status names the oldest transaction holding rows back.
+    if (config.outbox.ordering == "strict") {
+      if (Status s = store.EnableStrictOrdering(); !s.ok()) {
+        std::cerr << "Strict order cannot be checked: " << s.message() << "\n";
+      }
+    }
     return RunStatusCommand(store, store.replica_membership(), config, json, std::cout, std::cerr,
                             store.inbox());
   });

@@ -65,6 +65,8 @@ Status PrepareDatabase(Plant& p) {
     LogMigrations(report);
   }
   QB_RETURN_IF_ERROR(p.store->CheckSchema());
+  // outbox.ordering: strict (docs/claim.md, "Strict order"); a no-op on SQLite.
+  if (config.outbox.ordering == "strict") QB_RETURN_IF_ERROR(p.store->EnableStrictOrdering());
   // A database without the inbox table (a schema made by hand for the outbox alone) runs without
   // the inbox relay.
   p.inbox = p.store->inbox();

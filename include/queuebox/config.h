@@ -68,6 +68,9 @@ struct OutboxConfig {
   // outbox.attemptHistory.enabled: every attempt recorded in outbox_attempts
   // (OutboxStore::EnableAttemptHistory; docs/schema.md).
   bool attempt_history = true;
+  // outbox.ordering: "sequence" (a key's rows in sequence order among the committed ones) or
+  // "strict" (also never past a lower sequence that may still commit; docs/claim.md).
+  std::string ordering = "sequence";
   CaptureConfig capture;  // outbox.capture.*
 };
 

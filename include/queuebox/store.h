@@ -62,11 +62,23 @@ struct ReplicaInfo {
   std::string started_at;            // ISO-8601 UTC
 };
 
+// Under outbox.ordering: strict, the oldest open transaction that took an outbox sequence value
+// (docs/claim.md, "Strict order"): keyed rows with a higher sequence wait until it ends.
+struct StrictBlocker {
+  int64_t pid = 0;  // its backend's pid; 0 for a prepared (two-phase) transaction
+  // Seconds since it began (pg_stat_activity.xact_start, database clock); nullopt when the
+  // relay's role may not read it (pg_read_all_stats) or for a prepared transaction.
+  std::optional<double> age_seconds;
+};
+
 // Counts for `queuebox status`, the pending gauge and the oldest-pending-age gauge.
 struct OutboxStats {
   std::map<std::string, int64_t> rows_by_state;  // state literal -> rows
   double oldest_pending_age_seconds = 0;         // database clock; 0 when none pending
   std::map<std::string, int64_t> dead_by_topic;  // topic -> dead rows
+  // Strict ordering enabled (OutboxStore::EnableStrictOrdering) and a transaction holds rows
+  // back; nullopt otherwise.
+  std::optional<StrictBlocker> strict_blocker;
 };
 
 // A dead row for `queuebox dead list`.
@@ -238,6 +250,14 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // sequence column is missing: the message names the column and ends with the statement that
   // adds it ("... start QueueBox again: ALTER TABLE ..."). The default accepts every schema.
   virtual Status CheckSchema() { return Status::Ok(); }
+
+  // outbox.ordering: strict (docs/claim.md, "Strict order"). From the next claim on, a keyed row
+  // is claimed only when no open transaction can still commit a lower sequence of its key, and
+  // Stats() reports the oldest transaction holding rows back. Call before the first Claim.
+  // kFailedPrecondition when the sequence column is not filled by a sequence with CACHE 1. The
+  // default accepts and changes nothing: a dialect whose writers are serialised (SQLite) commits
+  // its rows in sequence order, so strict is sequence there.
+  virtual Status EnableStrictOrdering() { return Status::Ok(); }
 
   // Application-side insert (examples, tests, benchmarks). Returns the row id.
   // kInvalidArgument for a payload that is not JSON.

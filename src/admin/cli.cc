@@ -113,6 +113,7 @@ struct StatusReport {
   std::optional<InboxStats> inbox;  // nullopt: no inbox table
   bool inbox_missing = false;       // an inbox store without its table
   std::vector<ReplicaInfo> live;    // key affinity; empty without a replica set
+  bool strict = false;              // outbox.ordering: strict
 
   int64_t Count(const std::string& state) const {
     auto it = stats.rows_by_state.find(state);
@@ -151,6 +152,28 @@ ordered_json CaptureJson(const CaptureConfig& cap, const CaptureReport& capture)
           {"slot", slot}};
 }
 
+// outbox.ordering: strict: the oldest open transaction holding rows back, or null.
+ordered_json StrictJson(const std::optional<StrictBlocker>& blocker) {
+  ordered_json oldest = nullptr;
+  if (blocker) {
+    oldest = {{"pid", blocker->pid},
+              {"ageSeconds",
+               blocker->age_seconds ? ordered_json(*blocker->age_seconds) : ordered_json(nullptr)}};
+  }
+  return {{"oldestBlockingTransaction", oldest}};
+}
+
+void PrintStrict(const std::optional<StrictBlocker>& blocker, std::ostream& out) {
+  if (!blocker) {
+    out << "\nStrict order: no open transaction holds rows back.\n";
+    return;
+  }
+  out << "\nStrict order: the oldest open transaction holding rows back is backend pid "
+      << blocker->pid << ", open "
+      << (blocker->age_seconds ? Seconds(*blocker->age_seconds) + " s" : "for an unknown time")
+      << " (keyed rows inserted after it wait until it ends).\n";
+}
+
 void PrintStatusJson(const StatusReport& r, const CaptureConfig& cap, std::ostream& out) {
   ordered_json rows = ordered_json::object();
   for (const auto& s : r.states) rows[s] = r.Count(s);
@@ -168,6 +191,7 @@ void PrintStatusJson(const StatusReport& r, const CaptureConfig& cap, std::ostre
                     {"replicas", replicas},
                     {"inbox", r.inbox ? InboxJson(*r.inbox) : ordered_json(nullptr)}};
   if (r.capture) j["capture"] = CaptureJson(cap, *r.capture);
+  if (r.strict) j["strictOrder"] = StrictJson(r.stats.strict_blocker);
   out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
@@ -246,6 +270,7 @@ void PrintStatusTables(const StatusReport& r, const CaptureConfig& cap, std::ost
     out << "\n" << Table({"SHARE", "REPLICA", "HEARTBEAT AGE", "STARTED"}, replicas);
   }
   if (r.capture) PrintCapture(cap, *r.capture, out);
+  if (r.strict) PrintStrict(r.stats.strict_blocker, out);
   if (r.inbox_missing) {
     out << "\nNo inbox table.\n";
   } else if (r.inbox) {
@@ -273,6 +298,7 @@ int RunStatusCommand(OutboxOperations& store, ReplicaMembership* replica_set, co
   report.inbox = std::move(inbox_stats).value();
   report.inbox_missing = inbox != nullptr && !report.inbox;
   if (replica_set != nullptr) report.live = replica_set->Replicas();
+  report.strict = config.outbox.ordering == "strict";
   report.states = {kStatePending, kStateProcessing, kStateSent, kStateDead};
   for (const auto& [state, n] : report.stats.rows_by_state) {
     if (std::find(report.states.begin(), report.states.end(), state) == report.states.end()) {

@@ -226,6 +226,21 @@ struct Metrics::Impl {
           .Help("Age of the oldest pending outbox row on the database clock; 0 when none")
           .Register(*registry)
           .Add({});
+  // outbox.ordering: strict (docs/claim.md, "Strict order"); 0 when none or in sequence mode.
+  prometheus::Gauge& strict_blocking_age =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_strict_blocking_transaction_age_seconds")
+          .Help(
+              "Strict order: age of the oldest open transaction holding keyed rows back "
+              "(database clock); 0 when none")
+          .Register(*registry)
+          .Add({});
+  prometheus::Gauge& strict_blocking_pid =
+      prometheus::BuildGauge()
+          .Name("queuebox_outbox_strict_blocking_transaction_pid")
+          .Help("Strict order: backend pid of that transaction; 0 when none")
+          .Register(*registry)
+          .Add({});
   prometheus::Counter& reclaimed = prometheus::BuildCounter()
                                        .Name("queuebox_outbox_messages_reclaimed_total")
                                        .Help("Rows moved back to pending after lease expiry")
@@ -627,6 +642,9 @@ void Metrics::RefreshPending(bool only_if_stale) {
   }
   auto it = stats->rows_by_state.find(kStatePending);
   SetPending(it == stats->rows_by_state.end() ? 0 : it->second, stats->oldest_pending_age_seconds);
+  const std::optional<StrictBlocker>& blocker = stats->strict_blocker;
+  impl_->strict_blocking_age.Set(blocker ? blocker->age_seconds.value_or(0) : 0);
+  impl_->strict_blocking_pid.Set(blocker ? static_cast<double>(blocker->pid) : 0);
 }
 
 void Metrics::StartPendingRefresher(OutboxOperations* store, std::chrono::milliseconds interval) {

@@ -163,6 +163,10 @@ OptionTable<OutboxConfig> OutboxOptions() {
       opt::Flag("attemptHistory.enabled", &S::attempt_history, true,
                 "Record every delivery attempt (and failed inbox forward) in outbox_attempts, "
                 "written with its outcome; retention removes it with its row"),
+      opt::Choice("ordering", &S::ordering, {"sequence", "strict"}, "sequence",
+                  "Per-key order. sequence: a key's committed rows in sequence order; strict: "
+                  "also never a row while a lower sequence of its key may still commit "
+                  "(PostgreSQL; SQLite's writers are serialised, so strict is sequence there)"),
   };
   t.Nest("capture", &S::capture, CaptureOptions());
   return t;

@@ -184,6 +184,42 @@ TEST_F(CaptureE2ETest, CaptureWakesDeliveryResumesAfterARestartAndRefusesASecond
   EXPECT_GT(j["capture"]["slot"]["retainedBytes"].get<int64_t>(), 100000);
 }
 
+// Strict order in capture mode (outbox.ordering: strict; docs/claim.md "Strict order"): both
+// timers are an hour away, so only capture wakes deliver. T1 inserts A (key k) and stays open;
+// B (key k) and then C (no key) commit: C is delivered, B waits; T1's commit wakes delivery: A,
+// then B.
+TEST_F(CaptureE2ETest, StrictOrderHoldsAKeyBehindAnOpenLowerSequenceUntilItCommits) {
+  TempDir dir;
+  std::string config = Config(dir.File("capture"), kHour);
+  config.replace(config.find("\noutbox:\n"), 9, "\noutbox:\n  ordering: strict\n");
+  dir.Write("qb.yml", config);
+  const int port = PortOf(config);
+  ChildProcess relay(kBinary, {"--config", dir.File("qb.yml"), "run"}, {}, dir.File("qb.log"));
+  ASSERT_TRUE(WaitUntil([&] { return Ready(port) == std::make_pair(200, std::string("up")); }))
+      << relay.Log();
+  PGconn* t1 = PQconnectdb(pg_->url().c_str());
+  ASSERT_EQ(PQstatus(t1), CONNECTION_OK);
+  PQclear(PQexec(t1,
+                 "BEGIN; INSERT INTO outbox (topic, key, payload) VALUES ('order.created', 'k', "
+                 "'{\"id\":\"strict_A\"}')"));
+  pg_->Exec(
+      "INSERT INTO outbox (topic, key, payload) VALUES ('order.created', 'k', "
+      "'{\"id\":\"strict_B\"}')");
+  Insert("strict_C");
+  ASSERT_TRUE(WaitUntil([&] { return Delivered("strict_C"); })) << relay.Log();
+  EXPECT_FALSE(Delivered("strict_B"));
+  EXPECT_EQ(pg_->Scalar("SELECT state FROM outbox WHERE payload->>'id' = 'strict_B'"), "pending");
+  PQclear(PQexec(t1, "COMMIT"));
+  PQfinish(t1);
+  ASSERT_TRUE(WaitUntil([&] { return Delivered("strict_B"); })) << relay.Log();
+  auto reqs = receiver_.Requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_THAT(reqs[1].body, HasSubstr("strict_A"));
+  EXPECT_THAT(reqs[2].body, HasSubstr("strict_B"));
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
+}
+
 TEST_F(CaptureE2ETest, SqlServerCdcIsRefusedByThisBuild) {
   TempDir dir;
   dir.Write("qb.yml", "database:\n  type: postgresql\n  url: " + pg_->url() +

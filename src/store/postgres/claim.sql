@@ -18,6 +18,9 @@
 --   :share_key_count       keys of this replica's share a recent complete walk saw; -1: unknown
 --   :replicas, :replica_index
 --                          this replica's key share (key affinity); :replicas 1 = every key
+--   :strict_bound          only with the flag `strict` (outbox.ordering: strict): a keyed row
+--                          with a higher sequence waits, since an open transaction may still
+--                          commit a lower sequence of its key (strict_order.h)
 -- The window-and-walk inputs come from ClaimWindowState, the share from ReplicaHeartbeat.
 --
 -- Key affinity: {in_share(<key>)} (defined below, expanded by the template layer,
@@ -28,12 +31,24 @@
 -- (docs/claim-plans.md, "Window under key affinity"). The filter comes before any lock, so
 -- replicas never lock each other's rows.
 --
+-- Strict order: with the flag `strict`, {and_strict(<sequence>)} (defined below) adds
+-- "AND <sequence> <= :strict_bound" wherever a keyed head is judged ({strict_and(<sequence>)}
+-- puts it first, before the head probe); without the flag both add nothing. Unkeyed rows have no
+-- order and never wait for it.
+--
 -- The CTEs are MATERIALIZED so each LIMIT holds once for the statement (a CTE on the inner side
 -- of a nested loop would be rescanned, each rescan taking more rows).
 
 {define in_share(share_key)}
   (:replicas::int <= 1
    OR int4eq(mod(hashtext({share_key}) & 2147483647, :replicas::int), :replica_index::int))
+{end define}
+
+{define and_strict(seq)}
+  {if strict} AND {seq} <= :strict_bound::bigint {end if}
+{end define}
+{define strict_and(seq)}
+  {if strict} {seq} <= :strict_bound::bigint AND {end if}
 {end define}
 
 WITH RECURSIVE
@@ -66,7 +81,7 @@ qb_fast AS MATERIALIZED (
   JOIN {T} AS head ON head.ctid = win.qb_ctid
   WHERE head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)
     AND (head.{key} IS NULL OR head.{key} = ''
-         OR (SELECT prior.{sequence} FROM {T} AS prior
+         OR {strict_and(head.{sequence})} (SELECT prior.{sequence} FROM {T} AS prior
              WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')
                AND prior.{sequence} < head.{sequence}
              ORDER BY prior.{key} DESC, prior.{sequence} DESC LIMIT 1) IS NULL)
@@ -96,7 +111,7 @@ qb_gate AS MATERIALIZED (
 qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
   SELECT f.*,
          CASE WHEN f.qb_state = 'pending' AND f.qb_at <= (SELECT t FROM qb_now)
-                   AND {in_share(f.qb_key)}
+                   AND {in_share(f.qb_key)} {and_strict(f.qb_seq)}
               THEN 1 ELSE 0 END
   FROM ((SELECT k.{key}, k.ctid, k.{state}, k.{scheduled_at}, k.{sequence}, 1
          FROM {T} AS k
@@ -118,7 +133,7 @@ qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
   SELECT nxt.*,
          prev.qb_n
          + CASE WHEN nxt.qb_state = 'pending' AND nxt.qb_at <= (SELECT t FROM qb_now)
-                     AND {in_share(nxt.qb_key)}
+                     AND {in_share(nxt.qb_key)} {and_strict(nxt.qb_seq)}
                 THEN 1 ELSE 0 END
   FROM qb_keys AS prev
   CROSS JOIN LATERAL (
@@ -147,7 +162,7 @@ qb_keys (qb_key, qb_ctid, qb_state, qb_at, qb_seq, qb_pass, qb_n) AS (
 qb_cand AS (
   SELECT qb_ctid, qb_at, qb_seq FROM qb_keys
   WHERE qb_state = 'pending' AND qb_at <= (SELECT t FROM qb_now)
-    AND {in_share(qb_key)}
+    AND {in_share(qb_key)} {and_strict(qb_seq)}
   UNION ALL
   (SELECT u.ctid, u.{scheduled_at}, u.{sequence}
    FROM {T} AS u

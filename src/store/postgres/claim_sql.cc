@@ -1,34 +1,43 @@
 #include "store/postgres/claim_sql.h"
 
 #include "store/named_sql.h"
+#include "store/sql_template.h"
 
 namespace queuebox::store {
 namespace {
 
-const NamedSql& Compiled() {
-  static const NamedSql* const kClaim = [] {
-    Result<NamedSql> sql =
-        NamedSql::Compile(PostgresClaimSqlText(),
-                          {"batch_size", "lease_ms", "window_rows", "window_from_at",
-                           "window_from_sequence", "walk_after_key", "read_window", "replicas",
-                           "replica_index", "walk_allowed", "share_key_count"},
-                          &PgMarker);
-    if (!sql.ok()) QB_CHECK(false, "claim.sql does not compile: " + sql.status().ToString());
-    return new NamedSql(std::move(sql).value());
-  }();
-  return *kClaim;
+const NamedSql* CompileClaim(bool strict) {
+  std::vector<std::string> names = {
+      "batch_size",           "lease_ms",       "window_rows",    "window_from_at",
+      "window_from_sequence", "walk_after_key", "read_window",    "replicas",
+      "replica_index",        "walk_allowed",   "share_key_count"};
+  SqlTemplateOptions options;
+  if (strict) {
+    names.push_back("strict_bound");
+    options.flags.push_back("strict");
+  }
+  Result<NamedSql> sql =
+      NamedSql::Compile(PostgresClaimSqlText(), std::move(names), &PgMarker, options);
+  if (!sql.ok()) QB_CHECK(false, "claim.sql does not compile: " + sql.status().ToString());
+  return new NamedSql(std::move(sql).value());
+}
+
+const NamedSql& Compiled(bool strict) {
+  static const NamedSql* const kClaim = CompileClaim(false);
+  static const NamedSql* const kStrictClaim = CompileClaim(true);
+  return strict ? *kStrictClaim : *kClaim;
 }
 
 std::string Bool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-const std::string& ClaimSqlTemplate() { return Compiled().sql(); }
+const std::string& ClaimSqlTemplate(bool strict) { return Compiled(strict).sql(); }
 
-const std::vector<std::string>& ClaimParamNames() { return Compiled().names(); }
+const std::vector<std::string>& ClaimParamNames(bool strict) { return Compiled(strict).names(); }
 
 std::vector<SqlParam> BindClaim(const ClaimParams& p) {
-  Result<std::vector<SqlParam>> bound = Compiled().Bind({
+  Result<std::vector<SqlParam>> bound = Compiled(false).Bind({
       {"batch_size", p.batch_size},
       {"lease_ms", p.lease_ms},
       {"window_rows", p.window_rows},
@@ -44,6 +53,8 @@ std::vector<SqlParam> BindClaim(const ClaimParams& p) {
   if (!bound.ok()) {
     QB_CHECK(false, "the claim's parameters do not match claim.sql: " + bound.status().ToString());
   }
+  // The strict variant: the same parameters in the same positions, then strict_bound.
+  if (p.strict) bound->push_back(p.strict_bound);
   return std::move(bound).value();
 }
 

@@ -27,17 +27,21 @@ struct ClaimParams {
   ClaimWindowState::NextClaim window;  // window start, read_window, walk, share key count
   int64_t replicas = 1;                // KeyShare::count
   int64_t replica_index = 0;           // KeyShare::index
+  // outbox.ordering: strict: the claim.sql variant with the flag `strict`, whose keyed heads must
+  // have a sequence at or below strict_bound (StrictOrderBound::Observe).
+  bool strict = false;
+  int64_t strict_bound = 0;
 };
 
 // The statement as a RenderSql template ({T}, {column}) with $n parameters in the order of
-// ClaimParamNames(). Compiled once; a bad claim.sql aborts at the first claim (and fails
-// claim_sql_test).
-const std::string& ClaimSqlTemplate();
+// ClaimParamNames(). Compiled once per variant (`strict`: the flag of claim.sql, with the twelfth
+// parameter strict_bound); a bad claim.sql aborts at the first claim (and fails claim_sql_test).
+const std::string& ClaimSqlTemplate(bool strict = false);
 
 // The parameter names in position order.
-const std::vector<std::string>& ClaimParamNames();
+const std::vector<std::string>& ClaimParamNames(bool strict = false);
 
-// The values for ClaimSqlTemplate, bound by name.
+// The values for ClaimSqlTemplate(params.strict), bound by name.
 std::vector<SqlParam> BindClaim(const ClaimParams& params);
 
 // What the statement returned: the claimed rows (unsorted) and what it reports for

@@ -49,6 +49,23 @@ TEST(ClaimSqlTest, BindClaimPutsEachFieldAtItsNamesPosition) {
                                    std::string("true"), int64_t{12}}));
 }
 
+// outbox.ordering: strict: the same statement with the bound on keyed heads, the same first
+// eleven parameters, then strict_bound.
+TEST(ClaimSqlTest, TheStrictVariantBindsStrictBoundTwelfth) {
+  const std::string& sql = ClaimSqlTemplate(/*strict=*/true);
+  EXPECT_THAT(sql, HasSubstr("<= $12::bigint"));
+  EXPECT_THAT(ClaimSqlTemplate(), Not(HasSubstr("strict")));
+  std::vector<std::string> names = ClaimParamNames();
+  names.push_back("strict_bound");
+  EXPECT_EQ(ClaimParamNames(/*strict=*/true), names);
+  ClaimParams p;
+  p.strict = true;
+  p.strict_bound = 41;
+  std::vector<SqlParam> bound = BindClaim(p);
+  ASSERT_EQ(bound.size(), 12u);
+  EXPECT_EQ(bound.back(), SqlParam(int64_t{41}));
+}
+
 // A result as PostgreSQL returns it: the columns in claim.sql's order, one claimed row.
 SqlTable OneClaimedRow() {
   SqlTable t;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -158,7 +159,21 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   params.window = window_.Next();
   params.replicas = share.count;
   params.replica_index = share.index;
-  QB_ASSIGN_OR_RETURN(SqlTable table, RunTable(ClaimSqlTemplate(), BindClaim(params)));
+  QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+  if (strict_) {
+    // The reading comes before the claim's snapshot (its statement starts after it).
+    QB_ASSIGN_OR_RETURN(StrictOrderBound::Reading reading, StrictReading(*conn));
+    params.strict = true;
+    params.strict_bound = reading.bound;
+    ClaimWindowState::NextClaim& w = params.window;
+    if (reading.window_from_at && w.window_from_at != "-infinity" &&
+        *reading.window_from_at < w.window_from_at) {
+      w.window_from_at = *reading.window_from_at;
+      w.window_from_sequence = 0;
+    }
+  }
+  QB_ASSIGN_OR_RETURN(SqlTable table,
+                      conn->QueryTable(Sql(ClaimSqlTemplate(params.strict)), BindClaim(params)));
   // Only a replica whose claims succeed heartbeats: one that cannot claim (a bad column mapping,
   // a lost database) drops out after its ttl and the others take its keys.
   heartbeat_.AfterClaim();
@@ -166,6 +181,39 @@ Result<std::vector<OutboxRow>> PostgresOutboxStore::Claim(int limit, int64_t lea
   window_.Claimed(params.window, claimed.report);
   SortClaimed(claimed.rows);
   return std::move(claimed.rows);
+}
+
+Status PostgresOutboxStore::EnableStrictOrdering() {
+  const std::string& column = config_.columns.sequence;
+  QB_ASSIGN_OR_RETURN(SqlRows rows, Run(kStrictSequenceSql, {config_.outbox_table, column}));
+  if (rows.empty() || rows[0].size() < 2 || !rows[0][0]) {
+    return FailedPrecondition("outbox.ordering: strict needs the column " + column + " of " +
+                              config_.outbox_table +
+                              " filled by a sequence (a serial or identity column).");
+  }
+  if (IntOr(rows[0][1], 0) != 1) {
+    return FailedPrecondition("outbox.ordering: strict needs the sequence " + *rows[0][0] +
+                              " to hand out one value at a time: ALTER SEQUENCE " + *rows[0][0] +
+                              " CACHE 1;");
+  }
+  strict_sequence_ = *rows[0][0];
+  strict_ = true;
+  return Status::Ok();
+}
+
+Result<StrictOrderBound::Reading> PostgresOutboxStore::StrictReading(PgConnection& conn) {
+  std::lock_guard<std::mutex> lock(strict_mu_);
+  QB_ASSIGN_OR_RETURN(SqlRows last, conn.Query(StrictLastValueSql(strict_sequence_)));
+  QB_ASSIGN_OR_RETURN(SqlRows rows, conn.Query(kStrictHoldersSql, {strict_sequence_}));
+  const int64_t last_value = last.empty() || last[0].empty() ? 0 : IntOr(last[0][0], 0);
+  std::vector<StrictOrderBound::Holder> holders;
+  for (const SqlRow& r : rows) {
+    StrictOrderBound::Holder h;
+    h.vxid = r.empty() ? "" : TextOr(r[0]);
+    if (r.size() > 1 && r[1]) h.started_at = *r[1];
+    holders.push_back(std::move(h));
+  }
+  return strict_order_.Observe(last_value, holders);
 }
 
 Result<std::vector<std::string>> PostgresOutboxStore::MarkSent(std::span<const Fence> fences) {
@@ -274,7 +322,17 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
   QB_ASSIGN_OR_RETURN(
       SqlRows dead,
       Run("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' GROUP BY {topic}"));
-  return ToStats(by_state, oldest, dead);
+  OutboxStats stats = ToStats(by_state, oldest, dead);
+  if (strict_) {
+    QB_ASSIGN_OR_RETURN(SqlRows holder, Run(kStrictOldestHolderSql, {strict_sequence_}));
+    if (!holder.empty() && holder[0].size() == 2) {
+      StrictBlocker blocker;
+      blocker.pid = IntOr(holder[0][0], 0);
+      if (holder[0][1]) blocker.age_seconds = std::strtod(holder[0][1]->c_str(), nullptr);
+      stats.strict_blocker = blocker;
+    }
+  }
+  return stats;
 }
 
 Result<int64_t> PostgresOutboxStore::NextWakeDelayMs(int64_t max_wait_ms) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "store/postgres/pg_fenced.h"
 #include "store/postgres/postgres_inbox_store.h"
 #include "store/postgres/replica_heartbeat.h"
+#include "store/postgres/strict_order.h"
 
 namespace queuebox::store {
 
@@ -42,6 +44,10 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<std::vector<std::string>> Renew(std::span<const Fence> fences, int64_t lease_ms) override;
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
+  // Strict order (strict_order.h): resolves the sequence column's sequence and requires CACHE 1
+  // (a cached value could be handed out below the last value read).
+  Status EnableStrictOrdering() override;
+  // Under strict order also the oldest open transaction holding the sequence's lock.
   Result<OutboxStats> Stats() override;
   // Rounded up to whole milliseconds. Two index probes (idx_outbox_pending_due; the processing
   // rows through idx_outbox_processing_claimed).
@@ -69,6 +75,9 @@ class PostgresOutboxStore final : public OutboxStore {
   Result<SqlRows> Run(const std::string& tmpl, const std::vector<SqlParam>& params = {},
                       int64_t* changes = nullptr,
                       PgConnection::Plan plan = PgConnection::Plan::kCached);
+  // Strict order: one reading on `conn` (the sequence's last value, then its holders), observed
+  // under strict_mu_.
+  Result<StrictOrderBound::Reading> StrictReading(PgConnection& conn);
   // Runs one rendered statement whose result is read by column name.
   Result<SqlTable> RunTable(const std::string& tmpl, const std::vector<SqlParam>& params);
   // Ids of an outcome (sent, retry, dead) as given: a changed row frees its key's next row, so the
@@ -84,6 +93,12 @@ class PostgresOutboxStore final : public OutboxStore {
   PgPool pool_;
   ClaimWindowState window_;
   PgFencedWrites fenced_;  // alias o; runs on pool_
+
+  // Strict order: set by EnableStrictOrdering before the first claim, then read only.
+  bool strict_ = false;
+  std::string strict_sequence_;  // the sequence column's sequence, as regclass text
+  std::mutex strict_mu_;         // one reading and its Observe at a time
+  StrictOrderBound strict_order_;
 
   ReplicaHeartbeat heartbeat_;  // after window_: a share change resets it
   PostgresInboxStore inbox_;    // after pool_ and window_, which it uses

@@ -1,0 +1,2 @@
+SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM outbox_sequence_seq;
+SELECT l.virtualtransaction, a.xact_start::text FROM pg_locks AS l LEFT JOIN LATERAL (SELECT s.xact_start FROM pg_stat_get_activity(l.pid) AS s WHERE l.pid IS NOT NULL) AS a ON true WHERE l.locktype = 'relation' AND l.relation = 'outbox_sequence_seq'::regclass AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.mode = 'RowExclusiveLock' AND l.pid IS DISTINCT FROM pg_backend_pid();
