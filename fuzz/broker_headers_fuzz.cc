@@ -112,7 +112,7 @@ void CheckKafka(const queuebox::HeaderList& merged, const queuebox::OutboxRow& r
     Require(LastAnyCase(read, expected[i].first) == expected[i].second,
             "kafka: a relay header is the last of its name in any letter case");
   }
-  nlohmann::json stored = nlohmann::json::parse(s::StoredHeaders(read, ""), nullptr, false);
+  nlohmann::json stored = nlohmann::json::parse(s::StoredHeaders(read, {}), nullptr, false);
   Require(stored.is_object(), "kafka: the stored headers are a JSON object");
   Require(stored.value("x-message-id", "") == row.id && stored.value("x-topic", "") == row.topic &&
               stored.value("x-attempt", "") == std::to_string(row.attempt),

@@ -185,7 +185,7 @@ std::vector<std::pair<std::string, std::string>> Headers(std::string_view text) 
 
 void CheckStoredHeaders(std::string_view text) {
   const auto headers = Headers(text);
-  const std::string stored = s::StoredHeaders(headers, "X-Api-Key");
+  const std::string stored = s::StoredHeaders(headers, {"X-Api-Key"});
   nlohmann::json j = nlohmann::json::parse(stored, nullptr, false);
   Require(j.is_object(), "stored headers are a JSON object");
   // What should be kept: the last of each name (any case), under its last spelling.

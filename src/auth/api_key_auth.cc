@@ -14,7 +14,7 @@ class ApiKeyAuth final : public RequestAuth {
     if (!ConstantTimeEquals(v, key_)) return PermissionDenied("Invalid API key");
     return Status::Ok();
   }
-  std::string credential_header() const override { return header_; }
+  std::vector<std::string> credential_headers() const override { return {header_}; }
 
  private:
   std::string key_, header_;

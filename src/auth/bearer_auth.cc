@@ -20,7 +20,7 @@ class BearerAuth final : public RequestAuth {
     if (!ConstantTimeEquals(presented, token_)) return PermissionDenied("Invalid bearer token");
     return Status::Ok();
   }
-  std::string credential_header() const override { return "Authorization"; }
+  std::vector<std::string> credential_headers() const override { return {"Authorization"}; }
 
  private:
   // "bearer " in any letter case.

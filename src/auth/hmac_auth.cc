@@ -1,8 +1,7 @@
 // hmac_auth.cc: `type: hmac`, <headerName>: signaturePrefix + lowercase hex HMAC(secret, payload),
 // payload = the raw body or "<timestamp>.<body>"; the timestamp header holds Unix milliseconds.
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
+// `type: github` is its alias with GitHub's rules (X-Hub-Signature-256: sha256=<hex> of the body).
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -12,12 +11,9 @@
 namespace queuebox {
 namespace {
 
-// The digest of each name in HmacAlgorithms(); nullptr for another name.
-const EVP_MD* Digest(std::string_view algorithm) {
-  if (algorithm == "HmacSHA256") return EVP_sha256();
-  if (algorithm == "HmacSHA1") return EVP_sha1();
-  if (algorithm == "HmacSHA512") return EVP_sha512();
-  return nullptr;
+bool KnownAlgorithm(std::string_view algorithm) {
+  const std::vector<std::string>& all = HmacAlgorithms();
+  return std::find(all.begin(), all.end(), algorithm) != all.end();
 }
 
 Status UnknownAlgorithm(const std::string& path) {
@@ -33,7 +29,9 @@ class HmacAuth final : public RequestAuth {
  public:
   // `timestamp_dot_body`: the payload is "<timestamp>.<body>" rather than the body.
   HmacAuth(HmacAuthSettings s, bool timestamp_dot_body)
-      : s_(std::move(s)), timestamp_dot_body_(timestamp_dot_body) {}
+      : s_(std::move(s)),
+        secrets_(ActiveSecrets(s_.secret, s_.previous_secrets)),
+        timestamp_dot_body_(timestamp_dot_body) {}
 
   Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const override {
     std::string signature = header(s_.header_name);
@@ -45,14 +43,16 @@ class HmacAuth final : public RequestAuth {
     }
     std::string payload =
         timestamp_dot_body_ ? timestamp + "." + std::string(body) : std::string(body);
-    auto mac = HmacHex(s_.algorithm, s_.secret, payload);
-    if (!mac.ok()) return PermissionDenied("Invalid signature");
-    if (!ConstantTimeEquals(signature, s_.signature_prefix + *mac)) {
-      return PermissionDenied("Invalid signature");
+    // Each active secret (rotation: secret, then previousSecrets); every one is tried.
+    bool match = false;
+    for (const std::string& secret : secrets_) {
+      auto mac = HmacHex(s_.algorithm, secret, payload);
+      if (mac.ok() && ConstantTimeEquals(signature, s_.signature_prefix + *mac)) match = true;
     }
+    if (!match) return PermissionDenied("Invalid signature");
     return Status::Ok();
   }
-  std::string credential_header() const override { return s_.header_name; }
+  std::vector<std::string> credential_headers() const override { return {s_.header_name}; }
 
  private:
   Status CheckTimestamp(const std::string& timestamp, int64_t now_ms) const {
@@ -74,12 +74,13 @@ class HmacAuth final : public RequestAuth {
   }
 
   HmacAuthSettings s_;
+  std::vector<std::string> secrets_;  // secret, then previousSecrets
   bool timestamp_dot_body_;
 };
 
 Result<std::unique_ptr<RequestAuth>> CreateHmacAuth(HmacAuthSettings s, const std::string& path) {
-  if (s.secret.empty()) return InvalidArgument(path + ".secret is required");
-  if (Digest(s.algorithm) == nullptr) return UnknownAlgorithm(path);
+  QB_RETURN_IF_ERROR(CheckSecrets(s.secret, s.previous_secrets, path));
+  if (!KnownAlgorithm(s.algorithm)) return UnknownAlgorithm(path);
   const std::string format = PayloadFormatOf(s);
   if (format.empty()) {
     return InvalidArgument(path + ".signaturePayloadFormat must be BODY or TIMESTAMP_DOT_BODY");
@@ -95,23 +96,9 @@ Result<std::unique_ptr<RequestAuth>> CreateHmacAuth(HmacAuthSettings s, const st
 
 Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
                             std::string_view payload) {
-  const EVP_MD* md = Digest(algorithm);
-  if (md == nullptr) return UnknownAlgorithm("admin.auth");
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(md, secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), out,
-           &len) == nullptr) {
-    return Internal("HMAC failed");
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    hex.push_back(kHex[out[i] >> 4]);
-    hex.push_back(kHex[out[i] & 0xf]);
-  }
-  return hex;
+  if (!KnownAlgorithm(algorithm)) return UnknownAlgorithm("admin.auth");
+  QB_ASSIGN_OR_RETURN(std::string mac, HmacBytes(algorithm, secret, payload));
+  return HexLower(mac);
 }
 
 const std::vector<std::string>& HmacAlgorithms() {
@@ -124,6 +111,7 @@ const OptionTable<HmacAuthSettings>& HmacAuthOptions() {
   using S = HmacAuthSettings;
   static const OptionTable<S>* const table = new OptionTable<S>{
       opt::Secret("secret", &S::secret, "HMAC key (UTF-8)").Required(),
+      PreviousSecretsOption(&S::previous_secrets),
       opt::Text("headerName", &S::header_name, "X-Signature", "Header carrying the signature"),
       opt::Choice("algorithm", &S::algorithm, HmacAlgorithms(), "HmacSHA256", "HMAC hash"),
       opt::Text("signaturePrefix", &S::signature_prefix,
@@ -167,6 +155,31 @@ AuthScheme HmacAuthScheme() {
     HmacAuthOptions().Assign(block, settings);
     block["signaturePayloadFormat"] = PayloadFormatOf(settings);
   };
+  return scheme;
+}
+
+const OptionTable<GitHubAuthSettings>& GitHubAuthOptions() {
+  using S = GitHubAuthSettings;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Secret("secret", &S::secret, "The webhook's secret (UTF-8)").Required(),
+      PreviousSecretsOption(&S::previous_secrets),
+  };
+  return *table;
+}
+
+AuthScheme GitHubAuthScheme() {
+  AuthScheme scheme = MakeAuthScheme<GitHubAuthSettings>(
+      "github", GitHubAuthOptions(),
+      [](GitHubAuthSettings g, const std::string& path) -> Result<std::unique_ptr<RequestAuth>> {
+        HmacAuthSettings s;
+        s.secret = std::move(g.secret);
+        s.previous_secrets = std::move(g.previous_secrets);
+        s.header_name = "X-Hub-Signature-256";
+        s.signature_prefix = "sha256=";
+        s.signature_payload_format = "BODY";
+        return CreateHmacAuth(std::move(s), path);
+      });
+  scheme.admin = false;  // a provider signs webhooks, not admin calls
   return scheme;
 }
 

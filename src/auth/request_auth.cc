@@ -1,9 +1,7 @@
-// request_auth.cc: RequestAuth::Create through the scheme list, and the constant-time comparison
-// the schemes share.
+// request_auth.cc: RequestAuth::Create through the scheme list.
 #include "auth/request_auth.h"
 
-#include <openssl/crypto.h>
-
+#include <algorithm>
 #include <cctype>
 
 #include "auth/auth_schemes.h"
@@ -19,31 +17,38 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
+// The schemes a block under `path` may name: admin.auth takes those offered to the admin routes.
+std::vector<const AuthScheme*> SchemesFor(const std::string& path) {
+  const bool admin = path.rfind("admin.", 0) == 0;
+  std::vector<const AuthScheme*> out;
+  for (const AuthScheme& s : BuiltinAuthSchemes()) {
+    if (s.admin || !admin) out.push_back(&s);
+  }
+  return out;
+}
+
 // "a, b or c": the schemes in list order.
-std::string SchemeNames() {
-  const std::vector<AuthScheme>& all = BuiltinAuthSchemes();
+std::string SchemeNames(const std::vector<const AuthScheme*>& all) {
   std::string names;
   for (size_t i = 0; i < all.size(); ++i) {
-    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i].type;
+    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i]->type;
   }
   return names;
 }
 
 }  // namespace
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  if (a.empty()) return true;
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 Result<std::unique_ptr<RequestAuth>> RequestAuth::Create(const AdminAuthConfig& config,
                                                          const std::string& path) {
-  const AuthScheme* scheme = FindAuthScheme(Lower(config.type));
-  if (scheme == nullptr) {
-    return InvalidArgument(path + ".type must be " + SchemeNames() + " (got '" + config.type +
-                           "')");
+  const std::vector<const AuthScheme*> schemes = SchemesFor(path);
+  const std::string type = Lower(config.type);
+  auto found = std::find_if(schemes.begin(), schemes.end(),
+                            [&type](const AuthScheme* s) { return s->type == type; });
+  if (found == schemes.end()) {
+    return InvalidArgument(path + ".type must be " + SchemeNames(schemes) + " (got '" +
+                           config.type + "')");
   }
+  const AuthScheme* scheme = *found;
   return scheme->create(config.options.is_object() ? config.options : json::object(), path);
 }
 

@@ -15,7 +15,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "auth/webhook_signature.h"
 #include "queuebox/config.h"
 #include "queuebox/status.h"
 
@@ -37,17 +39,24 @@ class RequestAuth {
   // received. `now_ms`: Unix ms (the app clock; injectable for tests).
   virtual Status Check(const HeaderLookup& header, std::string_view body, int64_t now_ms) const = 0;
 
-  // The header that carries the credential (Authorization, or the api-key/hmac headerName):
-  // never stored with an inbox row.
-  virtual std::string credential_header() const = 0;
+  // The headers that carry the credential (Authorization, the api-key/hmac headerName, a
+  // provider's signature headers): never stored with an inbox row.
+  virtual std::vector<std::string> credential_headers() const = 0;
+
+  // Where the provider puts its message id, the idempotency key of a source that configures none
+  // (Standard Webhooks: the webhook-id header; Stripe: the event id, $.id of the body). Empty
+  // for the schemes without one.
+  struct MessageIdSource {
+    std::vector<std::string> headers;  // the first present one wins
+    std::string json_path;             // a definite JSONPath of the body; "" for none
+  };
+  virtual MessageIdSource message_id_source() const { return {}; }
 };
 
 // Lowercase hex HMAC of `payload`; algorithm one of HmacAlgorithms() (HmacSHA256, HmacSHA1,
-// HmacSHA512). kInvalidArgument for another algorithm.
+// HmacSHA512). kInvalidArgument for another algorithm. (HMAC, base64 and ConstantTimeEquals:
+// auth/webhook_signature.h.)
 Result<std::string> HmacHex(std::string_view algorithm, std::string_view secret,
                             std::string_view payload);
-
-// Constant-time equality (length leaks, content does not).
-bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 }  // namespace queuebox

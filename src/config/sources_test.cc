@@ -200,6 +200,41 @@ sources:
   EXPECT_THAT(e, HasSubstr("sources.c.idempotencyKeyHeader: Authorization carries a credential"));
 }
 
+// Issue 36: a provider's message id is the key of standard-webhooks and stripe sources, so they
+// need none configured; other auth types still do; a signature header is never a key header; the
+// provider types are not admin.auth types.
+TEST_F(SourcesConfigTest, ProviderAuthTypesAndTheirKeys) {
+  Result<Config> c = Load(std::string(kDatabase) + R"(
+sources:
+  sw:
+    path: /sw
+    eventTypePath: $.type
+    auth: {type: standard-webhooks, secret: whsec_Zm9vYmFy, previousSecrets: [whsec_YmFy]}
+  stripe:
+    path: /stripe
+    eventTypePath: $.type
+    auth: {type: stripe, secret: whsec_s}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::string e = Error(R"(
+sources:
+  gh:
+    path: /gh
+    auth: {type: github, secret: s}
+  sh:
+    path: /sh
+    idempotencyKeyHeader: webhook-signature
+    auth: {type: standard-webhooks, secret: whsec_Zm9vYmFy}
+admin:
+  enabled: true
+  auth: {type: stripe, secret: whsec_s}
+)");
+  EXPECT_THAT(e, HasSubstr("sources.gh.idempotencyKeyPath: required for an http source"));
+  EXPECT_THAT(e, HasSubstr("sources.sh.idempotencyKeyHeader: webhook-signature carries a "
+                           "credential"));
+  EXPECT_THAT(e, HasSubstr("admin.auth.type"));
+}
+
 TEST_F(SourcesConfigTest, BasePathShape) {
   EXPECT_THAT(Error("inbox:\n  basePath: inbox/\n"),
               HasSubstr("inbox.basePath: must start with / and not end with /"));

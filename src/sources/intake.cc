@@ -49,6 +49,7 @@ std::string Where(const KeyPlan& plan) {
     std::string part = from == KeyFrom::kHeader       ? "header " + plan.header
                        : from == KeyFrom::kExpression ? "idempotencyKeyExpression"
                        : from == KeyFrom::kPaths      ? Describe(plan.paths)
+                       : from == KeyFrom::kMessageId  ? "the message id"
                                                       : "";
     if (!part.empty()) out += (out.empty() ? "" : " or ") + part;
   }
@@ -181,7 +182,7 @@ bool Intake::Correlate(Draft& d) const {
 bool Intake::KeepHeaders(Draft& d) const {
   const IntakeRules& r = *rules_;
   if (r.unstored == nullptr) {
-    d.out.row.headers = StoredHeaders(d.arrival->headers, r.credential_header);
+    d.out.row.headers = StoredHeaders(d.arrival->headers, r.credential_headers);
     return true;
   }
   std::vector<std::pair<std::string, std::string>> kept;
@@ -189,7 +190,7 @@ bool Intake::KeepHeaders(Draft& d) const {
   for (const auto& h : d.arrival->headers) {
     if (!r.unstored(h.first)) kept.push_back(h);
   }
-  d.out.row.headers = StoredHeaders(kept, r.credential_header);
+  d.out.row.headers = StoredHeaders(kept, r.credential_headers);
   return true;
 }
 

@@ -101,8 +101,8 @@ struct IntakeRules {
   std::optional<int64_t> initial_delay_ms;
   InboxConsumption consumption = InboxConsumption::kPush;
   // Headers never stored besides the credential ones StoredHeaders drops: the source auth's
-  // header (may be empty) and, when set, every name `unstored` accepts.
-  std::string credential_header;
+  // headers (may be none) and, when set, every name `unstored` accepts.
+  std::vector<std::string> credential_headers;
   bool (*unstored)(std::string_view name) = nullptr;
   // Borrowed, may be null, and must outlive the Intake.
   const SourceTransforms* transforms = nullptr;

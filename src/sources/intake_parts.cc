@@ -211,14 +211,17 @@ std::string NewUuid() {
 }
 
 std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
-                          std::string_view credential_header) {
-  const std::string credential = Lower(credential_header);
+                          const std::vector<std::string>& credential_headers) {
+  std::vector<std::string> credentials;
+  for (const std::string& h : credential_headers) {
+    if (!h.empty()) credentials.push_back(Lower(h));
+  }
   // Last occurrence of each name (any case) wins, under its own spelling.
   std::vector<std::pair<std::string, std::string>> kept;
   for (const auto& [name, value] : headers) {
     const std::string lower = Lower(name);
     if (lower == "authorization" || lower == "proxy-authorization" || lower == "cookie" ||
-        (!credential.empty() && lower == credential)) {
+        std::find(credentials.begin(), credentials.end(), lower) != credentials.end()) {
       continue;
     }
     kept.erase(std::remove_if(kept.begin(), kept.end(),

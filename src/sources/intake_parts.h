@@ -57,10 +57,10 @@ std::string SanitizeCorrelationId(std::string_view value);
 std::string NewUuid();
 
 // The headers stored with a row: one value per name (any letter case; the last wins, under the
-// last spelling), without Authorization, Proxy-Authorization, Cookie and `credential_header`
-// (the source auth's header; may be empty). A JSON object text.
+// last spelling), without Authorization, Proxy-Authorization, Cookie and `credential_headers`
+// (the source auth's headers; may be none). A JSON object text.
 std::string StoredHeaders(const std::vector<std::pair<std::string, std::string>>& headers,
-                          std::string_view credential_header);
+                          const std::vector<std::string>& credential_headers);
 
 // `s` without leading and trailing blanks (space, tab, CR, LF).
 std::string Trimmed(std::string_view s);

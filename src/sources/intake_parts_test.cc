@@ -171,7 +171,7 @@ TEST(StoredHeadersTest, CredentialsDroppedLastValueWins) {
                                       {"X-Env", "a"},
                                       {"x-env", "b"},
                                       {"Stripe-Signature", "kept"}},
-                                     "x-signature");
+                                     {"x-signature"});
   EXPECT_EQ(json::parse(stored), json::parse(R"({"x-env":"b","Stripe-Signature":"kept"})"));
 }
 

@@ -141,7 +141,7 @@ TEST(Intake, TheFilterRunsFirstAndReadsTheSourcesValueOfARepeatedHeader) {
 
 TEST(Intake, UnstoredAndCredentialHeadersAreNotStored) {
   IntakeRules rules = Rules(RefusalPolicy::kRefuse, nullptr);
-  rules.credential_header = "X-Signature";
+  rules.credential_headers = {"X-Signature"};
   rules.unstored = [](std::string_view name) { return name == "Host"; };
   Intaken in = Intake(std::move(rules))
                    .Receive(Message(R"({"id":"1"})", {{"Host", "example.test"},

@@ -17,15 +17,24 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// The type of the source's auth block; "" without one.
+std::string AuthType(const json& block) {
+  if (!block.contains("auth") || !block["auth"].is_object()) return "";
+  return block["auth"].value("type", std::string());
+}
+
 // Key headers: never a credential header (those are never stored), never blank.
 void CheckKeyHeaders(const json& block, std::vector<std::string>& problems) {
   std::vector<std::string> credentials = {"authorization", "proxy-authorization", "cookie"};
-  if (block.contains("auth") && block["auth"].is_object()) {
-    const json& auth = block["auth"];
-    std::string type = auth.value("type", std::string());
-    if (type == "api-key" || type == "hmac") {
-      credentials.push_back(Lower(auth.value("headerName", std::string())));
-    }
+  const std::string type = AuthType(block);
+  if (type == "api-key" || type == "hmac") {
+    credentials.push_back(Lower(block["auth"].value("headerName", std::string())));
+  }
+  if (type == "github") credentials.push_back("x-hub-signature-256");
+  if (type == "shopify") credentials.push_back("x-shopify-hmac-sha256");
+  if (type == "stripe") credentials.push_back("stripe-signature");
+  if (type == "standard-webhooks") {
+    credentials.insert(credentials.end(), {"webhook-signature", "svix-signature"});
   }
   for (const char* key :
        {"idempotencyKeyHeader", "aggregateIdHeader", "eventTypeHeader", "scheduledAtHeader"}) {
@@ -51,11 +60,15 @@ std::vector<std::string> CheckHttpSource(const json& block) {
   } else if (path.find_first_of("?# \t") != std::string::npos) {
     problems.push_back("path: must not hold ?, #, or blanks");
   }
+  // The provider's message id is the key of standard-webhooks and stripe sources by default.
+  const std::string auth = AuthType(block);
+  const bool provider_key = auth == "standard-webhooks" || auth == "stripe";
   if (!HasKey(block, "idempotencyKeyPath") && !HasKey(block, "idempotencyKeyHeader") &&
-      !HasKey(block, "idempotencyKeyExpression")) {
+      !HasKey(block, "idempotencyKeyExpression") && !provider_key) {
     problems.push_back(
         "idempotencyKeyPath: required for an http source (or set idempotencyKeyHeader or "
-        "idempotencyKeyExpression)");
+        "idempotencyKeyExpression, or use an auth type whose provider sends a message id: "
+        "standard-webhooks, stripe)");
   }
   CheckKeyHeaders(block, problems);
   CheckCommonKeys(block, {"eventTypePath", "eventTypeExpression", "eventTypeHeader"}, problems);
@@ -81,8 +94,9 @@ OptionTable<HttpSourceSettings> BuildHttpOptions() {
       opt::Int("rateLimit.requestsPerMinute", &S::requests_per_minute, nullptr,
                "Requests per 60 s for the whole source (a token bucket); more get 429")
           .Min(1),
-      opt::TypedBlock("auth", &S::auth, AuthVariants(),
-                      "Authentication of each request: bearer, api-key or hmac (as admin.auth)"),
+      opt::TypedBlock("auth", &S::auth, SourceAuthVariants(),
+                      "Authentication of each request: bearer, api-key, hmac (as admin.auth), "
+                      "github, shopify, standard-webhooks or stripe"),
   };
   t.Nest("", &S::keys, SourceKeyOptions());
   return t;

@@ -75,8 +75,9 @@ Arrival ArrivalOf(const httplib::Request& req, std::string body) {
 }
 
 // The pipeline's rules of an http source: a fault is refused; keys from the header, then the
-// expression, then the path(s) (QueueBox reference §11.1).
-Result<IntakeRules> HttpRules(const HttpSourceSettings& s) {
+// expression, then the path(s) (QueueBox reference §11.1); with none of those, the provider's
+// message id that `auth` names (the source's Arrival::message_id, or a path of the body).
+Result<IntakeRules> HttpRules(const HttpSourceSettings& s, const RequestAuth* auth) {
   QB_ASSIGN_OR_RETURN(IntakeRules r, RulesFromKeys(s.name, s.keys, s.idempotency_key_path));
   r.policy = RefusalPolicy::kRefuse;
   r.repeated = RepeatedHeader::kFirstWins;
@@ -93,7 +94,19 @@ Result<IntakeRules> HttpRules(const HttpSourceSettings& s) {
   plan(r.idempotency_key, s.idempotency_key_header, s.keys.idempotency_key_expression.has_value());
   plan(r.aggregate_id, s.aggregate_id_header, true);
   plan(r.event_type, s.event_type_header, true);
-  if (r.idempotency_key.paths.empty() && !s.idempotency_key_header) {
+  if (r.idempotency_key.paths.empty() && !s.idempotency_key_header &&
+      !s.keys.idempotency_key_expression && auth != nullptr) {
+    const RequestAuth::MessageIdSource provider = auth->message_id_source();
+    if (!provider.headers.empty()) {
+      r.idempotency_key.order = {KeyFrom::kMessageId};
+    } else if (!provider.json_path.empty()) {
+      QB_ASSIGN_OR_RETURN(JsonPath path, JsonPath::Compile(provider.json_path));
+      r.idempotency_key.paths = {std::move(path)};
+      r.idempotency_key.order = {KeyFrom::kPaths};
+    }
+  }
+  if (r.idempotency_key.paths.empty() && !s.idempotency_key_header &&
+      r.idempotency_key.order != std::vector<KeyFrom>{KeyFrom::kMessageId}) {
     return InvalidArgument("sources." + s.name +
                            ".idempotencyKeyPath: required (or idempotencyKeyHeader)");
   }
@@ -106,6 +119,8 @@ struct WebhookSources::Source {
   HttpSourceSettings settings;
   std::string route;
   std::unique_ptr<RequestAuth> auth;
+  // The headers of the provider's message id (the idempotency key when none is configured).
+  std::vector<std::string> message_id_headers;
   std::unique_ptr<RateLimiter> limiter;
   std::optional<Intake> intake;
   IntakeObserver* observer = nullptr;
@@ -176,7 +191,14 @@ struct WebhookSources::Source {
   // Steps 1-8 of the processing order (http_source.h) for a body already read under the cap.
   Answer Handle(const httplib::Request& req, std::string body) const {
     if (std::optional<Answer> refused = Admit(req, body)) return std::move(*refused);
-    Intaken in = intake->Receive(ArrivalOf(req, std::move(body)));
+    Arrival arrival = ArrivalOf(req, std::move(body));
+    for (const std::string& name : message_id_headers) {
+      if (std::string id = HeaderValue(req, name); !id.empty()) {
+        arrival.message_id = std::move(id);
+        break;
+      }
+    }
+    Intaken in = intake->Receive(std::move(arrival));
     if (in.kind == Intaken::Kind::kFiltered) {
       if (observer != nullptr) observer->OnInboxFiltered(settings.name);
       return Answer{202, R"({"status":"filtered"})", {}};
@@ -219,7 +241,10 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
     if (s.auth) {
       QB_ASSIGN_OR_RETURN(src->auth, RequestAuth::Create(*s.auth, "sources." + name + ".auth"));
     }
-    QB_ASSIGN_OR_RETURN(IntakeRules rules, HttpRules(s));
+    QB_ASSIGN_OR_RETURN(IntakeRules rules, HttpRules(s, src->auth.get()));
+    if (rules.idempotency_key.order == std::vector<KeyFrom>{KeyFrom::kMessageId}) {
+      src->message_id_headers = src->auth->message_id_source().headers;
+    }
     if (s.requests_per_minute) {
       src->limiter = std::make_unique<RateLimiter>(*s.requests_per_minute, std::chrono::seconds(60),
                                                    options.steady_now);
@@ -228,7 +253,7 @@ Result<std::unique_ptr<WebhookSources>> WebhookSources::Create(const Config& con
         std::make_unique<log::RateLimiter>(std::chrono::seconds(1), options.steady_now);
     src->storage_log =
         std::make_unique<log::RateLimiter>(std::chrono::seconds(1), options.steady_now);
-    rules.credential_header = src->auth ? src->auth->credential_header() : "";
+    if (src->auth) rules.credential_headers = src->auth->credential_headers();
     rules.transforms = options.transforms;
     rules.observer = observer;
     rules.refusal_log = src->refusal_log.get();

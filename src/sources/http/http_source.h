@@ -11,9 +11,10 @@
 //   5. JSON parse (whatever Content-Type says): 400 {"error":"Invalid JSON"} (also for nesting
 //      deeper than kMaxJsonDepth)
 //   6. keys: idempotency key from idempotencyKeyHeader, then idempotencyKeyPath(s) (first
-//      non-empty wins): none is 400 {"error":"<reason>"}; aggregate id and event type the same
-//      way (optional); a key over 255 characters is 400; publish time (scheduledAtHeader, then
-//      scheduledAtPath) when configured
+//      non-empty wins; a source with neither takes its auth's provider message id: webhook-id or
+//      svix-id for standard-webhooks, $.id for stripe): none is 400 {"error":"<reason>"};
+//      aggregate id and event type the same way (optional); a key over 255 characters is 400;
+//      publish time (scheduledAtHeader, then scheduledAtPath) when configured
 //   7. source transform (sources.<name>.transform): its output is stored; Fail or Dead answers
 //      422 {"error":"Transform failed: <reason>"} and stores nothing (the keys of step 6 come from
 //      the original body: header, then idempotencyKeyExpression etc., then the path)
@@ -21,7 +22,7 @@
 //      {"status":"duplicate"}, 400 {"error":"<reason>"} for a message the store refuses, 500
 //      {"error":"Storage failed"} when the database fails (nothing is written)
 // Stored headers: the request's, one value per name, without Authorization, Proxy-Authorization,
-// Cookie, the source auth's header, and the connection's own (Host, Content-Length,
+// Cookie, the source auth's headers, and the connection's own (Host, Content-Length,
 // Transfer-Encoding, Connection, Keep-Alive, TE, Trailer, Upgrade, Expect).
 // Counted through the IntakeObserver: queuebox_inbox_messages_total{status=new|duplicate},
 // queuebox_inbox_rejections_total{reason}, queuebox_inbox_filtered_total{source}. Logs name the
