@@ -68,3 +68,29 @@ destinations:
 
 }  // namespace
 }  // namespace queuebox
+
+namespace queuebox {
+namespace {
+
+TEST_F(SigningConfigTest, RateLimitBindsAndItsRangesAreChecked) {
+  Result<Config> c = Load(std::string(kSigningDatabase) + R"(
+destinations:
+  a: {type: http, baseUrl: 'http://127.0.0.1:1', rateLimit: {messagesPerSecond: 50, burst: 10}}
+  b: {type: file, path: /tmp/qb-out.jsonl, rateLimit: {messagesPerSecond: 5}}
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->destinations.at("a").rate_limit, (RateLimitConfig{50, 10}));
+  EXPECT_EQ(c->destinations.at("b").rate_limit, (RateLimitConfig{5, std::nullopt}));
+
+  Result<Config> bad = Load(std::string(kSigningDatabase) + R"(
+destinations:
+  a: {type: http, baseUrl: 'http://127.0.0.1:1', rateLimit: {messagesPerSecond: 0}}
+  b: {type: http, baseUrl: 'http://127.0.0.1:1', rateLimit: {burst: 3}}
+)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("destinations.a.rateLimit.messagesPerSecond"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("destinations.b.rateLimit.messagesPerSecond"));
+}
+
+}  // namespace
+}  // namespace queuebox
