@@ -402,8 +402,8 @@ const OptionTable<DestinationConfig>& DestinationCommonOptions() {
                  "What an outage of this destination does (described below); absent: the "
                  "defaults, enabled"),
       opt::Block("rateLimit", &DestinationConfig::rate_limit, RateLimitOptions(),
-                 "Token bucket of this destination, per replica (described below); rows "
-                 "beyond it wait pending and spend no attempt"),
+                 "Token bucket of this destination, per replica (each replica has its own); rows "
+                 "beyond it wait pending until their turn and spend no attempt"),
   };
   return *table;
 }
