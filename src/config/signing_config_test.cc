@@ -81,6 +81,7 @@ destinations:
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->destinations.at("a").rate_limit, (RateLimitConfig{50, 10}));
   EXPECT_EQ(c->destinations.at("b").rate_limit, (RateLimitConfig{5, std::nullopt}));
+  EXPECT_THAT(RenderMasked(*c), HasSubstr("messagesPerSecond: 50"));
 
   Result<Config> bad = Load(std::string(kSigningDatabase) + R"(
 destinations:
