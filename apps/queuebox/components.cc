@@ -32,6 +32,7 @@ Result<Component> BuildOutboxRelay(Plant& p) {
   options.transforms = std::move(p.delivery_transforms);
   for (const auto& [name, d] : config.destinations) {
     options.circuit_breakers[name] = d.circuit_breaker.value_or(CircuitBreakerConfig{});
+    if (d.rate_limit) options.rate_limits[name] = *d.rate_limit;
   }
   QB_ASSIGN_OR_RETURN(p.relay, Relay::Create(options, p.store.get(), std::move(p.destinations),
                                              &p.metrics, p.replicas));

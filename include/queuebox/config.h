@@ -131,6 +131,14 @@ struct CircuitBreakerConfig {
   bool operator==(const CircuitBreakerConfig&) const = default;
 };
 
+// destinations.<name>.rateLimit: a token bucket of this destination, per replica (each replica
+// has its own). Rows beyond it wait pending, spending no attempt.
+struct RateLimitConfig {
+  std::optional<int64_t> messages_per_second;  // tokens added a second; >= 1 (required)
+  std::optional<int64_t> burst;                // tokens kept at most; unset: messages_per_second
+  bool operator==(const RateLimitConfig&) const = default;
+};
+
 struct DestinationConfig {
   std::string name;                            // destinations.<name>
   std::string type;                            // http | file | kafka | rabbitmq | nats
@@ -142,6 +150,7 @@ struct DestinationConfig {
   std::optional<TransformConfig> transform = std::nullopt;
   // Outage handling; unset: the defaults of CircuitBreakerConfig (enabled).
   std::optional<CircuitBreakerConfig> circuit_breaker = std::nullopt;
+  std::optional<RateLimitConfig> rate_limit = std::nullopt;  // no limit when unset
 };
 
 // admin.auth and sources.<name>.auth: `type` and the block's other keys, validated and with

@@ -53,6 +53,9 @@ class RelayObserver {
   // A destination's circuit breaker changed state: 0 closed, 1 open, 2 half-open
   // (queuebox_destination_circuit_state{destination}); also called once per breaker at Create.
   virtual void OnCircuitState(const std::string& /*destination*/, int /*state*/) {}
+  // Rows of a destination wait for its rate limit's tokens for `seconds` more (each stretch of
+  // time counted once) (queuebox_destination_throttled_seconds_total{destination}).
+  virtual void OnThrottled(const std::string& /*destination*/, double /*seconds*/) {}
 };
 
 // The route and destination transform stages (QueueBox reference §8): what body each message is
@@ -96,6 +99,8 @@ struct RelayOptions {
   // destinations.<name>.circuitBreaker by destination name; a destination missing here gets the
   // defaults (enabled).
   std::map<std::string, CircuitBreakerConfig> circuit_breakers;
+  // destinations.<name>.rateLimit by destination name; a destination missing here has no limit.
+  std::map<std::string, RateLimitConfig> rate_limits;
 };
 
 class Relay {

@@ -286,6 +286,11 @@ struct Metrics::Impl {
           .Name("queuebox_destination_circuit_state")
           .Help("Circuit breaker state per destination: 0 closed, 1 open, 2 half-open")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& throttled_seconds =
+      prometheus::BuildCounter()
+          .Name("queuebox_destination_throttled_seconds_total")
+          .Help("Seconds during which rows of the destination waited for its rateLimit's tokens")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& http_responses =
       prometheus::BuildCounter()
           .Name("queuebox_http_publish_responses_total")
@@ -580,6 +585,10 @@ void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {
 
 void Metrics::OnCircuitState(const std::string& destination, int state) {
   impl_->circuit_state.Add({{"destination", destination}}).Set(static_cast<double>(state));
+}
+
+void Metrics::OnThrottled(const std::string& destination, double seconds) {
+  impl_->throttled_seconds.Add({{"destination", destination}}).Increment(seconds);
 }
 
 void Metrics::OnPollCycle(bool /*ok*/) {

@@ -66,6 +66,8 @@ class Metrics final : public RelayObserver,
   // queuebox_transform_failures_total{strategy}; fail, skip and dead are exported from the start.
   void OnTransformFailure(std::string_view strategy) override;
   void OnCircuitState(const std::string& destination, int state) override;
+  // queuebox_destination_throttled_seconds_total{destination}
+  void OnThrottled(const std::string& destination, double seconds) override;
 
   // --- InboxRelayObserver ---
   void OnInboxForwarded(int64_t n) override;   // queuebox_inbox_messages_total{status="forwarded"}

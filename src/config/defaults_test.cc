@@ -57,6 +57,7 @@ TEST(OptionDefaults, RouteAndDestinationCommonKeysMatchTheirStructs) {
   ExpectDefaultsAgree(cfg::RouteOptions(), "routes[]");
   ExpectDefaultsAgree(cfg::DestinationCommonOptions(), "destinations.<name>");
   ExpectDefaultsAgree(cfg::CircuitBreakerOptions(), "destinations.<name>.circuitBreaker");
+  ExpectDefaultsAgree(cfg::RateLimitOptions(), "destinations.<name>.rateLimit");
 }
 
 TEST(OptionDefaults, AuthTypesMatchTheirSettings) {

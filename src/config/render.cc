@@ -226,6 +226,7 @@ std::string RenderMasked(const Config& config) {
     for (auto it = block.begin(); it != block.end(); ++it) item[it.key()] = it.value();
     item["headers"] = cfg::MaskHeaders(d.headers);
     if (d.transform) item["transform"] = cfg::RenderRows(TransformOptions(), *d.transform);
+    if (d.rate_limit) item["rateLimit"] = cfg::RenderRows(cfg::RateLimitOptions(), *d.rate_limit);
     destinations[name] = std::move(item);
   }
   root["destinations"] = std::move(destinations);

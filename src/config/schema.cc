@@ -383,6 +383,21 @@ const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions() {
   return *table;
 }
 
+const OptionTable<RateLimitConfig>& RateLimitOptions() {
+  using S = RateLimitConfig;
+  static const OptionTable<S>* const table = new OptionTable<S>{
+      opt::Int("messagesPerSecond", &S::messages_per_second, nullptr,
+               "Messages a second this destination gets, per replica")
+          .Range(1, 1000000)
+          .Required(),
+      opt::Int("burst", &S::burst, nullptr,
+               "Messages sent at once after a quiet spell (tokens kept); unset: "
+               "messagesPerSecond")
+          .Range(1, 1000000),
+  };
+  return *table;
+}
+
 const OptionTable<DestinationConfig>& DestinationCommonOptions() {
   static const OptionTable<DestinationConfig>* const table = new OptionTable<DestinationConfig>{
       opt::TextMap("headers", &DestinationConfig::headers,
@@ -393,6 +408,9 @@ const OptionTable<DestinationConfig>& DestinationCommonOptions() {
       opt::Block("circuitBreaker", &DestinationConfig::circuit_breaker, CircuitBreakerOptions(),
                  "What an outage of this destination does (described below); absent: the "
                  "defaults, enabled"),
+      opt::Block("rateLimit", &DestinationConfig::rate_limit, RateLimitOptions(),
+                 "Token bucket of this destination, per replica (each replica has its own); rows "
+                 "beyond it wait pending until their turn and spend no attempt"),
   };
   return *table;
 }

@@ -46,6 +46,7 @@ const OptionTable<RouteConfig>& RouteOptions();
 
 // Keys every destination takes besides its type's keys: `headers`, `transform`.
 const OptionTable<CircuitBreakerConfig>& CircuitBreakerOptions();
+const OptionTable<RateLimitConfig>& RateLimitOptions();
 const OptionTable<DestinationConfig>& DestinationCommonOptions();
 // The built-in destination types (src/destinations/registry.h) as variants, registry order.
 const std::vector<Variant>& DestinationVariants();

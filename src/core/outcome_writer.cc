@@ -11,6 +11,10 @@ namespace {
 
 std::string AttemptText(int attempt) { return std::to_string(attempt); }
 
+// The status of rows given back for a rate limit: not an outcome (no message count, no
+// processing duration).
+constexpr std::string_view kThrottled = "throttled";
+
 // The fence of a decided row; with `history`, the attempt's record for outbox_attempts.
 Fence FenceOf(const DecidedRow& d, const std::string& destination, bool history) {
   Fence f{d.row->id, d.row->claim_token};
@@ -130,6 +134,19 @@ void OutcomeWriter::WriteUnroutable(std::span<const OutboxRow> rows,
   WriteBatch(batch);
 }
 
+void OutcomeWriter::WriteThrottled(std::span<const OutboxRow> rows,
+                                   const std::vector<int64_t>& delays_ms, const std::string& reason,
+                                   RelayClock::time_point claimed_at) {
+  std::vector<DecidedRow> group;
+  group.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    group.push_back({&rows[i], nullptr, {RowDecision::Kind::kRelease, delays_ms[i], reason}});
+  }
+  // A wait for tokens is not an attempt: no history record.
+  const auto orders = Rescheduled<ReleaseOrder>(group, std::string(), false);
+  WriteGroup(group, kThrottled, claimed_at, [&] { return claims_->Release(orders); });
+}
+
 void OutcomeWriter::WriteBatch(const OutcomeBatch& b) {
   const bool h = options_.attempt_history;
   if (!b.sent.empty()) {
@@ -206,10 +223,12 @@ void OutcomeWriter::Account(std::span<const OutboxRow* const> rows,
     }
     if (lost > 0) observer_->OnClaimsLost(lost);
     const auto written = static_cast<int64_t>(changed->size());
-    if (written > 0) observer_->OnMessages(status, written);
+    if (written > 0 && status != kThrottled) observer_->OnMessages(status, written);
   }
-  const double seconds = std::chrono::duration<double>(RelayClock::now() - claimed_at).count();
-  observer_->OnProcessingDurations(seconds, static_cast<int64_t>(rows.size()));
+  if (status != kThrottled) {
+    const double seconds = std::chrono::duration<double>(RelayClock::now() - claimed_at).count();
+    observer_->OnProcessingDurations(seconds, static_cast<int64_t>(rows.size()));
+  }
   ledger_->Release(rows);
   on_accounted_(static_cast<int64_t>(rows.size()));
 }

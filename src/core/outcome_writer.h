@@ -82,6 +82,11 @@ class OutcomeWriter {
   void WriteUnroutable(std::span<const OutboxRow> rows, const std::vector<std::string>& reasons,
                        RelayClock::time_point claimed_at);
 
+  // Gives back rows that wait for their destination's rate limit (Release: pending, attempt
+  // unchanged, due after delays_ms[i], last_error `reason`). Not counted as outcomes.
+  void WriteThrottled(std::span<const OutboxRow> rows, const std::vector<int64_t>& delays_ms,
+                      const std::string& reason, RelayClock::time_point claimed_at);
+
   // The decisions for rows [0, n) of `task`, logged as they are made; nothing is written.
   OutcomeBatch Decide(const DeliveryTask& task, size_t n, bool has_breaker);
   // Writes `batch` (decide, above) and accounts for every row of it.

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/outcome_writer.h"
 #include "core/publish_stage.h"
+#include "core/rate_limit.h"
 #include "core/redaction.h"
 #include "core/router.h"
 #include "core/template.h"
@@ -47,6 +48,13 @@ struct QueuedTask {
   size_t next = 0;
   size_t publishing = 0;
   bool abandoned = false;  // the shutdown timeout passed: rows [next, size) are never published
+};
+
+// Rows of one destination that wait for its rate limit, and when each one's turn comes.
+struct ThrottledRows {
+  std::string reason;  // their last_error
+  std::vector<OutboxRow> rows;
+  std::vector<int64_t> delays_ms;
 };
 
 // The most rows a replica holds (claimed, outcome not yet written): a batch being written, a
@@ -77,6 +85,13 @@ class RelayImpl final : public Relay {
                                 ? std::optional<Template>(Template::CompileRoutingKey(
                                       *r.routing_key_template, r.routing_key_missing_field_default))
                                 : std::nullopt);
+    }
+    for (const auto& [name, d] : destinations_) {
+      auto limit = options_.rate_limits.find(name);
+      if (limit == options_.rate_limits.end() || !limit->second.messages_per_second) continue;
+      const auto per_second = static_cast<double>(*limit->second.messages_per_second);
+      limits_[d.get()] = std::make_unique<RateLimit>(
+          per_second, static_cast<double>(limit->second.burst.value_or(per_second)), Clock::now());
     }
     // Two at least: one can write a task's outcomes while another publishes.
     worker_count_ = std::clamp(options_.outbox.concurrency, 2, 16);
@@ -212,9 +227,51 @@ class RelayImpl final : public Relay {
         auto next = outbox_->NextWakeDelayMs(cap);
         wait_ms = next.ok() ? *next : cap;
       }
+      // Rows waiting for a rate limit are due at their turns: claim again when a bucket refilled.
+      if (cycle_status.ok()) wait_ms = ThrottleWaitMs(wait_ms);
       std::unique_lock<std::mutex> lock(mu_);
       poll_cv_.wait_for(lock, milliseconds(wait_ms), [&] { return wake_ || stopping_; });
     }
+  }
+
+  int64_t ThrottleWaitMs(int64_t wait_ms) const {
+    const auto now = Clock::now();
+    for (const auto& [d, limit] : limits_) {
+      if (std::optional<int64_t> wake = limit->WakeInMs(now)) wait_ms = std::min(wait_ms, *wake);
+    }
+    return wait_ms;
+  }
+
+  // Takes the rate limits' tokens for the groups' rows: the rows without one leave their task
+  // (an emptied task is dropped) and are returned with their turns.
+  std::vector<ThrottledRows> Throttle(std::map<Destination*, DeliveryTask>& groups,
+                                      Clock::time_point now) {
+    std::vector<ThrottledRows> out;
+    for (auto it = groups.begin(); it != groups.end();) {
+      auto limit = limits_.find(it->first);
+      DeliveryTask& task = it->second;
+      if (limit == limits_.end()) {
+        ++it;
+        continue;
+      }
+      RateLimit::Grant g = limit->second->Take(task.rows.size(), now);
+      if (g.throttled_s > 0) observer_->OnThrottled(it->first->name(), g.throttled_s);
+      if (g.granted < task.rows.size()) {
+        ThrottledRows t;
+        t.reason = "Waiting for destinations." + it->first->name() + ".rateLimit (" +
+                   std::to_string(static_cast<int64_t>(limit->second->per_second())) +
+                   "/s); no attempt spent";
+        const auto first = task.rows.begin() + static_cast<std::ptrdiff_t>(g.granted);
+        t.rows.assign(std::make_move_iterator(first), std::make_move_iterator(task.rows.end()));
+        task.rows.resize(g.granted);
+        task.routing_keys.resize(g.granted);
+        task.routes.resize(g.granted);
+        t.delays_ms = std::move(g.delays_ms);
+        out.push_back(std::move(t));
+      }
+      it = task.rows.empty() ? groups.erase(it) : std::next(it);
+    }
+    return out;
   }
 
   // Returns expired leases to pending every claimTimeoutMs / 5; the cycle's status so far.
@@ -293,13 +350,18 @@ class RelayImpl final : public Relay {
       if (options_.transforms && options_.transforms->Applies(*route)) task.transformed = true;
       task.rows.push_back(std::move(row));
     }
+    std::vector<ThrottledRows> throttled = Throttle(groups, now);
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_ += claimed;
     }
     ledger_.HoldForWrite(unroutable);
+    for (const ThrottledRows& t : throttled) ledger_.HoldForWrite(t.rows);
     for (auto& [d, task] : groups) task.cancel = ledger_.HoldForPublish(task.rows);
     if (!unroutable.empty()) writer_.WriteUnroutable(unroutable, reasons, now);
+    for (const ThrottledRows& t : throttled) {
+      writer_.WriteThrottled(t.rows, t.delays_ms, t.reason, now);
+    }
     if (groups.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -398,6 +460,7 @@ class RelayImpl final : public Relay {
   Router router_;
   std::vector<std::optional<Template>> route_keys_;
   std::map<std::string, std::unique_ptr<Destination>> destinations_;
+  std::map<Destination*, std::unique_ptr<RateLimit>> limits_;  // destinations with a rateLimit
   NoopObserver noop_;
   RelayObserver* observer_;
   log::RateLimiter db_limiter_{milliseconds(5000)};

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -229,6 +230,9 @@ DestinationType HttpDestinationType() {
       opt::TypedBlock("auth", &S::auth, HttpAuthVariants(),
                       "Authentication of the requests: oauth2 (client credentials), basic or "
                       "header (described below)"),
+      opt::TypedBlock("signing", &S::signing, HttpSigningVariants(),
+                      "Signature of each request: standard-webhooks (webhook-id, "
+                      "webhook-timestamp, webhook-signature) or hmac (described below)"),
   };
   return MakeDestinationType<S>(
       "http", options, ValidateHttpBlock,
@@ -337,6 +341,22 @@ Result<std::vector<std::string>> HttpRequestHeaders(
     lines.push_back(HeaderLine(name, value));
   }
   return lines;
+}
+
+Status AppendSignature(const HttpSigner& signer, std::string_view id, std::string_view body,
+                       std::vector<std::string>& lines) {
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  Result<std::vector<std::pair<std::string, std::string>>> headers = signer.Sign(id, body, now_s);
+  if (!headers.ok()) return headers.status();
+  const std::vector<std::string>& names = signer.header_names();
+  std::erase_if(lines, [&](const std::string& line) {
+    std::string lower = Lower(std::string_view(line).substr(0, line.find_first_of(":;")));
+    return std::find(names.begin(), names.end(), lower) != names.end();
+  });
+  for (const auto& [name, value] : *headers) lines.push_back(HeaderLine(name, value));
+  return Status::Ok();
 }
 
 namespace {
@@ -558,6 +578,9 @@ Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request&
   Result<std::vector<std::string>> lines =
       HttpRequestHeaders(row, settings_.static_headers, auth_header_);
   if (!lines.ok()) return lines.status();
+  if (owner_.signer_) {
+    QB_RETURN_IF_ERROR(AppendSignature(*owner_.signer_, row.id, message.body(), *lines));
+  }
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {
     curl_slist* next = curl_slist_append(list, line.c_str());
@@ -809,9 +832,17 @@ Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestination
     if (!made.ok()) return made.status();
     auth = std::move(made).value();
   }
+  std::unique_ptr<HttpSigner> signer;
+  if (settings.signing) {
+    Result<std::unique_ptr<HttpSigner>> made =
+        HttpSigner::Create(*settings.signing, "destinations." + settings.name + ".signing");
+    if (!made.ok()) return made.status();
+    signer = std::move(made).value();
+  }
   std::unique_ptr<HttpDestination> d(
       new HttpDestination(std::move(settings), std::move(url).value()));
   d->auth_ = std::move(auth);
+  d->signer_ = std::move(signer);
   return d;
 }
 

@@ -9,6 +9,8 @@
 //   static `headers` of the destination, then the row's `headers` JSON object (a row header
 //   replaces a static header of the same name, compared case-insensitively). The standard X-*
 //   headers are never removed: a row header of the same name is sent as a second value.
+// Signing (`signing`, http_signing.h): the signature headers go last, computed per attempt at
+//   send time over the exact body sent.
 // Auth (`auth`, http_auth.h): oauth2, basic or header; its header goes after the static headers
 //   (a row header of the same name still wins). One header per batch: a token endpoint that
 //   fails fails the batch with Retry and the reason; a 401 drops the OAuth2 token it carried.
@@ -48,6 +50,7 @@
 #include <vector>
 
 #include "destinations/http/http_auth.h"
+#include "destinations/http/http_signing.h"
 #include "destinations/registry.h"
 #include "queuebox/destination.h"
 
@@ -61,8 +64,9 @@ struct HttpDestinationSettings {
   std::map<std::string, std::string> static_headers;  // destinations.<name>.headers
   int max_error_body_bytes = 2048;                    // http.maxErrorBodyBytes (bytes, > 0)
   int max_in_flight = 256;  // requests in flight to this destination, all batches together (> 0)
-  std::function<void(int status)> on_response;  // each response status; 0 = none (optional)
-  std::optional<DestinationAuthConfig> auth;    // destinations.<name>.auth (http_auth.h)
+  std::function<void(int status)> on_response;      // each response status; 0 = none (optional)
+  std::optional<DestinationAuthConfig> auth;        // destinations.<name>.auth (http_auth.h)
+  std::optional<DestinationSigningConfig> signing;  // destinations.<name>.signing (http_signing.h)
   // Where OAuth2 tokens are cached; nullptr: the process-wide OAuth2TokenCache::Shared().
   OAuth2TokenCache* token_cache = nullptr;
   // http.blockPrivateAddresses: Start() refuses a baseUrl or tokenUrl host that resolves to a
@@ -110,6 +114,11 @@ Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth);
 
+// Signs a request: drops the lines of `lines` that name a header `signer` sets (a row header of
+// that name) and appends the signing headers of message `id` with `body`, sent now.
+Status AppendSignature(const HttpSigner& signer, std::string_view id, std::string_view body,
+                       std::vector<std::string>& lines);
+
 class HttpDestination final : public Destination {
  public:
   // kInvalidArgument when the URL is not valid (same rules as ValidateHttpBlock).
@@ -143,7 +152,8 @@ class HttpDestination final : public Destination {
 
   HttpDestinationSettings settings_;
   std::string url_;
-  std::unique_ptr<HttpAuth> auth_;  // nullptr without an auth block
+  std::unique_ptr<HttpAuth> auth_;      // nullptr without an auth block
+  std::unique_ptr<HttpSigner> signer_;  // nullptr without a signing block
   std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_;  // guarded by mu_
   std::vector<void*> free_easy_;               // CURL*, guarded by mu_

@@ -118,7 +118,8 @@ TEST(RegistryTest, KnowsHttpAndFile) {
   EXPECT_THAT(KnownDestinationTypes(), HasSubstr("file, http"));
   const DestinationType* http = FindDestinationType("http");
   ASSERT_NE(http, nullptr);
-  ASSERT_EQ(http->options.size(), 5u);
+  ASSERT_EQ(http->options.size(), 6u);  // baseUrl, path, timeoutMs, maxInFlight, auth, signing
+  EXPECT_EQ(http->options[5].key, "signing");
   EXPECT_EQ(http->options[0].key, "baseUrl");
   EXPECT_TRUE(http->options[0].required);
   EXPECT_EQ(http->options[1].key, "path");
