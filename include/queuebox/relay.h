@@ -20,6 +20,10 @@
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
+namespace queuebox::telemetry {
+class Tracer;
+}
+
 namespace queuebox {
 
 // Hooks for metrics (src/admin implements them with prometheus-cpp). Every method has a no-op
@@ -96,6 +100,9 @@ struct RelayOptions {
   // destinations.<name>.circuitBreaker by destination name; a destination missing here gets the
   // defaults (enabled).
   std::map<std::string, CircuitBreakerConfig> circuit_breakers;
+  // telemetry.enabled: each delivery attempt gets a publish span, and its traceparent goes with
+  // the message (OutboundMessage::trace). Null: tracing is off and costs nothing.
+  std::shared_ptr<telemetry::Tracer> tracer;
 };
 
 class Relay {

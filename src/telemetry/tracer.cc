@@ -40,6 +40,24 @@ bool PostSpans(const TracerOptions& options, const std::string& body) {
 
 }  // namespace
 
+namespace {
+std::mutex process_tracer_mu;
+std::shared_ptr<Tracer>& ProcessTracerSlot() {
+  static std::shared_ptr<Tracer>* slot = new std::shared_ptr<Tracer>();
+  return *slot;
+}
+}  // namespace
+
+void SetProcessTracer(std::shared_ptr<Tracer> tracer) {
+  std::lock_guard<std::mutex> lock(process_tracer_mu);
+  ProcessTracerSlot() = std::move(tracer);
+}
+
+std::shared_ptr<Tracer> ProcessTracer() {
+  std::lock_guard<std::mutex> lock(process_tracer_mu);
+  return ProcessTracerSlot();
+}
+
 uint64_t UnixNanoNow() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())

@@ -72,4 +72,9 @@ class Tracer {
   std::thread thread_;
 };
 
+// The process's tracer (telemetry.enabled), set once by the composition root before the parts
+// built far from it (the sources' intake) are made; they read it when built. Null: off.
+void SetProcessTracer(std::shared_ptr<Tracer> tracer);
+std::shared_ptr<Tracer> ProcessTracer();
+
 }  // namespace queuebox::telemetry

@@ -108,7 +108,8 @@ bool FramesTheRequest(std::string_view lower_name);
 
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
-    const std::optional<std::pair<std::string, std::string>>& auth);
+    const std::optional<std::pair<std::string, std::string>>& auth,
+    const TraceHeaders* trace = nullptr);
 
 class HttpDestination final : public Destination {
  public:
