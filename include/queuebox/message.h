@@ -70,12 +70,12 @@ struct DeadOrder {
 struct NewOutboxRow {
   std::string topic;
   std::optional<std::string> key;
-  std::string payload;                 // JSON text
-  std::optional<std::string> headers;  // JSON object text; default '{}'
+  std::string payload;                        // JSON text
+  std::optional<std::string> headers;         // JSON object text; default '{}'
   std::optional<std::string> aggregate_type;
-  std::optional<int> max_attempts;  // default: column default 5
-  std::optional<int64_t> delay_ms;  // scheduled_at = database now + delay_ms
-  std::optional<std::string> id;    // default: a random UUID
+  std::optional<int> max_attempts;            // default: column default 5
+  std::optional<int64_t> delay_ms;            // scheduled_at = database now + delay_ms
+  std::optional<std::string> id;              // default: a random UUID
 };
 
 }  // namespace queuebox

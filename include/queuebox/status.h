@@ -16,16 +16,16 @@ namespace queuebox {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,     // bad input: configuration, a row, a request. Not retried.
-  kNotFound,            // the named thing does not exist. Not retried.
-  kAlreadyExists,       // e.g. a migration history that is already there. Not retried.
-  kFailedPrecondition,  // the system is not in a state that allows the call. Not retried.
-  kPermissionDenied,    // authentication or authorisation failed. Not retried.
-  kUnavailable,         // a peer (database, broker, receiver) cannot be reached. Retried.
-  kDeadlineExceeded,    // a bounded wait ran out. Retried.
-  kResourceExhausted,   // a peer pushed back (queue full, 429). Retried.
-  kAborted,             // a claim or transaction was lost to another party. Not retried.
-  kInternal,            // a broken invariant in our code or a library. Not retried.
+  kInvalidArgument,    // bad input: configuration, a row, a request. Not retried.
+  kNotFound,           // the named thing does not exist. Not retried.
+  kAlreadyExists,      // e.g. a migration history that is already there. Not retried.
+  kFailedPrecondition, // the system is not in a state that allows the call. Not retried.
+  kPermissionDenied,   // authentication or authorisation failed. Not retried.
+  kUnavailable,        // a peer (database, broker, receiver) cannot be reached. Retried.
+  kDeadlineExceeded,   // a bounded wait ran out. Retried.
+  kResourceExhausted,  // a peer pushed back (queue full, 429). Retried.
+  kAborted,            // a claim or transaction was lost to another party. Not retried.
+  kInternal,           // a broken invariant in our code or a library. Not retried.
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -54,9 +54,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) {
-  return {StatusCode::kInvalidArgument, std::move(m)};
-}
+inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
@@ -76,7 +74,7 @@ inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists,
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from OK");
   }
@@ -101,23 +99,23 @@ class [[nodiscard]] Result {
 }  // namespace queuebox
 
 // QB_RETURN_IF_ERROR(expr): return the Status of expr when it is not OK.
-#define QB_RETURN_IF_ERROR(expr)             \
-  do {                                       \
-    ::queuebox::Status qb_status_ = (expr);  \
-    if (!qb_status_.ok()) return qb_status_; \
+#define QB_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    ::queuebox::Status qb_status_ = (expr);     \
+    if (!qb_status_.ok()) return qb_status_;    \
   } while (0)
 
 #define QB_CONCAT_INNER(a, b) a##b
 #define QB_CONCAT(a, b) QB_CONCAT_INNER(a, b)
 // QB_ASSIGN_OR_RETURN(lhs, expr): lhs = value of expr, or return its Status.
-#define QB_ASSIGN_OR_RETURN(lhs, expr)                                                        \
-  auto QB_CONCAT(qb_result_, __LINE__) = (expr);                                              \
-  if (!QB_CONCAT(qb_result_, __LINE__).ok()) return QB_CONCAT(qb_result_, __LINE__).status(); \
+#define QB_ASSIGN_OR_RETURN(lhs, expr)                         \
+  auto QB_CONCAT(qb_result_, __LINE__) = (expr);               \
+  if (!QB_CONCAT(qb_result_, __LINE__).ok())                   \
+    return QB_CONCAT(qb_result_, __LINE__).status();           \
   lhs = std::move(QB_CONCAT(qb_result_, __LINE__)).value()
 
 // QB_CHECK(cond, msg): an impossible state; abort with a message (architecture §4).
-#define QB_CHECK(cond, msg) \
-  ::queuebox::internal::CheckOrDie((cond), #cond, (msg), __FILE__, __LINE__)
+#define QB_CHECK(cond, msg) ::queuebox::internal::CheckOrDie((cond), #cond, (msg), __FILE__, __LINE__)
 namespace queuebox::internal {
 void CheckOrDie(bool ok, const char* expr, std::string_view msg, const char* file, int line);
 }
