@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -67,9 +68,11 @@ std::shared_ptr<telemetry::Tracer> NewTracer(const std::string& endpoint,
   return std::make_shared<telemetry::Tracer>(std::move(o));
 }
 
-// Relays every row of `store` to `d` with `tracer`, then stops.
+// Relays every row of `store` to `d` with `tracer` (and, when given, until `done`: a retry is
+// not claimable before it is due), then stops.
 void RelayAll(testing::FakeStore& store, std::unique_ptr<Destination> d,
-              std::shared_ptr<telemetry::Tracer> tracer) {
+              std::shared_ptr<telemetry::Tracer> tracer,
+              const std::function<bool()>& done = nullptr) {
   ASSERT_TRUE(d->Start().ok());
   RelayOptions o;
   o.outbox.poll_interval_ms = 20;
@@ -81,6 +84,9 @@ void RelayAll(testing::FakeStore& store, std::unique_ptr<Destination> d,
   auto relay = Relay::Create(o, &store, std::move(dests));
   ASSERT_TRUE(relay.ok()) << relay.status().ToString();
   ASSERT_TRUE((*relay)->Start().ok());
+  if (done) {
+    ASSERT_TRUE(testing::WaitUntil(done, 30s));
+  }
   ASSERT_TRUE((*relay)->WaitIdle(30s).ok());
   (*relay)->Stop();
 }
@@ -164,9 +170,9 @@ TEST(TracingTest, EachRetryIsItsOwnPublishSpan) {
   ASSERT_TRUE(receiver.Start().ok());
   receiver.EnqueueResponse({.status = 500, .body = "busy"});
   testing::FakeStore store;
-  InsertRow(store, RowWithParent());
+  const std::string id = InsertRow(store, RowWithParent());
   auto tracer = NewTracer(collector.Endpoint());
-  RelayAll(store, Http(receiver.BaseUrl()), tracer);
+  RelayAll(store, Http(receiver.BaseUrl()), tracer, [&] { return store.Get(id).state == "sent"; });
   tracer->Stop();
   ASSERT_EQ(receiver.Requests().size(), 2u);
   std::vector<nlohmann::json> spans = collector.Spans();
