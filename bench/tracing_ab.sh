@@ -6,7 +6,8 @@
 # a third pass: that binary (A) against this one with telemetry off (B): free when off.
 #
 #   flock /tmp/queuebox-bench.lock bash bench/tracing_ab.sh <queuebox> [<queuebox of main>]
-#   ROWS=50000 TUNED="{concurrency: 64, batchSize: 500}" OUTDIR=bench/results ...
+#   ROWS=50000 TUNED="{concurrency: 64, batchSize: 500}" DURABILITY="off on" OUTDIR=bench/results ...
+# fsync off runs on the default test cluster (scripts/services.sh with its default ports).
 #
 # Writes $OUTDIR/tracing_defaults.json, tracing_tuned.json and tracing_off_vs_main.json
 # (defaults_ab.sh's records: rows/s on the database clock, relay CPU, peak RSS).
@@ -17,7 +18,7 @@ BEFORE=${2:+$(realpath "$2")}
 BUILD_DIR=${BUILD_DIR:-build}
 OUTDIR=${OUTDIR:-bench/results}
 TUNED=${TUNED:-"{concurrency: 64, batchSize: 500}"}
-export ROWS=${ROWS:-50000} SINKS=http DURABILITY="off on" DURABLE_SINKS=http BUILD_DIR
+export ROWS=${ROWS:-50000} SINKS=http DURABILITY=${DURABILITY:-"off on"} DURABLE_SINKS=http BUILD_DIR
 COLLECTOR="$BUILD_DIR/tests/judges/otel/npm/collector.js"  # cmake --build build --target otel_collector
 WORK=$(mktemp -d /tmp/qb-tracing-ab.XXXXXX)
 node "$COLLECTOR" --port-file "$WORK/port" --out /dev/null &
