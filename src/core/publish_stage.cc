@@ -193,7 +193,6 @@ void PublishStage::DropCancelled(DeliveryTask& task, Messages& m) {
   m.index.resize(kept);
 }
 
-
 // A row's valid traceparent is the parent; a row without one starts a trace (startTraces) or
 // gets none. An invalid row value never reaches the destination either way.
 void PublishStage::BeginSpans(Messages& m, Traces& traces) const {
