@@ -20,6 +20,40 @@ double CycleBound(int64_t longest_wait_ms) {
   return std::max(10.0, 3.0 * static_cast<double>(longest_wait_ms) / 1000.0);
 }
 
+// Tracing (telemetry.*): the tracer every part records its spans with, made before them (the
+// sources read it as the process's tracer) and stopped after them, sending what is queued.
+std::optional<Component> BuildTracer(Plant& p) {
+  const TelemetryConfig& t = p.config.telemetry;
+  if (!t.enabled) return std::nullopt;
+  telemetry::TracerOptions o;
+  o.start_traces = t.start_traces;
+  o.endpoint = t.otlp.endpoint.value_or("");
+  o.headers = t.otlp.headers;
+  o.service_name = t.service_name;
+  o.service_version = QUEUEBOX_VERSION;
+  o.queue_size = t.otlp.queue_size;
+  o.batch_size = t.otlp.batch_size;
+  o.export_interval_ms = t.otlp.export_interval_ms;
+  o.timeout_ms = t.otlp.timeout_ms;
+  p.tracer = std::make_shared<telemetry::Tracer>(std::move(o));
+  telemetry::SetProcessTracer(p.tracer);
+  telemetry::Tracer* tracer = p.tracer.get();
+  p.metrics.SetTelemetryProbe([tracer] {
+    return Metrics::TelemetryReading{tracer->recorded(), tracer->exported(), tracer->dropped(),
+                                     tracer->failed_exports()};
+  });
+  log::Info("Tracing is on",
+            {{"otlp_endpoint", t.otlp.endpoint.value_or("(none: spans are not exported)")},
+             {"start_traces", t.start_traces ? "true" : "false"}});
+  return Component{"telemetry",
+                   {},
+                   [tracer] {
+                     tracer->Stop();
+                     telemetry::SetProcessTracer(nullptr);
+                   },
+                   {}};
+}
+
 Result<Component> BuildOutboxRelay(Plant& p) {
   const Config& config = p.config;
   std::vector<Destination*> destinations;
@@ -30,6 +64,7 @@ Result<Component> BuildOutboxRelay(Plant& p) {
   options.max_error_body_bytes = config.http.max_error_body_bytes;
   options.routes = config.routes;
   options.transforms = std::move(p.delivery_transforms);
+  options.tracer = p.tracer;
   for (const auto& [name, d] : config.destinations) {
     options.circuit_breakers[name] = d.circuit_breaker.value_or(CircuitBreakerConfig{});
     if (d.rate_limit) options.rate_limits[name] = *d.rate_limit;
@@ -77,6 +112,7 @@ Result<std::optional<Component>> BuildInboxRelay(Plant& p) {
     options.topic_templates[name] = common.topic;
   }
   options.on_forwarded = [relay = p.relay.get()] { relay->Wake(); };
+  options.tracer = p.tracer;
   QB_ASSIGN_OR_RETURN(p.inbox_relay,
                       InboxRelay::Create(std::move(options), p.inbox, p.inbox, &p.metrics));
   InboxRelay* r = p.inbox_relay.get();
@@ -247,6 +283,7 @@ void Add(std::vector<Component>& list, std::optional<Component> c) {
 
 Result<std::vector<Component>> BuildComponents(Plant& p) {
   std::vector<Component> list;  // start order, without the two built last
+  std::optional<Component> tracer = BuildTracer(p);
   QB_ASSIGN_OR_RETURN(Component relay, BuildOutboxRelay(p));
   list.push_back(std::move(relay));
   QB_ASSIGN_OR_RETURN(std::optional<Component> inbox_relay, BuildInboxRelay(p));
@@ -268,6 +305,7 @@ Result<std::vector<Component>> BuildComponents(Plant& p) {
   QB_ASSIGN_OR_RETURN(Component admin, BuildAdmin(p, list));
   list.insert(list.begin(), std::move(admin));
   if (webhooks) list.insert(list.begin(), std::move(*webhooks));
+  if (tracer) list.insert(list.begin(), std::move(*tracer));  // stopped last
   return list;
 }
 

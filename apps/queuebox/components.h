@@ -40,6 +40,7 @@
 #include "sources/waking_intake.h"
 #include "store/change_capture.h"
 #include "store/open_store.h"
+#include "telemetry/tracer.h"
 
 namespace queuebox::app {
 
@@ -68,6 +69,7 @@ struct Plant {
   std::shared_ptr<const DeliveryTransforms> delivery_transforms;
   std::unique_ptr<sources::SourceTransforms> source_transforms;
   // Made by the builders.
+  std::shared_ptr<telemetry::Tracer> tracer;  // telemetry.enabled; made first
   std::unique_ptr<Relay> relay;
   std::unique_ptr<InboxRelay> inbox_relay;
   std::unique_ptr<sources::WakingIntake> intake;

@@ -197,6 +197,24 @@ struct LoggingConfig {
   std::string level = "info";   // logging.level
 };
 
+// telemetry.otlp: where the spans go (docs/operations.md, "Tracing").
+struct OtlpConfig {
+  std::optional<std::string> endpoint;         // OTLP/HTTP traces URL; unset: no export
+  std::map<std::string, std::string> headers;  // sent with every export request (auth)
+  int64_t timeout_ms = 5000;                   // one export request
+  int queue_size = 4096;                       // spans held for export at most
+  int batch_size = 512;                        // spans per export request at most
+  int64_t export_interval_ms = 1000;           // longest wait before a partial batch goes
+};
+
+// telemetry: W3C trace context propagation and spans (off by default).
+struct TelemetryConfig {
+  bool enabled = false;      // telemetry.enabled
+  bool start_traces = true;  // telemetry.startTraces: a message without a context starts one
+  std::string service_name = "queuebox";  // telemetry.serviceName (resource service.name)
+  OtlpConfig otlp;
+};
+
 // Where a loaded configuration came from (QueueBox reference §12.1): printed by check-config
 // and logged at start. Not an option.
 struct ConfigOrigin {
@@ -216,6 +234,7 @@ struct Config {
   AdminConfig admin;
   RetentionConfig retention;
   LoggingConfig logging;
+  TelemetryConfig telemetry;
   ConfigOrigin origin;
   std::map<std::string, SourceConfig> sources;  // sources.<name> (QueueBox reference §11)
 };

@@ -25,6 +25,15 @@ class MessageExtension {
   virtual ~MessageExtension() = default;
 };
 
+// The W3C trace context the relay hands on with one message (telemetry.enabled): its publish
+// span's `traceparent` and the `tracestate` it continues. A destination sends these in place of
+// any row or static header of those names (any letter case); an empty `traceparent` sends
+// neither (the row's value was invalid and no trace is started).
+struct TraceHeaders {
+  std::string traceparent;
+  std::string tracestate;  // empty: none
+};
+
 // One message to publish: a claimed row plus what the router resolved for it.
 struct OutboundMessage {
   const OutboxRow* row = nullptr;
@@ -43,6 +52,8 @@ struct OutboundMessage {
   // Outcome::Cancelled(). A message already handed over cannot be called back: it is reported
   // as usual and the fenced outcome write changes nothing (docs/guarantees.md §3).
   const std::atomic<bool>* cancel = nullptr;
+  // Not owned, outlives PublishBatch; null when tracing is off (the row's headers go as they are).
+  const TraceHeaders* trace = nullptr;
 
   bool cancel_requested() const {
     return cancel != nullptr && cancel->load(std::memory_order_acquire);

@@ -20,6 +20,10 @@
 #include "queuebox/status.h"
 #include "queuebox/store.h"
 
+namespace queuebox::telemetry {
+class Tracer;
+}
+
 namespace queuebox {
 
 // Hooks for metrics (src/admin implements them with prometheus-cpp). Every method has a no-op
@@ -101,6 +105,9 @@ struct RelayOptions {
   std::map<std::string, CircuitBreakerConfig> circuit_breakers;
   // destinations.<name>.rateLimit by destination name; a destination missing here has no limit.
   std::map<std::string, RateLimitConfig> rate_limits;
+  // telemetry.enabled: each delivery attempt gets a publish span, and its traceparent goes with
+  // the message (OutboundMessage::trace). Null: tracing is off and costs nothing.
+  std::shared_ptr<telemetry::Tracer> tracer;
 };
 
 class Relay {

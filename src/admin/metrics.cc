@@ -414,6 +414,14 @@ struct Metrics::Impl {
   prometheus::Counter* capture_wakeups = nullptr;
   prometheus::Gauge* capture_retained = nullptr;
   int64_t capture_wakeups_seen = 0;
+  // queuebox_telemetry_* (SetTelemetryProbe); built on first use.
+  std::mutex telemetry_mu;
+  std::function<TelemetryReading()> telemetry_probe;
+  prometheus::Counter* spans_recorded = nullptr;
+  prometheus::Counter* spans_exported = nullptr;
+  prometheus::Counter* spans_dropped = nullptr;
+  prometheus::Counter* export_failures = nullptr;
+  TelemetryReading telemetry_seen;
 
   // hikaricp_connections_* of the database pool (ExportConnectionPool); built on first use.
   std::mutex pool_mu;
@@ -717,8 +725,47 @@ void Metrics::SetCaptureProbe(std::function<CaptureReading()> probe) {
   impl_->capture_probe = std::move(probe);
 }
 
+void Metrics::SetTelemetryProbe(std::function<TelemetryReading()> probe) {
+  std::lock_guard<std::mutex> lock(impl_->telemetry_mu);
+  Impl& m = *impl_;
+  if (m.spans_recorded == nullptr) {
+    auto& spans = prometheus::BuildCounter()
+                      .Name("queuebox_telemetry_spans_total")
+                      .Help(
+                          "Spans by outcome: recorded, exported (the collector took them), "
+                          "dropped (queue full or export failed)")
+                      .Register(*m.registry);
+    m.spans_recorded = &spans.Add({{"outcome", "recorded"}});
+    m.spans_exported = &spans.Add({{"outcome", "exported"}});
+    m.spans_dropped = &spans.Add({{"outcome", "dropped"}});
+    m.export_failures = &prometheus::BuildCounter()
+                             .Name("queuebox_telemetry_export_failures_total")
+                             .Help("OTLP export requests that failed (no answer, or not 2xx)")
+                             .Register(*m.registry)
+                             .Add({});
+  }
+  m.telemetry_probe = std::move(probe);
+}
+
+void Metrics::RefreshTelemetry() {
+  std::lock_guard<std::mutex> lock(impl_->telemetry_mu);
+  Impl& m = *impl_;
+  if (!m.telemetry_probe) return;
+  const TelemetryReading r = m.telemetry_probe();
+  TelemetryReading& seen = m.telemetry_seen;
+  auto add = [](prometheus::Counter* c, uint64_t now, uint64_t& before) {
+    if (now > before) c->Increment(static_cast<double>(now - before));
+    before = std::max(before, now);
+  };
+  add(m.spans_recorded, r.recorded, seen.recorded);
+  add(m.spans_exported, r.exported, seen.exported);
+  add(m.spans_dropped, r.dropped, seen.dropped);
+  add(m.export_failures, r.failed_exports, seen.failed_exports);
+}
+
 std::string Metrics::Render() {
   RefreshPending(/*only_if_stale=*/true);
+  RefreshTelemetry();
   {
     std::lock_guard<std::mutex> lock(impl_->capture_mu);
     if (impl_->capture_probe) {

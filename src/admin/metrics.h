@@ -118,6 +118,15 @@ class Metrics final : public RelayObserver,
   // `probe` on every Render. `probe` must be cheap, thread-safe and outlive this object's use.
   void SetCaptureProbe(std::function<CaptureReading()> probe);
 
+  // Tracing (telemetry.enabled; docs/operations.md, "Tracing"): the tracer's running totals.
+  struct TelemetryReading {
+    uint64_t recorded = 0, exported = 0, dropped = 0, failed_exports = 0;
+  };
+  // Registers queuebox_telemetry_spans_total{outcome="recorded|exported|dropped"} and
+  // queuebox_telemetry_export_failures_total (the families exist only with tracing on) and reads
+  // `probe` on every Render. `probe` must be cheap, thread-safe and outlive this object's use.
+  void SetTelemetryProbe(std::function<TelemetryReading()> probe);
+
   // Starts the background refresher of the pending gauges: Stats() every `interval`, and on
   // a scrape when the last refresh is older than `interval`. `store` must outlive Stop().
   // A failed Stats() keeps the previous values (logged, rate-limited).
@@ -128,6 +137,8 @@ class Metrics final : public RelayObserver,
   // The Prometheus text exposition of every family (updates uptime, max gauges and, when
   // stale, the pending gauges first).
   std::string Render();
+  // The telemetry counters from the probe (Render does it).
+  void RefreshTelemetry();
 
   // Seconds since the last OnPollCycle (any outcome); a large value when none yet.
   double SecondsSinceLastPollCycle() const;

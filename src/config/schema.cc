@@ -278,6 +278,37 @@ OptionTable<LoggingConfig> LoggingOptions() {
   };
 }
 
+OptionTable<OtlpConfig> OtlpOptions() {
+  using S = OtlpConfig;
+  return {
+      opt::Text("endpoint", &S::endpoint, nullptr,
+                "OTLP/HTTP traces URL of a collector, e.g. http://127.0.0.1:4318/v1/traces "
+                "(protobuf); unset: spans are not exported"),
+      opt::TextMap("headers", &S::headers, "Headers of every export request (e.g. auth)"),
+      opt::Millis("timeoutMs", &S::timeout_ms, 5000, "Longest wait for one export request").Min(1),
+      opt::Int("queueSize", &S::queue_size, 4096,
+               "Spans waiting for export at most; more are dropped and counted")
+          .Min(1),
+      opt::Int("batchSize", &S::batch_size, 512, "Spans per export request at most").Min(1),
+      opt::Millis("exportIntervalMs", &S::export_interval_ms, 1000,
+                  "Longest wait before a partial batch is sent")
+          .Min(1),
+  };
+}
+
+OptionTable<TelemetryConfig> TelemetryOptions() {
+  using S = TelemetryConfig;
+  OptionTable<S> t = {
+      opt::Flag("enabled", &S::enabled, false,
+                "W3C trace context on every delivery and spans of the inbox and the relay"),
+      opt::Flag("startTraces", &S::start_traces, true,
+                "A message without a valid traceparent starts a new trace"),
+      opt::Text("serviceName", &S::service_name, "queuebox", "Resource service.name of the spans"),
+  };
+  t.Nest("otlp", &S::otlp, OtlpOptions());
+  return t;
+}
+
 // A section whose rows bind into the Config member `member`.
 template <typename T>
 Section MakeSection(std::string name, std::string summary, T Config::*member,
@@ -311,6 +342,8 @@ std::vector<Section> BuildSections() {
                             &Config::retention, RetentionOptions()));
   out.push_back(
       MakeSection("logging", "Log lines on standard output.", &Config::logging, LoggingOptions()));
+  out.push_back(MakeSection("telemetry", "Tracing: W3C trace context and OTLP span export.",
+                            &Config::telemetry, TelemetryOptions()));
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "core/outcome.h"
 #include "core/redaction.h"
 #include "core/write_retry.h"
+#include "telemetry/tracer.h"
 
 namespace queuebox {
 namespace {
@@ -36,6 +37,13 @@ struct Forwarded {
 
 // Inbox id -> (source, why) of the rows a cycle planned dead.
 using DeadReasons = std::map<std::string, std::pair<std::string, std::string>>;
+// The forward spans of one forward, by inbox id: begun at the plan, recorded once the row is
+// forwarded.
+struct ForwardSpan {
+  telemetry::SpanStart start;
+  std::string source, topic;
+};
+using ForwardSpans = std::map<std::string, ForwardSpan>;
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -251,7 +259,8 @@ class InboxRelayImpl final : public InboxRelay {
       bool refused = false;
       for (int step : steps) {
         DeadReasons reasons;
-        auto plan = [&](const ClaimedInboxRow& row) { return Plan(row, reasons); };
+        ForwardSpans spans;
+        auto plan = [&](const ClaimedInboxRow& row) { return Plan(row, reasons, spans); };
         Result<InboxForwardDue> due =
             step < 0 ? claims_->ForwardDue(options_.relay.batch_size, plan)
                      : claims_->ForwardDueInLane(step, options_.relay.batch_size, plan);
@@ -269,6 +278,7 @@ class InboxRelayImpl final : public InboxRelay {
           const auto forwarded = static_cast<int64_t>(due->forwarded.size());
           cycle.forwarded += forwarded;
           ReportDead(due->dead, reasons);
+          EndSpans(due->forwarded, spans);
           if (forwarded > 0) {
             observer_->OnInboxForwarded(forwarded);
             if (options_.on_forwarded) options_.on_forwarded();
@@ -302,6 +312,7 @@ class InboxRelayImpl final : public InboxRelay {
   // `cycle`. Returns the rows it claimed, or the error it also set in `cycle`.
   Result<int64_t> RunTwoStep(Cycle& cycle) {
     DeadReasons reasons;
+    ForwardSpans spans;
     const auto claimed_at = Clock::now();
     Result<std::vector<ClaimedInboxRow>> rows =
         claims_->ClaimPush(options_.relay.batch_size, options_.relay.claim_timeout_ms);
@@ -321,7 +332,7 @@ class InboxRelayImpl final : public InboxRelay {
     std::vector<DeadOrder> dead;
     forwards.reserve(rows->size());
     for (const ClaimedInboxRow& row : *rows) {
-      InboxForwardPlan plan = Plan(row, reasons);
+      InboxForwardPlan plan = Plan(row, reasons, spans);
       plan.forward.fence = {row.id, row.claim_token};
       if (!plan.dead_error.empty()) {
         // Its attempt, for a store that keeps the attempt history (no destination, no publish).
@@ -351,6 +362,7 @@ class InboxRelayImpl final : public InboxRelay {
       }
       const auto forwarded = static_cast<int64_t>(result->done.size());
       cycle.forwarded += forwarded;
+      EndSpans(result->done, spans);
       if (forwarded > 0) {
         observer_->OnInboxForwarded(forwarded);
         if (options_.on_forwarded) options_.on_forwarded();
@@ -364,7 +376,7 @@ class InboxRelayImpl final : public InboxRelay {
 
   // The outbox row of `row`, or why it goes dead (a topic template that renders empty or too
   // long). Remembers the reason in `reasons` for ReportDead.
-  InboxForwardPlan Plan(const ClaimedInboxRow& row, DeadReasons& reasons) {
+  InboxForwardPlan Plan(const ClaimedInboxRow& row, DeadReasons& reasons, ForwardSpans& spans) {
     InboxForwardPlan plan;
     auto it = options_.topic_templates.find(row.source);
     const std::string_view tmpl = it != options_.topic_templates.end()
@@ -382,12 +394,47 @@ class InboxRelayImpl final : public InboxRelay {
       reasons[row.id] = {row.source, plan.dead_error};
       return plan;
     }
-    plan.forward = {
-        {row.id, row.claim_token},
-        std::move(topic),
-        RelayHeaders(row.headers, row.id, row.source, row.idempotency_key, row.correlation_id),
-        options_.max_attempts};
+    std::optional<TraceHeaders> trace;
+    if (options_.tracer) trace = BeginSpan(row, topic, spans);
+    plan.forward = {{row.id, row.claim_token},
+                    std::move(topic),
+                    RelayHeaders(row.headers, row.id, row.source, row.idempotency_key,
+                                 row.correlation_id, trace ? &*trace : nullptr),
+                    options_.max_attempts};
     return plan;
+  }
+
+  // The forward span of `row`: a child of its traceparent (the receive span), or a new trace
+  // (startTraces), or none; the trace headers its outbox row gets.
+  TraceHeaders BeginSpan(const ClaimedInboxRow& row, const std::string& topic,
+                         ForwardSpans& spans) {
+    std::optional<telemetry::TraceContext> parent = telemetry::FromHeadersJson(row.headers);
+    if (!parent && !options_.tracer->start_traces()) return {};
+    ForwardSpan& s = spans[row.id];
+    s = {telemetry::Begin(parent), row.source, topic};
+    return {s.start.traceparent(), s.start.context.tracestate};
+  }
+
+  // Records the forward spans of the rows forwarded (`ids`), then forgets every span.
+  void EndSpans(const std::vector<std::string>& ids, ForwardSpans& spans) {
+    if (!options_.tracer) return;
+    for (const std::string& id : ids) {
+      auto it = spans.find(id);
+      if (it == spans.end()) continue;
+      const ForwardSpan& s = it->second;
+      telemetry::Attributes a = {
+          {"messaging.system", std::string("queuebox")},
+          {"messaging.operation.name", std::string("forward")},
+          {"messaging.operation.type", std::string("process")},
+          {"messaging.destination.name", s.topic},
+          {"messaging.message.id", id},
+          {"queuebox.source", s.source},
+          {"queuebox.topic", s.topic},
+      };
+      options_.tracer->Record(telemetry::Finish(s.start, "forward " + s.source,
+                                                telemetry::SpanKind::kConsumer, std::move(a)));
+    }
+    spans.clear();
   }
 
   // Counts and logs the rows that went dead (ids the store confirmed), then forgets the reasons.
@@ -555,7 +602,8 @@ std::string RenderInboxTopic(std::string_view tmpl, std::string_view source,
 
 std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_id,
                          std::string_view source, std::string_view idempotency_key,
-                         const std::optional<std::string>& correlation_id) {
+                         const std::optional<std::string>& correlation_id,
+                         const TraceHeaders* trace) {
   nlohmann::json in = nlohmann::json::parse(inbox_headers, nullptr, false);
   nlohmann::json out = nlohmann::json::object();
   if (in.is_object()) {
@@ -563,7 +611,8 @@ std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_
       const std::string& name = it.key();
       if (EqualsIgnoreCase(name, kHeaderInboxId) || EqualsIgnoreCase(name, kHeaderSource) ||
           EqualsIgnoreCase(name, kHeaderIdempotencyKey) ||
-          EqualsIgnoreCase(name, kHeaderCorrelationId)) {
+          EqualsIgnoreCase(name, kHeaderCorrelationId) ||
+          (trace != nullptr && telemetry::IsTraceHeader(name))) {
         continue;
       }
       out[name] = it.value().is_string() ? it.value() : nlohmann::json(it.value().dump());
@@ -573,6 +622,10 @@ std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_
   out[kHeaderSource] = std::string(source);
   out[kHeaderIdempotencyKey] = std::string(idempotency_key);
   if (correlation_id) out[kHeaderCorrelationId] = *correlation_id;
+  if (trace != nullptr && !trace->traceparent.empty()) {
+    out[std::string(telemetry::kTraceparent)] = trace->traceparent;
+    if (!trace->tracestate.empty()) out[std::string(telemetry::kTracestate)] = trace->tracestate;
+  }
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

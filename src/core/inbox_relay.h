@@ -46,8 +46,13 @@
 #include <string_view>
 
 #include "queuebox/config.h"
+#include "queuebox/destination.h"
 #include "queuebox/inbox.h"
 #include "queuebox/status.h"
+
+namespace queuebox::telemetry {
+class Tracer;
+}
 
 namespace queuebox {
 
@@ -80,6 +85,10 @@ struct InboxRelayOptions {
   // Called on a relay worker's thread after a forward wrote outbox rows (the app wakes the
   // outbox relay with it). Optional; must be cheap and thread-safe.
   std::function<void()> on_forwarded;
+  // telemetry.enabled: each forwarded row gets a forward span, a child of the inbox row's
+  // traceparent (the receive span) or a new trace, and the outbox row carries the span's
+  // traceparent. Null: off.
+  std::shared_ptr<telemetry::Tracer> tracer;
 
   // The options of `config`: inbox.relay.*, the resolved max_attempts, no templates.
   static InboxRelayOptions FromConfig(const Config& config);
@@ -127,9 +136,12 @@ std::string RenderInboxTopic(std::string_view tmpl, std::string_view source,
 // The outbox headers of a forwarded row (QueueBox reference §9.2): the inbox headers, without any
 // named x-inbox-id, x-source, x-idempotency-key or X-Correlation-Id in any letter case, plus
 // those four set by the relay (X-Correlation-Id only when the row has one). Values that are not
-// strings are kept as their JSON text. Headers that are not a JSON object count as none.
+// strings are kept as their JSON text. Headers that are not a JSON object count as none. With
+// `trace` (tracing on), the inbox's traceparent and tracestate (any letter case) are replaced by
+// its values (none when its traceparent is empty).
 std::string RelayHeaders(std::string_view inbox_headers, std::string_view inbox_id,
                          std::string_view source, std::string_view idempotency_key,
-                         const std::optional<std::string>& correlation_id);
+                         const std::optional<std::string>& correlation_id,
+                         const TraceHeaders* trace = nullptr);
 
 }  // namespace queuebox

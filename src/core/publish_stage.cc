@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/outcome.h"
 #include "core/redaction.h"
+#include "telemetry/tracer.h"
 
 namespace queuebox {
 namespace {
@@ -35,12 +36,29 @@ class BatchSink : public OutcomeSink {
   std::vector<bool> reported_;
 };
 
+// The span attribute queuebox.outcome.
+std::string_view OutcomeName(Outcome::Kind kind) {
+  switch (kind) {
+    case Outcome::Kind::kDelivered:
+      return "delivered";
+    case Outcome::Kind::kRetry:
+      return "retry";
+    case Outcome::Kind::kReject:
+      return "reject";
+    case Outcome::Kind::kCancelled:
+      return "cancelled";
+    case Outcome::Kind::kUnavailable:
+      return "unavailable";
+  }
+  return "retry";
+}
+
 }  // namespace
 
 PublishStage::PublishStage(const RelayOptions& options,
                            const std::map<std::string, std::unique_ptr<Destination>>& destinations,
                            RelayObserver* observer)
-    : transforms_(options.transforms), observer_(observer) {
+    : transforms_(options.transforms), observer_(observer), tracer_(options.tracer) {
   for (const auto& [name, d] : destinations) {
     auto found = options.circuit_breakers.find(name);
     CircuitBreakerConfig c =
@@ -69,16 +87,24 @@ CircuitBreaker* PublishStage::BreakerOf(const Destination& d) const {
   return it == breakers_.end() ? nullptr : it->second.get();
 }
 
+struct PublishStage::Traces {
+  std::vector<TraceHeaders> headers;                       // by message
+  std::vector<std::optional<telemetry::SpanStart>> spans;  // by message; unset: no trace
+};
+
 void PublishStage::Publish(DeliveryTask& task, size_t begin, size_t end) {
   CircuitBreaker* breaker = BreakerOf(*task.destination);
   Admitted admitted = Admit(task, breaker, begin, end);
   Messages m = Transform(task, admitted.rows);
   DropCancelled(task, m);
+  Traces traces;
+  if (tracer_) BeginSpans(m, traces);
   BatchSink sink(m.messages.size());
   const auto start = RelayClock::now();
   if (!m.messages.empty()) task.destination->PublishBatch(m.messages, sink);
   const auto done = RelayClock::now();
   Record(task, breaker, admitted, begin, m, sink.Take(), start, done);
+  if (tracer_) EndSpans(task, m, traces);
   observer_->OnQueueDepth(task.destination->name(), -static_cast<int64_t>(end - begin));
 }
 
@@ -165,6 +191,48 @@ void PublishStage::DropCancelled(DeliveryTask& task, Messages& m) {
   }
   m.messages.resize(kept);
   m.index.resize(kept);
+}
+
+// A row's valid traceparent is the parent; a row without one starts a trace (startTraces) or
+// gets none. An invalid row value never reaches the destination either way.
+void PublishStage::BeginSpans(Messages& m, Traces& traces) const {
+  traces.headers.resize(m.messages.size());
+  traces.spans.resize(m.messages.size());
+  for (size_t j = 0; j < m.messages.size(); ++j) {
+    std::optional<telemetry::TraceContext> parent =
+        telemetry::FromHeadersJson(m.messages[j].row->headers);
+    if (parent || tracer_->start_traces()) {
+      traces.spans[j] = telemetry::Begin(parent);
+      traces.headers[j].traceparent = traces.spans[j]->traceparent();
+      traces.headers[j].tracestate = traces.spans[j]->context.tracestate;
+    }
+    m.messages[j].trace = &traces.headers[j];
+  }
+}
+
+// One PRODUCER span per delivery attempt, by the OpenTelemetry messaging conventions.
+void PublishStage::EndSpans(const DeliveryTask& task, const Messages& m, Traces& traces) const {
+  const Destination& d = *task.destination;
+  for (size_t j = 0; j < m.messages.size(); ++j) {
+    if (!traces.spans[j]) continue;
+    const OutboxRow& row = *m.messages[j].row;
+    const Outcome& o = task.attempts[m.index[j]].outcome;
+    const bool delivered = o.kind == Outcome::Kind::kDelivered;
+    telemetry::Attributes a = {
+        {"messaging.system", std::string(d.type())},
+        {"messaging.operation.name", std::string("publish")},
+        {"messaging.operation.type", std::string("send")},
+        {"messaging.destination.name", d.name()},
+        {"messaging.message.id", row.id},
+        {"queuebox.topic", row.topic},
+        {"queuebox.destination", d.name()},
+        {"queuebox.attempt", static_cast<int64_t>(row.attempt)},
+        {"queuebox.outcome", std::string(OutcomeName(o.kind))},
+    };
+    tracer_->Record(telemetry::Finish(*traces.spans[j], "publish " + d.name(),
+                                      telemetry::SpanKind::kProducer, std::move(a), !delivered,
+                                      delivered ? std::string() : o.error));
+  }
 }
 
 void PublishStage::Record(DeliveryTask& task, CircuitBreaker* breaker, const Admitted& admitted,

@@ -10,6 +10,8 @@
 //   drop cancelled   a row whose claim was lost while it was queued is not published (Cancelled)
 //   publish          one Destination::PublishBatch for the rest; a message the destination did
 //                    not report is a Retry; a Cancelled for a claim still held is a Retry
+//   trace            (telemetry.enabled) each message gets a publish span, a child of its row's
+//                    traceparent (or a new trace), and hands the span's traceparent on
 //   record           the breaker records each published row's outcome (and gives an outage's
 //                    release delay); a probe that never reached the destination is abandoned;
 //                    the observer gets the publish counts, its duration and the queue depth.
@@ -68,6 +70,10 @@ class PublishStage {
   Admitted Admit(DeliveryTask& task, CircuitBreaker* breaker, size_t begin, size_t end);
   Messages Transform(DeliveryTask& task, const std::vector<size_t>& rows);
   static void DropCancelled(DeliveryTask& task, Messages& m);
+  // The publish spans of one batch: begun before it, ended (recorded) after it.
+  struct Traces;
+  void BeginSpans(Messages& m, Traces& traces) const;
+  void EndSpans(const DeliveryTask& task, const Messages& m, Traces& traces) const;
   void Record(DeliveryTask& task, CircuitBreaker* breaker, const Admitted& admitted, size_t begin,
               Messages& m, std::vector<Outcome> published, RelayClock::time_point start,
               RelayClock::time_point done);
@@ -77,6 +83,7 @@ class PublishStage {
 
   std::shared_ptr<const DeliveryTransforms> transforms_;  // null: no stages
   RelayObserver* observer_;
+  std::shared_ptr<telemetry::Tracer> tracer_;  // null: tracing off
   // By destination name, for destinations whose breaker is enabled; fixed after construction.
   std::map<std::string, std::unique_ptr<CircuitBreaker>> breakers_;
 };

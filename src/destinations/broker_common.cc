@@ -9,6 +9,7 @@
 #include "core/backoff.h"
 #include "core/log.h"
 #include "core/redaction.h"
+#include "telemetry/trace_context.h"
 
 namespace queuebox {
 namespace {
@@ -108,6 +109,23 @@ const char* JsonTypeName(const nlohmann::json& v) {
 }
 
 }  // namespace
+
+void ApplyTraceHeaders(HeaderList& headers, const TraceHeaders* trace) {
+  if (trace == nullptr) return;
+  std::erase_if(headers, [](const auto& h) { return telemetry::IsTraceHeader(h.first); });
+  if (trace->traceparent.empty()) return;
+  headers.emplace_back(std::string(telemetry::kTraceparent), trace->traceparent);
+  if (!trace->tracestate.empty()) {
+    headers.emplace_back(std::string(telemetry::kTracestate), trace->tracestate);
+  }
+}
+
+Result<HeaderList> MergeMessageHeaders(const std::map<std::string, std::string>& static_headers,
+                                       const OutboundMessage& message) {
+  Result<HeaderList> out = MergeRowHeaders(static_headers, message.row->headers);
+  if (out.ok()) ApplyTraceHeaders(*out, message.trace);
+  return out;
+}
 
 Result<HeaderList> ParseRowHeaders(std::string_view headers) {
   HeaderList out;

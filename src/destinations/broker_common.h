@@ -87,6 +87,14 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 Result<HeaderList> MergeRowHeaders(const std::map<std::string, std::string>& static_headers,
                                    std::string_view row_headers);
 
+// `headers` with the message's trace context (OutboundMessage::trace) in place of any
+// traceparent or tracestate (any letter case); unchanged when `trace` is null.
+void ApplyTraceHeaders(HeaderList& headers, const TraceHeaders* trace);
+
+// MergeRowHeaders of the message's row, then ApplyTraceHeaders.
+Result<HeaderList> MergeMessageHeaders(const std::map<std::string, std::string>& static_headers,
+                                       const OutboundMessage& message);
+
 // ---- Rows a destination can never carry (docs/guarantees.md, "Bad rows never stop a batch") ----
 // Each check returns kInvalidArgument whose message begins with the field it names; the
 // destination reports it as Outcome::Reject, so the row goes dead at once (no attempt loop) and

@@ -24,6 +24,7 @@ Result<BrokerIntake> BrokerIntake::Create(std::string kind, std::string source_n
                       RulesFromKeys(source_name, keys.keys, keys.idempotency_key_path));
   const bool kafka = kind == "kafka";
   const AttributeHeaders& names = keys.attribute_headers;
+  r.kind = kind;
   r.policy = RefusalPolicy::kStoreDead;
   r.repeated = RepeatedHeader::kLastWins;
   r.idempotency_key.header = names.idempotency_key;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sources/intake_parts.h"
+#include "telemetry/tracer.h"
 
 namespace queuebox::sources {
 namespace {
@@ -84,6 +85,8 @@ Intaken Intake::Receive(Arrival arrival) const {
       &Intake::Filter,   &Intake::Correlate,      &Intake::KeepHeaders,    &Intake::GuardJson,
       &Intake::ReadKeys, &Intake::CheckKeyLength, &Intake::SetPublishTime, &Intake::Transform,
   };
+  std::optional<telemetry::SpanStart> span;
+  if (rules_->tracer) span = BeginSpan(arrival);
   Draft d;
   d.body = std::move(arrival.body);
   d.arrival = &arrival;
@@ -93,7 +96,43 @@ Intaken Intake::Receive(Arrival arrival) const {
     if (!(this->*step)(d)) break;
   }
   if (d.out.kind == Intaken::Kind::kRow && !d.payload_set) d.out.row.payload = std::move(d.body);
+  if (span) EndSpan(*span, d.out);
   return std::move(d.out);
+}
+
+std::optional<telemetry::SpanStart> Intake::BeginSpan(Arrival& arrival) const {
+  std::optional<telemetry::TraceContext> parent = telemetry::FromHeaders(arrival.headers);
+  std::erase_if(arrival.headers, [](const auto& h) { return telemetry::IsTraceHeader(h.first); });
+  if (!parent && !rules_->tracer->start_traces()) return std::nullopt;
+  telemetry::SpanStart span = telemetry::Begin(parent);
+  arrival.headers.emplace_back(std::string(telemetry::kTraceparent), span.traceparent());
+  if (!span.context.tracestate.empty()) {
+    arrival.headers.emplace_back(std::string(telemetry::kTracestate), span.context.tracestate);
+  }
+  return span;
+}
+
+// One CONSUMER span per message received, by the OpenTelemetry messaging conventions.
+void Intake::EndSpan(const telemetry::SpanStart& span, const Intaken& out) const {
+  static constexpr std::string_view kOutcomes[] = {"stored", "filtered", "refused"};
+  const bool refused = out.kind == Intaken::Kind::kRefused;
+  telemetry::Attributes a = {
+      {"messaging.system", rules_->kind},
+      {"messaging.operation.name", std::string("receive")},
+      {"messaging.operation.type", std::string("receive")},
+      {"messaging.destination.name", rules_->source},
+      {"queuebox.source", rules_->source},
+      {"queuebox.outcome", std::string(kOutcomes[static_cast<int>(out.kind)])},
+  };
+  if (out.kind == Intaken::Kind::kRow) {
+    a.emplace_back("queuebox.idempotency_key", out.row.idempotency_key);
+    if (out.row.correlation_id) {
+      a.emplace_back("messaging.message.conversation_id", *out.row.correlation_id);
+    }
+  }
+  rules_->tracer->Record(telemetry::Finish(span, "receive " + rules_->source,
+                                           telemetry::SpanKind::kConsumer, std::move(a), refused,
+                                           refused ? out.error : std::string()));
 }
 
 std::optional<std::string> Intake::Header(const Arrival& a, std::string_view name) const {
@@ -331,6 +370,7 @@ Result<IntakeRules> RulesFromKeys(const std::string& source, const SourceKeys& k
                                   const std::vector<std::string>& idempotency_key_path) {
   IntakeRules r;
   r.source = source;
+  r.tracer = telemetry::ProcessTracer();
   const std::string prefix = "sources." + source + ".";
   auto filter = HeaderFilter::Parse(keys.filter);
   if (!filter.ok()) return InvalidArgument(prefix + "filter: " + filter.status().message());

@@ -21,8 +21,11 @@
 //               and ids only); a key too long stores BodyDigestKey(key) and drops a too long
 //               attribute; a dead row skips steps 7 and 8. A failed transform stores the
 //               original payload, without delay (counted as transform_failed).
-// A new step (e.g. the trace context of a request's headers) is one member function and one
-// entry of the step list in intake.cc.
+// With tracing on (IntakeRules::tracer), before the steps the message's traceparent and
+// tracestate are replaced by those of its receive span (a child of a valid traceparent, else a
+// new trace or none; an invalid value is dropped), so the stored headers carry the span on; the
+// span is recorded when the steps end.
+// A new step is one member function and one entry of the step list in intake.cc.
 //
 // Thread-safety: a built Intake is immutable; Receive may run on any number of threads at once.
 #pragma once
@@ -44,6 +47,11 @@
 #include "sources/intake_observer.h"
 #include "sources/source_keys.h"
 #include "sources/source_transforms.h"
+
+namespace queuebox::telemetry {
+class Tracer;
+struct SpanStart;
+}  // namespace queuebox::telemetry
 
 namespace queuebox::sources {
 
@@ -110,6 +118,11 @@ struct IntakeRules {
   // Limits the per-message WARN lines (publish time, refusals) of a source that answers its
   // sender; null: each is logged. Borrowed.
   log::RateLimiter* refusal_log = nullptr;
+  // Tracing (telemetry.enabled): the receive span of each message. RulesFromKeys sets the
+  // process's tracer (telemetry::ProcessTracer()); null: off. `kind` names the span's
+  // messaging.system ("http", "rabbitmq", "kafka", "nats").
+  std::shared_ptr<telemetry::Tracer> tracer;
+  std::string kind = "http";
 };
 
 // What the steps made of one message.
@@ -152,6 +165,9 @@ class Intake {
 
   // Hands a fault to the policy; false when the steps end (refused).
   bool OnFault(Draft& d, Fault fault, std::string text) const;
+  // Tracing: the receive span's start (rewrites the arrival's trace headers), and its record.
+  std::optional<telemetry::SpanStart> BeginSpan(Arrival& arrival) const;
+  void EndSpan(const telemetry::SpanStart& span, const Intaken& out) const;
   std::optional<std::string> Header(const Arrival& a, std::string_view name) const;
   std::optional<std::string> Read(const Draft& d, const KeyPlan& plan,
                                   const std::optional<std::string>& expressed) const;

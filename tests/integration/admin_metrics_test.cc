@@ -106,6 +106,7 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   ASSERT_TRUE(cleanup.RunOnce().ok());
 
   metrics.SetCaptureProbe([] { return Metrics::CaptureReading{true, 3, 4096}; });
+  metrics.SetTelemetryProbe([] { return Metrics::TelemetryReading{5, 3, 2, 1}; });
 
   StopsServer stop_first{this};
   AdminServerDeps deps;
@@ -130,6 +131,9 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   EXPECT_EQ(Sample(r->body, "queuebox_capture_streaming"), 1);
   EXPECT_EQ(Sample(r->body, "queuebox_capture_wakeups_total"), 3);
   EXPECT_EQ(Sample(r->body, "queuebox_capture_slot_retained_bytes"), 4096);
+  EXPECT_EQ(Sample(r->body, "queuebox_telemetry_export_failures_total"), 1);
+  EXPECT_THAT(r->body,
+              ::testing::HasSubstr("queuebox_telemetry_spans_total{outcome=\"dropped\"} 2"));
   metrics.StopPendingRefresher();
 }
 

@@ -283,7 +283,7 @@ bool FramesTheRequest(std::string_view lower_name) {
 
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
-    const std::optional<std::pair<std::string, std::string>>& auth) {
+    const std::optional<std::pair<std::string, std::string>>& auth, const TraceHeaders* trace) {
   // The standard headers carry the row's topic and key as they are.
   if (Status s = CheckHeaderText("topic", row.topic); !s.ok()) return s;
   if (row.key.has_value()) {
@@ -327,6 +327,7 @@ Result<std::vector<std::string>> HttpRequestHeaders(
     std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
     merged.emplace_back(name, std::move(text));
   }
+  ApplyTraceHeaders(merged, trace);
   for (const auto& [name, value] : merged) {
     if (name.empty() || HasLineBreak(name) || name.find(':') != std::string::npos ||
         name.find(';') != std::string::npos || name.find(' ') != std::string::npos) {
@@ -576,7 +577,7 @@ Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request&
   const OutboxRow& row = *message.row;
   if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
   Result<std::vector<std::string>> lines =
-      HttpRequestHeaders(row, settings_.static_headers, auth_header_);
+      HttpRequestHeaders(row, settings_.static_headers, auth_header_, message.trace);
   if (!lines.ok()) return lines.status();
   if (owner_.signer_) {
     QB_RETURN_IF_ERROR(AppendSignature(*owner_.signer_, row.id, message.body(), *lines));

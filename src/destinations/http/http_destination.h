@@ -112,7 +112,8 @@ bool FramesTheRequest(std::string_view lower_name);
 
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
-    const std::optional<std::pair<std::string, std::string>>& auth);
+    const std::optional<std::pair<std::string, std::string>>& auth,
+    const TraceHeaders* trace = nullptr);
 
 // Signs a request: drops the lines of `lines` that name a header `signer` sets (a row header of
 // that name) and appends the signing headers of message `id` with `body`, sent now.

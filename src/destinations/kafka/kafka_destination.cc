@@ -378,7 +378,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
     settle(Outcome::Retry("Kafka destination '" + settings_.name + "' rendered an empty topic"));
     return;
   }
-  Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+  Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, message);
   Status sendable = headers.ok() ? CheckKafkaTopic(topic) : headers.status();
   if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
   if (!sendable.ok()) {  // a message Kafka can never take: dead at once, the batch goes on

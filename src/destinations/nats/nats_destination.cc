@@ -549,7 +549,7 @@ void NatsDestination::PublishAsync(Connection& conn, const OutboundMessage& mess
   if (subject.empty()) {
     failed = Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
   }
-  Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+  Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, message);
   if (!failed) {
     Status sendable = headers.ok() ? Unsendable(subject, message, *headers) : headers.status();
     if (!sendable.ok()) failed = Outcome::Reject(FailureReason(sendable.message(), max_chars));
@@ -632,7 +632,7 @@ void NatsDestination::PublishCore(Connection& conn, std::span<const OutboundMess
           Outcome::Retry("NATS destination '" + settings_.name + "' rendered an empty subject");
       continue;
     }
-    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, batch[i]);
     Status sendable = headers.ok() ? Unsendable(subject, batch[i], *headers) : headers.status();
     if (!sendable.ok()) {
       outcomes[i] = Outcome::Reject(FailureReason(sendable.message(), max_chars));

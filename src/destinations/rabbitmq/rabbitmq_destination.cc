@@ -535,7 +535,7 @@ void RabbitMqDestination::Prepare(Batch& b) const {
       b.Fail(i, "RabbitMQ destination '" + settings_.name + "' rendered an empty exchange");
       continue;
     }
-    Result<HeaderList> headers = MergeRowHeaders(settings_.static_headers, row.headers);
+    Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, message);
     Status sendable =
         headers.ok() ? CheckAmqpShortString("exchange", p.exchange) : headers.status();
     if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
