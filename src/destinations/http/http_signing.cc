@@ -51,7 +51,7 @@ std::vector<std::string> CheckStandardBlock(const nlohmann::json& block) {
   std::vector<std::string> problems;
   auto check = [&](const nlohmann::json& v, const std::string& key) {
     if (!v.is_string() || v.get_ref<const std::string&>().starts_with("file:")) return;
-    Result<std::string> k = StandardWebhooksKey(v.get_ref<const std::string&>());
+    Result<std::string> k = StandardWebhooksSigningKey(v.get_ref<const std::string&>());
     if (!k.ok()) problems.push_back(key + ": " + k.status().message());
   };
   if (auto s = block.find("secret"); s != block.end()) check(*s, "secret");
@@ -118,7 +118,7 @@ std::vector<BlockVariant> HttpSigningVariants() {
   return {hmac, standard};
 }
 
-Result<std::string> StandardWebhooksKey(std::string_view secret) {
+Result<std::string> StandardWebhooksSigningKey(std::string_view secret) {
   if (secret.starts_with(kSigningWhsec)) secret.remove_prefix(kSigningWhsec.size());
   std::optional<std::string> key = Base64Decode(secret);
   if (!key || key->size() < 24 || key->size() > 64) {
@@ -172,7 +172,7 @@ Result<std::unique_ptr<HttpSigner>> HttpSigner::Create(const DestinationSigningC
     std::vector<std::string> secrets = {w.secret};
     secrets.insert(secrets.end(), w.previous_secrets.begin(), w.previous_secrets.end());
     for (size_t i = 0; i < secrets.size(); ++i) {
-      Result<std::string> key = StandardWebhooksKey(secrets[i]);
+      Result<std::string> key = StandardWebhooksSigningKey(secrets[i]);
       if (!key.ok()) {
         std::string where = i == 0 ? ".secret" : ".previousSecrets[" + std::to_string(i - 1) + "]";
         return InvalidArgument(path + where + ": " + key.status().message());

@@ -58,7 +58,7 @@ std::vector<BlockVariant> HttpSigningVariants();
 
 // The key of a Standard Webhooks secret: the bytes of the base64 after an optional "whsec_".
 // kInvalidArgument (without the value) unless it decodes to 24 to 64 bytes.
-Result<std::string> StandardWebhooksKey(std::string_view secret);
+Result<std::string> StandardWebhooksSigningKey(std::string_view secret);
 
 class HttpSigner {
  public:
