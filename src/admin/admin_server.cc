@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "admin/console_api.h"
+#include "admin/console_page.h"
 #include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
@@ -279,6 +280,14 @@ struct AdminServer::Impl {
 
   // The console API: GETs authenticate their (usually empty) body, POSTs read theirs first.
   void RegisterConsole(httplib::Server& s) {
+    s.Get("/admin/console", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_redirect("/admin/console/");
+          }));
+    s.Get(R"(/admin/console/(index\.html|console\.js|console\.css)?)",
+          Guarded([](const httplib::Request& req, httplib::Response& res) {
+            const std::string file = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+            ServeConsoleFile(file.empty() ? "index.html" : file, res);
+          }));
     using Read = void (ConsoleApi::*)(const httplib::Request&, httplib::Response&);
     const std::pair<const char*, Read> reads[] = {
         {"/admin/api/overview", &ConsoleApi::Overview},

@@ -19,6 +19,8 @@
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
 //                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
 //                      "table": "inbox" it replays inbox rows (admin/replay.h)
+//   GET /admin/console/ the console page (admin/console_page.h), same condition, no auth (it
+//                      holds no data)
 //   /admin/api/...     the console's JSON API (admin/console_api.h) when admin.enabled and
 //                      deps.console is set: the same 413 and 401 rules; a refusal by
 //                      admin.auth (here and on every admin route) counts

@@ -221,6 +221,30 @@ TEST_P(ConsoleApiTest, TheInboxLookupFindsTheRowAndTheOutboxRowItBecame) {
             *outbox_id);
 }
 
+TEST_P(ConsoleApiTest, ThePageIsEmbeddedWithAStrictPolicyAndNoInlineScript) {
+  StartConsole();
+  auto cli = Data();
+  auto page = cli.Get("/admin/console/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(page->get_header_value("Content-Security-Policy"),
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+            "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  EXPECT_FALSE(page->has_header("Set-Cookie"));
+  EXPECT_THAT(page->body, ::testing::HasSubstr(R"(data-field="token")"));
+  EXPECT_THAT(page->body, ::testing::HasSubstr(R"(<script src="console.js" defer></script>)"));
+  EXPECT_THAT(page->body, ::testing::Not(::testing::HasSubstr("<script>")));
+  EXPECT_THAT(page->body, ::testing::Not(::testing::HasSubstr("http")));  // nothing external
+  auto script = cli.Get("/admin/console/console.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_THAT(script->body, ::testing::Not(::testing::HasSubstr("innerHTML")));
+  EXPECT_EQ(cli.Get("/admin/console/console.css")->status, 200);
+  EXPECT_EQ(cli.Get("/admin/console/other.js")->status, 404);
+  EXPECT_EQ(cli.Get("/admin/console")->status, 302);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dialects, ConsoleApiTest, ::testing::Values("sqlite", "postgresql"),
                          DialectName);
 
