@@ -14,6 +14,7 @@ PKGS=(
   libmozjs-102-dev
   clang-14 libclang-rt-14-dev
   podman runc python3 tzdata  # the container image (packaging/image) and its test
+  chromium chromium-driver python3-selenium  # the console's browser test (docs/console.md)
 )
 # Node and npm fetch and rewrite the JSONata package at build time and run its differential test
 # (src/transform). A machine's own Node (which may come from outside Debian and bring npm with

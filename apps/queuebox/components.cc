@@ -259,6 +259,8 @@ Result<Component> BuildAdmin(Plant& p, const std::vector<Component>& others) {
   deps.store = p.store.get();
   deps.inbox = p.inbox;
   deps.metrics = &p.metrics;
+  deps.console = p.store->console();
+  deps.replicas = p.store->replica_membership();
   for (const Component& c : others) {
     deps.components.insert(deps.components.end(), c.health.begin(), c.health.end());
   }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "queuebox/console.h"
 #include "queuebox/inbox.h"
 #include "queuebox/message.h"
 #include "queuebox/status.h"
@@ -283,6 +284,10 @@ class OutboxStore : public OutboxClaims, public OutboxOperations {
   // connections: the relay forwards an inbox row into this outbox in one transaction. nullptr
   // for a store without an inbox (the in-memory twin of tests).
   virtual InboxStore* inbox() { return nullptr; }
+
+  // The operator console's reads of this database's outbox and inbox (queuebox/console.h),
+  // owned by the store; nullptr for a store without them (the in-memory twin of tests).
+  virtual ConsoleQueries* console() { return nullptr; }
 };
 
 }  // namespace queuebox

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "admin/console_api.h"
+#include "admin/console_page.h"
 #include "admin/elastic_pool.h"
 #include "admin/metrics.h"
 #include "admin/replay.h"
@@ -117,6 +119,7 @@ struct AdminServer::Impl {
   AdminServerDeps deps;
   Router router;
   std::unique_ptr<RequestAuth> auth;
+  std::unique_ptr<ConsoleApi> console;  // admin.enabled and deps.console
 
   httplib::Server data;
   std::unique_ptr<httplib::Server> management;
@@ -259,6 +262,7 @@ struct AdminServer::Impl {
           JsonError(res, 500, "Internal error");
         }
       });
+      if (console) RegisterConsole(s);
       if (deps.transform_test) {
         s.Post(kTransformTestPath, [this](const httplib::Request& req, httplib::Response& res,
                                           const httplib::ContentReader& reader) {
@@ -272,6 +276,63 @@ struct AdminServer::Impl {
         });
       }
     }
+  }
+
+  // The console API: GETs authenticate their (usually empty) body, POSTs read theirs first.
+  void RegisterConsole(httplib::Server& s) {
+    s.Get("/admin/console", Guarded([](const httplib::Request&, httplib::Response& res) {
+            res.set_redirect("/admin/console/");
+          }));
+    s.Get(R"(/admin/console/(index\.html|console\.js|console\.css)?)",
+          Guarded([](const httplib::Request& req, httplib::Response& res) {
+            const std::string file = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+            ServeConsoleFile(file.empty() ? "index.html" : file, res);
+          }));
+    using Read = void (ConsoleApi::*)(const httplib::Request&, httplib::Response&);
+    const std::pair<const char*, Read> reads[] = {
+        {"/admin/api/overview", &ConsoleApi::Overview},
+        {"/admin/api/messages", &ConsoleApi::Messages},
+        {R"(/admin/api/messages/([0-9A-Fa-f-]{36}))", &ConsoleApi::Message},
+        {"/admin/api/inbox/lookup", &ConsoleApi::InboxLookup}};
+    for (const auto& [path, read] : reads) {
+      s.Get(path, Guarded([this, read](const httplib::Request& req, httplib::Response& res) {
+              if (Authenticated(req, res, req.body, JsonError)) (console.get()->*read)(req, res);
+            }));
+    }
+    using Act = void (ConsoleApi::*)(const std::string&, httplib::Response&);
+    const std::pair<const char*, Act> actions[] = {{"/admin/api/replay", &ConsoleApi::Replay},
+                                                   {"/admin/api/discard", &ConsoleApi::Discard}};
+    for (const auto& [path, act] : actions) {
+      s.Post(path, [this, act](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& reader) {
+        InFlight f(this);
+        try {
+          std::optional<std::string> body = ReadAuthenticated(req, res, reader, JsonError);
+          if (body) (console.get()->*act)(*body, res);
+        } catch (const std::exception& e) {
+          log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
+          JsonError(res, 500, "Internal error");
+        }
+      });
+    }
+  }
+
+  // admin.auth against the request and its body; false after answering 401 with `error` (the
+  // refusal is logged and counted).
+  bool Authenticated(const httplib::Request& req, httplib::Response& res, const std::string& body,
+                     ErrorWriter error) {
+    if (!auth) return true;
+    int64_t now = deps.now_ms ? deps.now_ms()
+                              : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    Status s = auth->Check(
+        [&req](std::string_view name) { return HeaderValue(req, std::string(name)); }, body, now);
+    if (s.ok()) return true;
+    log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
+    if (deps.metrics != nullptr) deps.metrics->OnAdminAuthFailure();
+    error(res, 401, s.message());
+    return false;
   }
 
   // Reads the body under admin.maxPayloadBytes, then checks admin.auth against it (the body
@@ -293,19 +354,7 @@ struct AdminServer::Impl {
       TooLarge(res, error);
       return std::nullopt;
     }
-    if (auth) {
-      int64_t now = deps.now_ms ? deps.now_ms()
-                                : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count();
-      Status s = auth->Check(
-          [&req](std::string_view name) { return HeaderValue(req, std::string(name)); }, body, now);
-      if (!s.ok()) {
-        log::Warn("An admin request was refused.", {{"path", req.path}, {"reason", s.message()}});
-        error(res, 401, s.message());
-        return std::nullopt;
-      }
-    }
+    if (!Authenticated(req, res, body, error)) return std::nullopt;
     return body;
   }
 
@@ -457,6 +506,11 @@ Result<std::unique_ptr<AdminServer>> AdminServer::Create(const Config& config,
   impl->deps = std::move(deps);
   if (config.admin.enabled && config.admin.auth) {
     QB_ASSIGN_OR_RETURN(impl->auth, RequestAuth::Create(*config.admin.auth));
+  }
+  if (config.admin.enabled && impl->deps.console != nullptr) {
+    impl->console = std::make_unique<ConsoleApi>(impl->config, impl->router, *impl->deps.store,
+                                                 *impl->deps.console, impl->deps.inbox,
+                                                 impl->deps.replicas, impl->deps.metrics);
   }
   if (config.admin.max_payload_bytes <= 0) {
     return InvalidArgument("admin.maxPayloadBytes must be > 0");

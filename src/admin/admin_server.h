@@ -19,6 +19,12 @@
 //                      {"error":"<reason>"}); 400 {"error":"A replay needs at least one filter."}
 //                      or {"error":"Invalid request: <reason>"}; 200 {"moved": n}. With
 //                      "table": "inbox" it replays inbox rows (admin/replay.h)
+//   GET /admin/console/ the console page (admin/console_page.h), same condition, no auth (it
+//                      holds no data)
+//   /admin/api/...     the console's JSON API (admin/console_api.h) when admin.enabled and
+//                      deps.console is set: the same 413 and 401 rules; a refusal by
+//                      admin.auth (here and on every admin route) counts
+//                      queuebox_admin_auth_failures_total
 //   POST /admin/transform/test  when admin.enabled and deps.transform_test is set (else 404):
 //                      the same body and auth rules, errors as {"success":false,"error":...};
 //                      the answer is deps.transform_test's (QueueBox reference §13.2)
@@ -73,6 +79,11 @@ struct AdminServerDeps {
   // report theirs (QueueBox reference §13.3; outbox-capture and circuit.<destination> are
   // advisory: delivery goes on without them).
   std::vector<HealthComponent> components;
+  // The operator console's reads (OutboxStore::console()): with admin.enabled, the JSON API
+  // under /admin/api/ (admin/console_api.h). nullptr: no console routes.
+  ConsoleQueries* console = nullptr;
+  // The replicas the console's overview lists (OutboxStore::replica_membership()); optional.
+  ReplicaMembership* replicas = nullptr;
   // Unix ms for HMAC timestamps; the system clock when unset (tests inject).
   std::function<int64_t()> now_ms;
   // Bound of each health check.

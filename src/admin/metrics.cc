@@ -408,7 +408,17 @@ struct Metrics::Impl {
   std::atomic<int64_t> last_poll_ns{-1};
 
   // Change capture (SetCaptureProbe).
-  std::mutex capture_mu;
+  // The console's overview (Activity, CircuitStates) and admin.auth refusals.
+  ActivityWindow activity;
+  mutable std::mutex circuits_mu;
+  std::map<std::string, int> circuits;
+  prometheus::Counter& admin_auth_failures =
+      prometheus::BuildCounter()
+          .Name("queuebox_admin_auth_failures_total")
+          .Help("Admin and console requests refused by admin.auth")
+          .Register(*registry)
+          .Add({});
+  mutable std::mutex capture_mu;
   std::function<CaptureReading()> capture_probe;
   prometheus::Gauge* capture_streaming = nullptr;
   prometheus::Counter* capture_wakeups = nullptr;
@@ -523,6 +533,22 @@ prometheus::Registry& Metrics::registry() { return *impl_->registry; }
 
 void Metrics::OnMessages(std::string_view status, int64_t n) {
   impl_->messages.Add({{"status", std::string(status)}}).Increment(static_cast<double>(n));
+  impl_->activity.Add(status, n);
+}
+
+void Metrics::OnAdminAuthFailure() { impl_->admin_auth_failures.Increment(); }
+
+std::vector<ActivityWindow::Minute> Metrics::Activity() const { return impl_->activity.Last(); }
+
+std::map<std::string, int> Metrics::CircuitStates() const {
+  std::lock_guard<std::mutex> lock(impl_->circuits_mu);
+  return impl_->circuits;
+}
+
+std::optional<Metrics::CaptureReading> Metrics::Capture() const {
+  std::lock_guard<std::mutex> lock(impl_->capture_mu);
+  if (!impl_->capture_probe) return std::nullopt;
+  return impl_->capture_probe();
 }
 
 void Metrics::OnReclaimed(int64_t n) { impl_->reclaimed.Increment(static_cast<double>(n)); }
@@ -593,6 +619,8 @@ void Metrics::OnQueueDepth(const std::string& destination, int64_t delta) {
 
 void Metrics::OnCircuitState(const std::string& destination, int state) {
   impl_->circuit_state.Add({{"destination", destination}}).Set(static_cast<double>(state));
+  std::lock_guard<std::mutex> lock(impl_->circuits_mu);
+  impl_->circuits[destination] = state;
 }
 
 void Metrics::OnThrottled(const std::string& destination, double seconds) {

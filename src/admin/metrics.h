@@ -22,13 +22,16 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "admin/activity.h"
 #include "core/inbox_relay.h"
 #include "queuebox/relay.h"
 #include "queuebox/store.h"
@@ -102,6 +105,14 @@ class Metrics final : public RelayObserver,
   // and hikaricp_connections_timeout_total, labelled pool=<pool>. `read` is called on every
   // scrape (cheap, thread-safe, outlives this object's scrapes). Once per process.
   void ExportConnectionPool(const std::string& pool, std::function<ConnectionPoolStats()> read);
+  // queuebox_admin_auth_failures_total: an admin or console request refused by admin.auth.
+  void OnAdminAuthFailure();
+  // The console's overview: sent and dead per minute in this process, the last circuit state
+  // reported per destination (0 closed, 1 open, 2 half-open), the capture reading (nullopt
+  // without change capture).
+  std::vector<ActivityWindow::Minute> Activity() const;
+  std::map<std::string, int> CircuitStates() const;
+
   // Sets the pending gauges directly (what the refresher does with Stats()).
   void SetPending(int64_t pending, double oldest_pending_age_seconds);
 
@@ -117,6 +128,8 @@ class Metrics final : public RelayObserver,
   // queuebox_capture_slot_retained_bytes (the families exist only with capture) and reads
   // `probe` on every Render. `probe` must be cheap, thread-safe and outlive this object's use.
   void SetCaptureProbe(std::function<CaptureReading()> probe);
+  // The reading the probe gives now; nullopt without a probe (no change capture).
+  std::optional<CaptureReading> Capture() const;
 
   // Tracing (telemetry.enabled; docs/operations.md, "Tracing"): the tracer's running totals.
   struct TelemetryReading {

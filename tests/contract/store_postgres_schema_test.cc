@@ -59,6 +59,12 @@ TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusTheClaimIndexes) {
   EXPECT_EQ(
       idx,
       (Rows{
+          {"idx_outbox_dead_updated", "CREATE INDEX idx_outbox_dead_updated" + on +
+                                          "(updated_at, sequence) WHERE ((state)::text = "
+                                          "'dead'::text)"},
+          {"idx_outbox_inbox_id",
+           "CREATE INDEX idx_outbox_inbox_id" + on +
+               "(((headers ->> 'x-inbox-id'::text))) WHERE (headers ? 'x-inbox-id'::text)"},
           {"idx_outbox_key_sequence",
            "CREATE INDEX idx_outbox_key_sequence" + on +
                "(key, sequence) WHERE ((state)::text = ANY ((ARRAY['pending'::character varying, "
@@ -176,9 +182,9 @@ TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing
   auto first = store_->Migrate(std::nullopt);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18,
-                                          19, 20, 21, 22));
+                                          19, 20, 21, 22, 23));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
-            "21");
+            "22");
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
             "add outbox sequence");
   auto second = store_->Migrate(std::nullopt);
@@ -215,7 +221,7 @@ TEST_F(PostgresSchemaTest, BaselineRecordsEarlierVersionsThenAppliesTheLaterOnes
   auto report = store_->Migrate(4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_THAT(report->applied,
-              ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22));
+              ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NULL"),
             "4");
   // V11 numbered the existing rows in created_at order; new rows follow.

@@ -464,6 +464,13 @@ Result<int64_t> PostgresInboxStore::DeleteBeyondCount(const std::string& state, 
       {state, max_count, int64_t{batch}});
 }
 
+Result<int64_t> PostgresInboxStore::DiscardDead(const std::vector<std::string>& ids) {
+  return fenced_.DeleteWithHistory(
+      "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND {id} = ANY($2::uuid[]) "
+      "FOR UPDATE SKIP LOCKED",
+      {std::string(kInboxStateDead), PgArray(ids)});
+}
+
 Status PostgresInboxStore::CheckSchema() {
   const std::string& column = config_.inbox_columns.headers;
   QB_ASSIGN_OR_RETURN(SqlRows cols, Run(kPgTableColumnsSql, {config_.inbox_table}, nullptr,

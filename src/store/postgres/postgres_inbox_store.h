@@ -69,6 +69,8 @@ class PostgresInboxStore final : public InboxStore {
   Result<int64_t> DeleteOlderThan(const std::string& state, int64_t max_age_ms, int batch) override;
   Result<int64_t> DeleteBeyondCount(const std::string& state, int64_t max_count,
                                     int batch) override;
+  // The console's discard: the dead rows among `ids` (UUIDs) with their attempt history.
+  Result<int64_t> DiscardDead(const std::vector<std::string>& ids);
   Status CheckSchema() override;
   // From now on a forward that makes a row dead records its attempt in outbox_attempts (the
   // outbox store's EnableAttemptHistory checked the table).

@@ -99,7 +99,20 @@ PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings setti
       retry_recorded_(fenced_.Recorded(RescheduleSet(true), kRescheduleArrays, kRescheduleNames, 5,
                                        kAttemptRetry, true)),
       release_recorded_(fenced_.Recorded(RescheduleSet(false), kRescheduleArrays, kRescheduleNames,
-                                         5, kAttemptReleased, true)) {}
+                                         5, kAttemptReleased, true)),
+      console_(
+          config_, /*postgres=*/true,
+          [this](const std::string& sql, const std::vector<SqlParam>& params) -> Result<SqlRows> {
+            QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
+            return conn->Query(sql, params, nullptr, PgConnection::Plan::kPerCall);
+          },
+          [this](const std::string& table, const std::vector<std::string>& ids) {
+            if (table == "inbox") return inbox_.DiscardDead(ids);
+            return fenced_.DeleteWithHistory(
+                "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND {id} = ANY($2::uuid[]) "
+                "FOR UPDATE SKIP LOCKED",
+                {std::string("dead"), PgArray(ids)});
+          }) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);

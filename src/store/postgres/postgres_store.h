@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "queuebox/store.h"
+#include "store/console_sql.h"
 #include "store/postgres/claim_window_state.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_fenced.h"
@@ -65,6 +66,8 @@ class PostgresOutboxStore final : public OutboxStore {
   // The inbox on the same pool (postgres_inbox_store.h).
   InboxStore* inbox() override { return &inbox_; }
   std::optional<ConnectionPoolStats> PoolStats() override { return pool_.Stats(); }
+  // The console's reads on the same pool (console_sql.h).
+  ConsoleQueries* console() override { return &console_; }
 
  private:
   class Migrator;
@@ -106,6 +109,7 @@ class PostgresOutboxStore final : public OutboxStore {
   const std::string sent_sql_, retry_sql_, release_sql_;
   // The same with the attempt history (PgFencedWrites::Recorded).
   const std::string sent_recorded_, retry_recorded_, release_recorded_;
+  SqlConsole console_;  // after pool_, fenced_ and inbox_, which it uses
 };
 
 }  // namespace queuebox::store

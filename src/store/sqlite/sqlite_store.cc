@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "store/inbox_common.h"
 #include "store/migrate.h"
 
 namespace queuebox::store {
@@ -170,6 +171,20 @@ Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const Databas
   std::unique_ptr<SqliteOutboxStore> store(new SqliteOutboxStore(db, config));
   store->write_gate_ = WriteGateFor(path);
   store->inbox_ = std::make_unique<SqliteInboxStore>(*store);
+  SqliteOutboxStore* self = store.get();
+  store->console_ = std::make_unique<SqlConsole>(
+      config, /*postgres=*/false,
+      [self](const std::string& sql, const std::vector<SqlParam>& params) {
+        return self->Read(sql, params);
+      },
+      [self](const std::string& table, const std::vector<std::string>& ids) {
+        const std::string tmpl =
+            "DELETE FROM {T} WHERE {state} = 'dead' AND {id} IN (SELECT value FROM json_each(?1)) "
+            "RETURNING {id}";
+        return self->DeleteWithHistory(
+            table == "inbox" ? RenderInboxSql(tmpl, self->config_) : self->Sql(tmpl),
+            {ToJson(nlohmann::json(ids))});
+      });
   {
     std::lock_guard<std::mutex> lock(store->mu_);
     // WAL: readers never block the writer. ":memory:" stays in its own journal mode.
@@ -182,6 +197,7 @@ SqliteOutboxStore::SqliteOutboxStore(sqlite3* db, DatabaseConfig config)
     : db_(db), config_(std::move(config)) {}
 
 SqliteOutboxStore::~SqliteOutboxStore() {
+  console_.reset();
   inbox_.reset();
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);

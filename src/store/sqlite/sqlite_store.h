@@ -29,6 +29,7 @@
 
 #include "queuebox/store.h"
 #include "store/common.h"
+#include "store/console_sql.h"
 #include "store/sqlite/sqlite_inbox_store.h"
 
 namespace queuebox::store {
@@ -79,6 +80,8 @@ class SqliteOutboxStore final : public OutboxStore {
   Status EnableAttemptHistory() override;
   // The inbox on the same connection (sqlite_inbox_store.h).
   InboxStore* inbox() override { return inbox_.get(); }
+  // The console's reads on the same connection (console_sql.h).
+  ConsoleQueries* console() override { return console_.get(); }
 
  private:
   class Migrator;
@@ -130,6 +133,7 @@ class SqliteOutboxStore final : public OutboxStore {
   std::shared_ptr<std::mutex> write_gate_;
   std::map<std::string, sqlite3_stmt*> statements_;  // by SQL text
   std::unique_ptr<SqliteInboxStore> inbox_;          // uses this store's connection
+  std::unique_ptr<SqlConsole> console_;              // uses this store's connection
   std::atomic<bool> history_{false};                 // EnableAttemptHistory
   std::atomic<int> history_table_{-1};               // -1 not asked yet, 0 missing, 1 there
 };
