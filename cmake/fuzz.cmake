@@ -2,15 +2,20 @@
 # link is compiled with coverage (fuzzer-no-link), AddressSanitizer (with LeakSanitizer) and
 # UndefinedBehaviorSanitizer. The broker destinations and sources are in (their option tables are
 # part of the configuration the config targets load; librdkafka, rabbitmq-c and nats.c link
-# uninstrumented); the transforms, the binary, the tests and the benchmarks stay out, so the
-# build fits a CI job. scripts/fuzz.sh builds and runs it; docs/testing.md lists the targets.
+# uninstrumented). The transforms are in unless QUEUEBOX_FUZZ_TRANSFORMS=OFF: qb_transform and its
+# engine module (libqueuebox_jsonata.so) are instrumented like the rest, SpiderMonkey (libmozjs)
+# links uninstrumented, and the JSONata bundle is fetched and built as in any build (npm ci, node),
+# for transform_engine_fuzz. The binary, the tests and the benchmarks stay out, so the build fits
+# a CI job. scripts/fuzz.sh builds and runs it; docs/testing.md lists the targets.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "QUEUEBOX_FUZZ needs clang (libFuzzer): configure with "
                       "-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14")
 endif()
-foreach(off QUEUEBOX_WITH_TRANSFORMS QUEUEBOX_BUILD_TESTS QUEUEBOX_BUILD_BENCH)
+foreach(off QUEUEBOX_BUILD_TESTS QUEUEBOX_BUILD_BENCH)
   set(${off} OFF)
 endforeach()
+option(QUEUEBOX_FUZZ_TRANSFORMS "Fuzz build: the JSONata engine too (transform_engine_fuzz)" ON)
+set(QUEUEBOX_WITH_TRANSFORMS ${QUEUEBOX_FUZZ_TRANSFORMS})
 
 include(cmake/dependencies.cmake)
 include(cmake/warnings.cmake)
@@ -35,4 +40,7 @@ add_subdirectory(src/auth)
 add_subdirectory(src/sources)
 add_subdirectory(src/config)
 add_subdirectory(src/admin)
+if(QUEUEBOX_WITH_TRANSFORMS)
+  add_subdirectory(src/transform)
+endif()
 add_subdirectory(fuzz)

@@ -9,6 +9,8 @@
 #   FUZZ_RUNS=1000000 bash scripts/fuzz.sh 0 envelope       (a number of runs instead)
 #   FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh                   (build, run nothing)
 #   FUZZ_JOBS=2 bash scripts/fuzz.sh 30                      (two targets at a time)
+#   FUZZ_TRANSFORMS=OFF bash scripts/fuzz.sh                 (without the JSONata engine, so
+#                                                              without transform_engine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-20}
@@ -20,7 +22,8 @@ NICE=(nice -n "${FUZZ_NICE:-19}")
 # A unity build, as the others (docs/testing.md, "Build time"); FUZZ_UNITY_BUILD=OFF to edit.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DQUEUEBOX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCMAKE_UNITY_BUILD="${FUZZ_UNITY_BUILD:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
+  -DCMAKE_UNITY_BUILD="${FUZZ_UNITY_BUILD:-ON}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+  -DQUEUEBOX_FUZZ_TRANSFORMS="${FUZZ_TRANSFORMS:-ON}" >/dev/null
 "${NICE[@]}" cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers
 [ -n "${FUZZ_BUILD_ONLY:-}" ] && exit 0
 
@@ -29,6 +32,12 @@ if [ "$#" -gt 0 ]; then
 else
   TARGETS=()
   for d in fuzz/corpus/*/; do TARGETS+=("$(basename "$d")"); done
+  if [ "${FUZZ_TRANSFORMS:-ON}" = OFF ]; then
+    for i in "${!TARGETS[@]}"; do
+      if [ "${TARGETS[$i]}" = transform_engine ]; then unset 'TARGETS[i]'; fi
+    done
+    TARGETS=("${TARGETS[@]}")
+  fi
 fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
@@ -37,7 +46,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitizers/lsan.su
 # One target: its result line, and its findings when it fails, on stdout in one piece (so parallel
 # runs do not interleave); the exit status says whether it failed.
 run_one() {  # target
-  local t=$1 bin="$BUILD_DIR/fuzz/${1}_fuzz" work="$OUT/$1" start rc took runs limit report
+  local t=$1 bin="$BUILD_DIR/fuzz/${1}_fuzz" work="$OUT/$1" start rc took runs limit report extra flags
   # The repo's seeds stay untouched: the run grows a copy.
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
@@ -45,11 +54,16 @@ run_one() {  # target
     printf '%-16s %12s %8s %s\n' "$t" - - "FAILED (no seeds in fuzz/corpus/$t/)"
     return 1
   fi
+  # A target's dictionary of tokens (fuzz/<target>.dict) and libFuzzer flags of its own
+  # (fuzz/<target>.flags, one line), when it has them.
+  extra=()
+  if [ -f "fuzz/$t.dict" ]; then extra=(-dict="fuzz/$t.dict"); fi
+  if [ -f "fuzz/$t.flags" ]; then read -ra flags <"fuzz/$t.flags"; extra+=("${flags[@]}"); fi
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
   start=$(date +%s)
   rc=0
-  "${NICE[@]}" "$bin" "${limit[@]}" -timeout=10 -rss_limit_mb=2560 -max_len=4096 \
+  "${NICE[@]}" "$bin" "${limit[@]}" "${extra[@]}" -timeout=10 -rss_limit_mb=2560 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1 ||
     rc=$?
   took=$(($(date +%s) - start))

@@ -2,9 +2,12 @@
 #include "queuebox/transform/jsonata.h"
 
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "engine.h"
 #include "json/escape.h"
+#include "json/utf8.h"
 
 namespace queuebox::transform {
 
@@ -89,6 +92,14 @@ TransformResult<Expression> Expression::Compile(std::string text, Limits limits)
     e.message = "timeoutMs and maxDepth must be greater than 0";
     return e;
   }
+  // SpiderMonkey refuses text that is not UTF-8 with an exception, which reads as running out of
+  // memory; a store may hold such bytes (SQLite TEXT), so it is refused here, by name.
+  if (std::optional<size_t> at = json::FirstInvalidUtf8(text)) {
+    TransformError e;
+    e.kind = ErrorKind::kInvalidArgument;
+    e.message = "The expression is not UTF-8 (byte " + std::to_string(*at) + ")";
+    return e;
+  }
   auto state = std::make_shared<State>();
   state->hash = std::hash<std::string>()(text) * 31 + std::hash<int>()(limits.max_depth);
   state->text = std::move(text);
@@ -105,9 +116,23 @@ const Limits& Expression::limits() const { return state_->limits; }
 
 TransformResult<std::optional<std::string>> Expression::Evaluate(std::string_view input_json,
                                                                  const Bindings& bindings) const {
+  // A UTF-8 byte order mark before the input is skipped, as the JSON checks of the sources and
+  // destinations (nlohmann) skip it; JSON.parse would refuse the input as not JSON.
+  if (input_json.substr(0, 3) == "\xEF\xBB\xBF") input_json.remove_prefix(3);
+  // As in Compile: bytes that are not UTF-8 are named, not taken for a lack of memory.
+  const std::string bindings_json = bindings.json();
+  std::optional<size_t> at = json::FirstInvalidUtf8(input_json);
+  if (at || json::FirstInvalidUtf8(bindings_json)) {
+    TransformError e;
+    e.kind = ErrorKind::kInvalidArgument;
+    e.message = "The input or a binding is not JSON: " +
+                (at ? "the input is not UTF-8 (byte " + std::to_string(*at) + ")"
+                    : std::string("a binding is not UTF-8"));
+    return e;
+  }
   TransformResult<internal::Engine*> engine = internal::Engine::ForThisThread();
   if (!engine.ok()) return engine.error();
-  return engine.value()->Evaluate(*state_, input_json, bindings.json());
+  return engine.value()->Evaluate(*state_, input_json, bindings_json);
 }
 
 }  // namespace queuebox::transform

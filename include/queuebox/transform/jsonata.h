@@ -44,7 +44,7 @@ enum class ErrorKind {
   kTimeout,          // the wall-clock limit ran out (code D1012)
   kDepth,            // the depth limit (code D1011) or the engine's native stack ran out
   kMemory,           // the engine's heap cap or the result-size cap was reached
-  kInvalidArgument,  // a limit is not positive, or the input or a binding is not JSON
+  kInvalidArgument,  // a limit is not positive, or a text is not UTF-8 or not JSON
   kEngine,           // the engine could not load or failed in a way JSONata does not describe
 };
 
@@ -141,7 +141,8 @@ class Expression {
  public:
   // Compiles on the calling thread's engine (loading it on first use). A syntax error gives
   // kSyntax with JSONata's code, position and message; kInvalidArgument when a limit is not
-  // positive; kEngine when the engine cannot load. An unknown function compiles and fails when
+  // positive or the text is not UTF-8 ("The expression is not UTF-8 (byte n)"); kEngine when the
+  // engine cannot load. An unknown function compiles and fails when
   // evaluated (T1006).
   static TransformResult<Expression> Compile(std::string text, Limits limits = {});
 
@@ -149,8 +150,11 @@ class Expression {
   const Limits& limits() const;
 
   // Evaluates on the calling thread's engine. `input_json` is the input document `$` as JSON
-  // text (UTF-8); empty means no input (undefined). Gives the result as JSON text, or nullopt
-  // when the expression gives no value (JSONata's undefined, or a function).
+  // text (UTF-8, a byte order mark before it skipped); empty means no input (undefined). Gives the
+  // result as JSON text, or nullopt when the expression gives no value (JSONata's undefined, or a
+  // function). An input or binding that is not JSON, or not UTF-8, is kInvalidArgument ("The input
+  // or a binding is not JSON:
+  // ...").
   TransformResult<std::optional<std::string>> Evaluate(std::string_view input_json,
                                                        const Bindings& bindings = {}) const;
 

@@ -94,6 +94,21 @@ function __qbMakeDriver(jsonata) {
     return value;
   }
 
+  // Half of a UTF-16 surrogate pair (a string cut inside one: $split(s, ""), $match(s, /./),
+  // $substringBefore) is written by JSON.stringify as an escape such as \ud83d, which JSON
+  // readers refuse (nlohmann and simdjson, so the destinations' checks and the admin route's
+  // callers; PostgreSQL's jsonb): a delivery would fail as not JSON. It becomes U+FFFD, as the
+  // UTF-8 encoder writes such a character anywhere else. An escape is a run of backslashes of
+  // odd length before the `u` (an even run is backslashes of the text); JSON.stringify writes
+  // its hex digits in lower case and never escapes a whole pair.
+  var halfPair = /(\\+)u(d[89a-f][0-9a-f]{2})/g;
+  function wellFormed(text) {
+    if (text.indexOf('\\ud') < 0) return text;
+    return text.replace(halfPair, function (escape, backslashes) {
+      return backslashes.length % 2 === 1 ? backslashes + 'ufffd' : escape;
+    });
+  }
+
   function describe(err) {
     if (err !== null && typeof err === 'object' && typeof err.code === 'string') {
       return 'E' + JSON.stringify({
@@ -131,7 +146,7 @@ function __qbMakeDriver(jsonata) {
         var text = JSON.stringify(result, withoutFunctions);
         if (text === undefined) return 'U';
         if (text.length > maxChars) return 'L' + text.length;
-        return 'R' + text;
+        return 'R' + wellFormed(text);
       } catch (err) {
         return describe(err);
       }

@@ -371,8 +371,12 @@ class SpiderMonkeyBackend final : public Backend {
                          std::to_string(options_.max_result_bytes) + " bytes");
   }
 
+  // Null when out of memory (the caller checked the text is UTF-8, the other reason SpiderMonkey
+  // refuses it); the exception is cleared, so that nothing is pending at the next call.
   JSString* NewString(std::string_view utf8) {
-    return JS_NewStringCopyUTF8N(cx_, JS::UTF8Chars(utf8.data(), utf8.size()));
+    JSString* s = JS_NewStringCopyUTF8N(cx_, JS::UTF8Chars(utf8.data(), utf8.size()));
+    if (s == nullptr) JS_ClearPendingException(cx_);
+    return s;
   }
 
   bool RunScript(const std::string& source, const char* file, JS::MutableHandleValue rval) {
