@@ -243,10 +243,12 @@ Json Ask(const Json& request, int64_t timeout_ms, Timer* timer = nullptr) {
     const std::string e = body["error"].get<std::string>();
     Require(!StartsWith(e, "Invalid request:"), "a valid request is never refused as invalid");
     if (StartsWith(e, "Invalid expression: ")) {
-      Require(HasCode(e.substr(20), 'S') ||
-                  e.substr(20) == "D1012: The evaluation ran longer than " +
-                                      std::to_string(timeout_ms) + " ms and was stopped",
-              "an expression that does not compile is an S0 syntax error");
+      const std::string why = e.substr(20);
+      Expect(HasCode(why, 'S') || StartsWith(why, "SyntaxError: ") ||
+                 StartsWith(why, "D1011: The engine's stack ran out (") ||
+                 why == "D1012: The evaluation ran longer than " + std::to_string(timeout_ms) +
+                            " ms and was stopped",
+             "an expression that does not compile is a syntax error", e);
     } else {
       CheckError("admin", e, timeout_ms, local);
     }
@@ -309,15 +311,23 @@ void CheckCompileError(std::string_view path, const std::string& text, const t::
             "an expression that is not UTF-8 is named so");
     return;
   }
-  Require(e.kind != t::ErrorKind::kEngine, "a compile error is never the engine's");
+  Expect(e.kind != t::ErrorKind::kEngine, "a compile error is never the engine's", e.ToString());
   if (e.kind == t::ErrorKind::kTimeout) {
     Require(e.ToString() == "D1012: The evaluation ran longer than " +
                                 std::to_string(limits.timeout.count()) + " ms and was stopped",
             "a compile timeout names its limit");
     return;
   }
-  Require(e.kind == t::ErrorKind::kSyntax && HasCode(e.ToString(), 'S') && StartsWith(e.code, "S0"),
-          "a compile error is an S0 syntax error");
+  if (e.kind == t::ErrorKind::kDepth) {
+    Require(StartsWith(e.ToString(), "D1011: The engine's stack ran out ("),
+            "a compile that runs out of stack says so");
+    return;
+  }
+  Expect(e.kind == t::ErrorKind::kSyntax &&
+             ((HasCode(e.ToString(), 'S') && StartsWith(e.code, "S0")) ||
+              (e.code.empty() && StartsWith(e.message, "SyntaxError: "))),
+         "a compile error is an S0 syntax error or a regular expression's SyntaxError",
+         std::string(t::ErrorKindName(e.kind)) + " " + e.ToString());
 }
 
 // `$` on `payload` with `bindings`, on this thread's engine: nlohmann's reading of the payload

@@ -71,6 +71,9 @@ EDGES = [
     ("undefined", "nothing", "{}", {"path": 1}),
     ("syntax_error", "order.items[", "{}", {"path": 2}),
     ("unknown_function", "$nope(1)", "{}", {"strategy": 2}),
+    # transform_engine_fuzz's finding at 7,086 executions (a 503 from the admin route).
+    ("regex_javascript_refuses", "$replace('a b\\tc', /\\s?+/, '_')", "",
+     {"strategy": 9, "attempt": 2}),
     ("base64", '$base64decode($base64encode("\u00e9\U0001F600"))', "{}", {"path": 1}),
 ]
 

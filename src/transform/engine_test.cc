@@ -111,6 +111,22 @@ TEST(Jsonata, SyntaxErrorGivesCodePositionAndMessage) {
   EXPECT_EQ(unary.error().token, "}");
 }
 
+// transform_engine_fuzz (at 7,086 executions): jsonata builds a regular expression literal with
+// RegExp, which throws a JavaScript SyntaxError without a JSONata code. Compile called that an
+// engine failure (kEngine), so the admin route answered 503 and a start-up check said the engine
+// could not load.
+TEST(Jsonata, ARegularExpressionJavaScriptRefusesIsASyntaxError) {
+  for (const char* text : {"$replace('a b', /\\s?+/, '_')", "$match('a', /a{2,1}/)"}) {
+    auto e = Expression::Compile(text, Generous());
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().kind, ErrorKind::kSyntax) << text;
+    EXPECT_EQ(e.error().code, "") << text;
+    EXPECT_THAT(e.error().message, ::testing::StartsWith("SyntaxError: ")) << text;
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << text;
+  }
+  ExpectEngineUsable();
+}
+
 TEST(Jsonata, UnknownFunctionCompilesAndFailsWhenEvaluated) {
   Expression expr = MustCompile("$foo()");
   Output out = expr.Evaluate("{}");
@@ -136,6 +152,62 @@ TEST(Jsonata, InputThatIsNotJsonIsRefused) {
   ASSERT_FALSE(bad_binding.ok());
   EXPECT_EQ(bad_binding.error().kind, ErrorKind::kInvalidArgument);
   ExpectEngineUsable();
+}
+
+// transform_engine_fuzz's first findings. A store may hold bytes that are not UTF-8 (SQLite
+// TEXT) in a row's payload, topic or id: SpiderMonkey refused them with an exception that was
+// reported as running out of memory ("ran out of the engine's heap (128 MiB)", kMemory), with the
+// exception still pending on the engine.
+TEST(Jsonata, TextThatIsNotUtf8IsNamedNotTakenForALackOfMemory) {
+  Output payload = MustCompile("$").Evaluate("{\"a\":\"\xff\"}");
+  ASSERT_FALSE(payload.ok());
+  EXPECT_EQ(payload.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(payload.error().message,
+            "The input or a binding is not JSON: the input is not UTF-8 (byte 6)");
+  Output topic = MustCompile("$topic").Evaluate("{}", Bindings().SetString("topic", "order.\xc3"));
+  ASSERT_FALSE(topic.ok());
+  EXPECT_EQ(topic.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(topic.error().message, "The input or a binding is not JSON: a binding is not UTF-8");
+  auto expression = Expression::Compile("$sort([3, \x80 1])", Generous());
+  ASSERT_FALSE(expression.ok());
+  EXPECT_EQ(expression.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(expression.error().message, "The expression is not UTF-8 (byte 10)");
+  ExpectEngineUsable();
+}
+
+// The relay's JSON checks (nlohmann) skip a UTF-8 byte order mark before a payload and deliver it;
+// JSON.parse refused it, so the same row failed its transform as "not JSON".
+TEST(Jsonata, AByteOrderMarkBeforeTheInputIsSkipped) {
+  Output out = MustCompile("a").Evaluate("\xEF\xBB\xBF{\"a\":1}");
+  ASSERT_TRUE(out.ok()) << out.error().ToString();
+  EXPECT_EQ(out.value(), std::optional<std::string>("1"));
+  // Only before the document: inside a string it is a character like any other.
+  out = MustCompile("a").Evaluate("{\"a\":\"\xEF\xBB\xBF\"}");
+  ASSERT_TRUE(out.ok()) << out.error().ToString();
+  EXPECT_EQ(out.value(), std::optional<std::string>("\"\xEF\xBB\xBF\""));
+}
+
+// A string cut inside a UTF-16 surrogate pair holds half a character, which JSON.stringify
+// writes as an escape (\ud83d) that nlohmann, simdjson and PostgreSQL refuse: the destinations
+// refused the delivery as not JSON. The half becomes U+FFFD; backslashes of the text stay.
+TEST(Jsonata, HalfASurrogatePairBecomesTheReplacementCharacter) {
+  const std::string emoji = "\xF0\x9F\x98\x80";  // U+1F600, a pair in UTF-16
+  Output split = MustCompile("$split(s, '')").Evaluate("{\"s\":\"" + emoji + "!\"}");
+  ASSERT_TRUE(split.ok()) << split.error().ToString();
+  EXPECT_EQ(split.value(), std::optional<std::string>(R"(["\ufffd","\ufffd","!"])"));
+  Output key =
+      MustCompile("{$split(s, '')[0]: $match(s, /./).match}").Evaluate("{\"s\":\"" + emoji + "\"}");
+  ASSERT_TRUE(key.ok()) << key.error().ToString();
+  EXPECT_EQ(key.value(), std::optional<std::string>(R"({"\ufffd":["\ufffd","\ufffd"]})"));
+  // A backslash of the text before the half: an escaped backslash, then the escape.
+  Output text = MustCompile(R"("\\" & $substringBefore(s, "\uDE00") & "\\ud83d")")
+                    .Evaluate("{\"s\":\"" + emoji + "\"}");
+  ASSERT_TRUE(text.ok()) << text.error().ToString();
+  EXPECT_EQ(text.value(), std::optional<std::string>(R"("\\\ufffd\\ud83d")"));
+  // A whole pair is written as it is.
+  Output whole = MustCompile("s").Evaluate("{\"s\":\"" + emoji + "\"}");
+  ASSERT_TRUE(whole.ok()) << whole.error().ToString();
+  EXPECT_EQ(whole.value(), std::optional<std::string>("\"" + emoji + "\""));
 }
 
 TEST(Jsonata, LimitsMustBePositive) {

@@ -106,6 +106,29 @@ TEST(TransformTester, InvalidExpressionAndEvaluationErrors) {
               "T1006 at position 11: Attempted to invoke a non-function");
 }
 
+// transform_engine_fuzz: a result cut inside a surrogate pair made an answer that JSON readers
+// such as nlohmann refuse ("\ud83d"); the half is now U+FFFD.
+TEST(TransformTester, AnAnswerIsJsonWhenAResultCutsASurrogatePair) {
+  TransformTester tester(Fixed());
+  TransformTestAnswer a = tester.Handle(
+      R"({"expression": "$split(s, '')", "payload": {
+    "s" : "\ud83d\ude00"}
+})");
+  ASSERT_EQ(a.status, 200) << a.body;
+Json body = Json::parse(a.body, nullptr, false);
+ASSERT_FALSE(body.is_discarded()) << a.body;
+EXPECT_EQ(body["result"], Json::array({"\xEF\xBF\xBD", "\xEF\xBF\xBD"}));
+}
+
+// transform_engine_fuzz: a regular expression that JavaScript refuses was answered 503 "The JSONata
+// engine is unavailable on this server".
+TEST(TransformTester, ARegularExpressionJavaScriptRefusesIsAnInvalidExpression) {
+  TransformTester tester(Fixed());
+  TransformTestAnswer a = tester.Handle(R"({"expression": "$match(s, /\\s?+/)", "payload": {}})");
+  EXPECT_EQ(a.status, 400);
+  EXPECT_THAT(a.body, HasSubstr(R"("error":"Invalid expression: SyntaxError: )"));
+}
+
 TEST(TransformTester, TheCallersTimeoutIsClampedToTheMaximum) {
   TransformTester tester(Fixed(/*max_timeout_ms=*/150));
   auto loop = [](const std::string& timeout) {

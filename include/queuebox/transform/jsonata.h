@@ -39,7 +39,8 @@
 namespace queuebox::transform {
 
 enum class ErrorKind {
-  kSyntax,           // the expression does not compile (S0xxx): a start-up error
+  kSyntax,           // the expression does not compile (S0xxx, or no code for a regular
+                     // expression JavaScript refuses): a start-up error
   kEvaluation,       // JSONata raised an error while evaluating (T, D codes), e.g. T2001
   kTimeout,          // the wall-clock limit ran out (code D1012)
   kDepth,            // the depth limit (code D1011) or the engine's native stack ran out

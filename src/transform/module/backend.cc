@@ -221,6 +221,15 @@ class SpiderMonkeyBackend final : public Backend {
     if (!s.empty() && s[0] == 'E') {
       return ParseJsonataError(std::string_view(s).substr(1), ErrorKind::kSyntax);
     }
+    // jsonata builds a regular expression literal with RegExp, which throws a JavaScript
+    // SyntaxError of its own, without a JSONata code (`/\s?+/`: "nothing to repeat"): the
+    // expression does not compile. (It was kEngine, which the admin route answers 503 "engine
+    // unavailable" and a start-up check reports as an engine that could not load.)
+    if (!s.empty() && s[0] == 'X') return MakeError(ErrorKind::kSyntax, "", s.substr(1));
+    if (!s.empty() && s[0] == 'S') {
+      return MakeError(ErrorKind::kDepth, "D1011",
+                       "The engine's stack ran out (" + s.substr(1) + ")");
+    }
     return MakeError(ErrorKind::kEngine, "", "compile gave " + s);
   }
 
