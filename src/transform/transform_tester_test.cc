@@ -110,21 +110,19 @@ TEST(TransformTester, InvalidExpressionAndEvaluationErrors) {
 // such as nlohmann refuse ("\ud83d"); the half is now U+FFFD.
 TEST(TransformTester, AnAnswerIsJsonWhenAResultCutsASurrogatePair) {
   TransformTester tester(Fixed());
-  TransformTestAnswer a = tester.Handle(
-      R"({"expression": "$split(s, '')", "payload": {
-    "s" : "\ud83d\ude00"}
-})");
+  TransformTestAnswer a =
+      tester.Handle(R"j({"expression": "$split(s, '')", "payload": {"s": "\ud83d\ude00"}})j");
   ASSERT_EQ(a.status, 200) << a.body;
-Json body = Json::parse(a.body, nullptr, false);
-ASSERT_FALSE(body.is_discarded()) << a.body;
-EXPECT_EQ(body["result"], Json::array({"\xEF\xBF\xBD", "\xEF\xBF\xBD"}));
+  Json body = Json::parse(a.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << a.body;
+  EXPECT_EQ(body["result"], Json::array({"\xEF\xBF\xBD", "\xEF\xBF\xBD"}));
 }
 
 // transform_engine_fuzz: a regular expression that JavaScript refuses was answered 503 "The JSONata
 // engine is unavailable on this server".
 TEST(TransformTester, ARegularExpressionJavaScriptRefusesIsAnInvalidExpression) {
   TransformTester tester(Fixed());
-  TransformTestAnswer a = tester.Handle(R"({"expression": "$match(s, /\\s?+/)", "payload": {}})");
+  TransformTestAnswer a = tester.Handle(R"j({"expression": "$match(s, /\\s?+/)", "payload": {}})j");
   EXPECT_EQ(a.status, 400);
   EXPECT_THAT(a.body, HasSubstr(R"("error":"Invalid expression: SyntaxError: )"));
 }
