@@ -11,7 +11,7 @@
 //           $idempotencyKey and $eventType.
 // The input: expression, payload, topic, text and header names and values as
 // FuzzedDataProvider random-length strings; from the end, the path, the timeout, the depth, the
-// onError strategy and the attempt (fuzz/corpus/transform_engine/README.md writes seeds).
+// onError strategy and the attempt (fuzz/transform_engine_seeds.py writes the seeds).
 // Properties: nothing crashes or hangs; an evaluation gives JSON that the destinations accept
 // (nlohmann's strict reading, which IsJsonDocument falls back to) or a documented error (a
 // JSONata code S/T/D/U + 4 digits, the timeout, depth and memory texts of jsonata.h, "not JSON"

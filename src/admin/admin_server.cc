@@ -295,20 +295,22 @@ struct AdminServer::Impl {
         {R"(/admin/api/messages/([0-9A-Fa-f-]{36}))", &ConsoleApi::Message},
         {"/admin/api/inbox/lookup", &ConsoleApi::InboxLookup}};
     for (const auto& [path, read] : reads) {
-      s.Get(path, Guarded([this, read](const httplib::Request& req, httplib::Response& res) {
-              if (Authenticated(req, res, req.body, JsonError)) (console.get()->*read)(req, res);
+      // Copied by name: clang 14 (the fuzz build) cannot capture a structured binding.
+      s.Get(path,
+            Guarded([this, method = read](const httplib::Request& req, httplib::Response& res) {
+              if (Authenticated(req, res, req.body, JsonError)) (console.get()->*method)(req, res);
             }));
     }
     using Act = void (ConsoleApi::*)(const std::string&, httplib::Response&);
     const std::pair<const char*, Act> actions[] = {{"/admin/api/replay", &ConsoleApi::Replay},
                                                    {"/admin/api/discard", &ConsoleApi::Discard}};
     for (const auto& [path, act] : actions) {
-      s.Post(path, [this, act](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) {
+      s.Post(path, [this, method = act](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
         InFlight f(this);
         try {
           std::optional<std::string> body = ReadAuthenticated(req, res, reader, JsonError);
-          if (body) (console.get()->*act)(*body, res);
+          if (body) (console.get()->*method)(*body, res);
         } catch (const std::exception& e) {
           log::Error("An admin request failed.", {{"path", req.path}, {"reason", e.what()}});
           JsonError(res, 500, "Internal error");
