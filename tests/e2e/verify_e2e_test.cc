@@ -340,6 +340,7 @@ TEST_F(VerifyE2ETest, ChaosRunWithReplicasKilledVerifiesClean) {
   }
   producer.Join();
   ASSERT_TRUE(testing::WaitUntil([&] { return sent() == kRows; }, 90s)) << replicas.LogTails();
+  EXPECT_THAT(replicas.exited_early(), ::testing::IsEmpty());
   replicas.StopAll(20s);
   receiver.Kill(SIGTERM);
   ASSERT_EQ(receiver.Wait(10s), std::optional<int>(0)) << receiver.Log();

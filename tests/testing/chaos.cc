@@ -11,6 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "testing/http_receiver.h"
+
 namespace queuebox::testing {
 namespace {
 
@@ -47,6 +49,20 @@ std::optional<int64_t> QueryInt(const std::string& url, const std::string& sql) 
   PQclear(r);
   PQfinish(c);
   return out;
+}
+
+bool ExecSql(const std::string& url, const std::string& sql) {
+  PGconn* c = Open(url);
+  if (c == nullptr) {
+    ADD_FAILURE() << "cannot connect to " << url;
+    return false;
+  }
+  PGresult* r = PQexec(c, sql.c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+  EXPECT_TRUE(ok) << PQerrorMessage(c) << " in " << sql;
+  PQclear(r);
+  PQfinish(c);
+  return ok;
 }
 
 RowProducer::RowProducer(ProducerOptions options) : options_(std::move(options)) {
@@ -128,12 +144,17 @@ ReplicaSet::~ReplicaSet() = default;  // ~ChildProcess kills and reaps
 
 void ReplicaSet::StartOne(size_t slot) {
   current_logs_[slot] = log_dir_ + "/replica" + std::to_string(started_++) + ".log";
-  current_[slot] =
-      std::make_unique<ChildProcess>(binary_, std::vector<std::string>{"--config", config_, "run"},
-                                     std::map<std::string, std::string>{}, current_logs_[slot]);
+  current_[slot] = std::make_unique<ChildProcess>(
+      binary_, std::vector<std::string>{"--config", config_, "run"},
+      std::map<std::string, std::string>{
+          {"QUEUEBOX_SERVER_HTTPPORT", std::to_string(UnusedLoopbackPort())}},
+      current_logs_[slot]);
 }
 
 void ReplicaSet::KillAndReplace(size_t index) {
+  if (!current_[index]->running()) {
+    exited_early_.push_back(current_logs_[index] + ":\n" + current_[index]->Log());
+  }
   current_[index]->Kill(SIGKILL);
   current_[index]->Wait(std::chrono::seconds(10));
   StartOne(index);

@@ -31,6 +31,10 @@ namespace queuebox::testing {
 // database does not answer (it may be restarting) or the query fails.
 std::optional<int64_t> QueryInt(const std::string& url, const std::string& sql);
 
+// Runs `sql` (several statements allowed) on a connection of its own; false (and a test failure)
+// when it fails.
+bool ExecSql(const std::string& url, const std::string& sql);
+
 struct ProducerOptions {
   std::string url;  // libpq URI of the database holding `outbox`
   std::string topic = "chaos";
@@ -68,19 +72,23 @@ class RowProducer {
 };
 
 // `count` replicas of `binary` (`--config <config> run`), each logging to
-// <log_dir>/replica<n>.log, n counting every process started.
+// <log_dir>/replica<n>.log, n counting every process started. Each gets a free server.httpPort of
+// its own (QUEUEBOX_SERVER_HTTPPORT): replicas on one port would refuse to start.
 class ReplicaSet {
  public:
   ReplicaSet(std::string binary, std::string config, std::string log_dir, int count);
   ~ReplicaSet();  // SIGKILL to whatever still runs
 
-  // SIGKILL to replica `index`, reaped, and a new process started in its place.
+  // SIGKILL to replica `index`, reaped, and a new process started in its place. A replica that
+  // had already exited is noted in exited_early().
   void KillAndReplace(size_t index);
   // The same for a replica picked by `random`; returns its index.
   size_t KillOneAndReplace(std::mt19937& random);
   // SIGTERM to every replica; the exit codes (nullopt: still running after `timeout`, killed).
   std::vector<std::optional<int>> StopAll(std::chrono::seconds timeout);
   int started() const { return started_; }
+  // The logs of the replicas found exited when they were to be killed (they should not exit).
+  const std::vector<std::string>& exited_early() const { return exited_early_; }
   // The last `bytes` of each log of the current replicas, for a failure message.
   std::string LogTails(size_t bytes = 2000) const;
 
@@ -91,6 +99,7 @@ class ReplicaSet {
   int started_ = 0;
   std::vector<std::unique_ptr<ChildProcess>> current_;
   std::vector<std::string> current_logs_;
+  std::vector<std::string> exited_early_;
 };
 
 // A timed step of a chaos run: `action` at `at` after the start (a restart of a server, or one

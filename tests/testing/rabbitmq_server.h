@@ -27,7 +27,7 @@ class PrivateRabbitMq {
   // Starts the node and waits until it accepts AMQP connections; kUnavailable with the log's
   // tail when it does not within 120 s.
   Status Start();
-  // A clean stop (rabbitmqctl stop): persistent messages of durable queues stay.
+  // A clean stop (SIGTERM, waited for): persistent messages of durable queues stay.
   Status Stop();
   int port() const { return amqp_port_; }
   // amqp://guest:guest@127.0.0.1:<port>/ (guest may log in over loopback).
