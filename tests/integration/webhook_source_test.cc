@@ -779,6 +779,12 @@ TEST(WebhookSourceOutageTest, NoAnswerIsSentBeforeTheRowCommits) {
 
   db.Exec("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
   ASSERT_EQ(db.Scalar("SELECT pg_reload_conf()"), "t");
+  // The reload is asynchronous: post only once the postmaster has read the file (and so has
+  // signalled the store's sessions), or the commit may go through before it.
+  for (int i = 0; i < 1000 && db.Scalar("SHOW synchronous_standby_names") != "nobody"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll
+  }
+  ASSERT_EQ(db.Scalar("SHOW synchronous_standby_names"), "nobody");
   std::future<int> answer = std::async(std::launch::async, [&] {
     httplib::Client c("127.0.0.1", (*server)->data_port());
     c.set_read_timeout(60);
