@@ -10,11 +10,14 @@ namespace {
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
 
 void Varint(std::string& out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
   while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out += static_cast<char>(v);
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
 }
 
 void Tag(std::string& out, int field, int wire) {
@@ -29,7 +32,9 @@ void Bytes(std::string& out, int field, std::string_view bytes) {
 
 void Fixed64(std::string& out, int field, uint64_t v) {
   Tag(out, field, kFixed64);
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(buf, 8);
 }
 
 void VarintField(std::string& out, int field, uint64_t v) {
@@ -142,6 +147,13 @@ void WriteSpan(std::string& out, const Span& s, size_t size) {
 // InstrumentationScope { string name = 1; string version = 2; }
 std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
                                 std::string_view service_version) {
+  std::string out;
+  EncodeExportRequest(spans, service_name, service_version, out);
+  return out;
+}
+
+void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
+                         std::string_view service_version, std::string& out) {
   constexpr std::string_view kScope = "queuebox";
   const AttributeValue name{std::string(service_name)};
   const AttributeValue version{std::string(service_version)};
@@ -159,7 +171,7 @@ std::string EncodeExportRequest(std::span<const Span> spans, std::string_view se
   }
   const size_t resource_spans = LenField(1, resource) + LenField(2, scope_spans);
 
-  std::string out;
+  out.clear();
   out.reserve(LenField(1, resource_spans));
   OpenMessage(out, 1, resource_spans);
   OpenMessage(out, 1, resource);
@@ -170,7 +182,6 @@ std::string EncodeExportRequest(std::span<const Span> spans, std::string_view se
   Bytes(out, 1, kScope);
   if (versioned) Bytes(out, 2, service_version);
   for (size_t i = 0; i < spans.size(); ++i) WriteSpan(out, spans[i], sizes[i]);
-  return out;
 }
 
 }  // namespace queuebox::telemetry
