@@ -13,6 +13,7 @@
 #   flock /tmp/queuebox-bench.lock bash bench/defaults_ab.sh <queuebox A> <queuebox B>
 #   ROWS=200000 SINKS="http nats rabbitmq kafka" DURABILITY="off on" DURABLE_SINKS="http" ...
 #   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
+#   ROUNDS=3 ...   # three A/B pairs per sink, in the order A B, B A, A B (medians summarised)
 #   NATS_URL=nats://127.0.0.1:54249 ...   # a private nats-server instead of the shared one
 #   OFF_SVC_DIR=/tmp/qb-svc-x OFF_PG_PORT=55009 ...  # a running fsync-off PostgreSQL of one's own
 #   NATS_PID=<pid of that nats-server>: its CPU seconds per run (sink_server_cpu_s)
@@ -38,6 +39,7 @@ DURABLE_SINKS=${DURABLE_SINKS:-"http"}
 PORT=${PORT:-18281}  # nginx; PORT + 1: the relay's admin port
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-bench/results/defaults_ab.json}
+ROUNDS=${ROUNDS:-1}  # A/B pairs per sink, alternated; the summary holds each side's median
 OUTBOX=${OUTBOX:-}  # an outbox block (YAML flow map); empty: QueueBox's defaults
 FLOOR_BIN="$BUILD_DIR/bench/bench_floor"
 FIX="$BUILD_DIR/bench/broker_fixture"
@@ -188,8 +190,15 @@ for mode in $DURABILITY; do
     python3 -c 'import json,sys; f=json.loads(sys.argv[3]); print(json.dumps({"fsync": sys.argv[1], "sink": sys.argv[2], "side": "floor", "rows_per_s": round(f["rows_per_s"], 1), "loadavg": open("/proc/loadavg").read().split()[:3]}))' \
       "$mode" "$sink" "$FLOOR" >>"$RESULTS"
     tail -1 "$RESULTS" >&2
-    relay_run "$mode" "$sink" A "$A" "$DEST"
-    relay_run "$mode" "$sink" B "$B" "$DEST"
+    for round in $(seq "$ROUNDS"); do  # alternated: A B, B A, A B, ...
+      if [ $((round % 2)) = 1 ]; then
+        relay_run "$mode" "$sink" A "$A" "$DEST"
+        relay_run "$mode" "$sink" B "$B" "$DEST"
+      else
+        relay_run "$mode" "$sink" B "$B" "$DEST"
+        relay_run "$mode" "$sink" A "$A" "$DEST"
+      fi
+    done
     case $sink in
       nats) "$FIX" nats delete --url "$QB_TEST_NATS_URL" --stream "$STREAM" ;;
       rabbitmq) "$FIX" rabbitmq delete --url "$QB_TEST_AMQP_URL" --exchange "$EXCHANGE" --queue "$QUEUE" ;;
@@ -199,26 +208,32 @@ for mode in $DURABILITY; do
   done
 done
 
-python3 - "$RESULTS" "$A" "$B" "$ROWS" "$KEYS" "$OUT" "$OUTBOX" <<'PY'
-import json, os, platform, subprocess, sys
-results, a, b, rows, keys, out, outbox = sys.argv[1:8]
+python3 - "$RESULTS" "$A" "$B" "$ROWS" "$KEYS" "$OUT" "$OUTBOX" "$ROUNDS" <<'PY'
+import json, os, platform, statistics, subprocess, sys
+results, a, b, rows, keys, out, outbox, rounds = sys.argv[1:9]
 runs = [json.loads(l) for l in open(results) if l.strip()]
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 summary = {}
 for r in runs:
     s = summary.setdefault(f"fsync_{r['fsync']}", {}).setdefault(r["sink"], {})
-    s[r["side"]] = r["rows_per_s"]
+    s.setdefault(r["side"], []).append(r["rows_per_s"])
 for mode in summary.values():
     for s in mode.values():
+        for side in ("floor", "A", "B"):
+            if side in s:
+                if len(s[side]) > 1:
+                    s[f"{side}_runs"] = s[side]
+                s[side] = statistics.median(s[side])
         if "floor" in s:
             for side in ("A", "B"):
                 if side in s:
                     s[f"{side}_vs_floor"] = round(s[side] / s["floor"], 3)
         if "A" in s and "B" in s:
-            s["B_over_A"] = round(s["B"] / s["A"], 2)
+            s["B_over_A"] = round(s["B"] / s["A"], 3)
 res = {"benchmark": "bench/defaults_ab.sh: QueueBox's defaults (batchSize 100, concurrency 8), "
-                    "backlog drain, floor then A then B per sink, one run",
+                    "backlog drain, floor then A/B pairs per sink (alternated), one run",
+       "rounds": int(rounds),
        "outbox": outbox or "QueueBox's defaults (batchSize 100, concurrency 8)",
        "A": a, "B": b, "rows": int(rows), "keys": int(keys), "payload_bytes": 1024,
        "summary": summary, "runs": runs,

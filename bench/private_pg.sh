@@ -4,6 +4,13 @@
 # it stops the cluster and a relay whose pid is in $WORK/relay.pid (a relay started in a
 # pipeline's subshell, `case | tee`, is invisible to the script's own variables), then removes
 # WORK.
+# scripts/services.sh env exports PG_PORT for the shared test cluster: a script that inherits it
+# would start its private cluster on a taken port.
+if pg_isready -q -h 127.0.0.1 -p "$PG_PORT" 2>/dev/null; then
+  echo "private_pg.sh: port $PG_PORT already has a PostgreSQL (an exported PG_PORT, e.g. from" \
+    "scripts/services.sh env?): unset PG_PORT or set a free one" >&2
+  exit 2
+fi
 WORK=$(mktemp -d)
 chown postgres:postgres "$WORK"
 chmod 755 "$WORK"

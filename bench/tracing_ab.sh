@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tracing's cost (issue 37), through defaults_ab.sh (the http sink: local nginx): the same binary
 # with telemetry off (A) and with every span exported to the local collector stand-in (B:
-# tests/judges/otel/collector.js, which decodes each export), at QueueBox's defaults and tuned
+# tests/judges/otel/collector.js, answering 200 without decoding unless DECODE=on), at QueueBox's defaults and tuned
 # (TUNED, an outbox block), fsync off and on, in one run. With a second binary (a build of main),
 # a third pass: that binary (A) against this one with telemetry off (B): free when off.
 #
@@ -21,7 +21,8 @@ TUNED=${TUNED:-"{concurrency: 64, batchSize: 500}"}
 export ROWS=${ROWS:-50000} SINKS=http DURABILITY=${DURABILITY:-"off on"} DURABLE_SINKS=http BUILD_DIR
 COLLECTOR="$BUILD_DIR/tests/judges/otel/npm/collector.js"  # cmake --build build --target otel_collector
 WORK=$(mktemp -d /tmp/qb-tracing-ab.XXXXXX)
-node "$COLLECTOR" --port-file "$WORK/port" --out /dev/null &
+# DECODE=on: the stand-in decodes every export (as the tests' judge does), on the same two cores.
+node "$COLLECTOR" --port-file "$WORK/port" --out /dev/null --decode "${DECODE:-off}" &
 COLLECTOR_PID=$!
 trap 'kill $COLLECTOR_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done

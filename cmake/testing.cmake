@@ -17,3 +17,33 @@ function(qb_test name)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
+
+# qb_npm_judges(target DIR <build dir> [SOURCE_DIR <dir>] FILES <files beside node_modules>
+#               COMMENT <text>)
+# The providers' own npm libraries as test judges: copies package.json, package-lock.json and
+# FILES from SOURCE_DIR (default: the calling source directory) into DIR, then `npm ci` installs exactly the lock
+# file's versions there (integrity checked, no install scripts). `target` is a custom target
+# that is built once the install is done; node resolves the libraries from DIR.
+function(qb_npm_judges target)
+  cmake_parse_arguments(ARG "" "DIR;SOURCE_DIR;COMMENT" "FILES" ${ARGN})
+  find_program(QB_NPM npm REQUIRED)
+  set(src ${CMAKE_CURRENT_SOURCE_DIR})
+  if(ARG_SOURCE_DIR)
+    set(src ${ARG_SOURCE_DIR})
+  endif()
+  set(inputs ${src}/package.json ${src}/package-lock.json)
+  foreach(f ${ARG_FILES})
+    list(APPEND inputs ${src}/${f})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${ARG_DIR}/npm-ci.stamp
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${ARG_DIR}
+    COMMAND ${CMAKE_COMMAND} -E copy ${inputs} ${ARG_DIR}
+    COMMAND ${QB_NPM} ci --prefix ${ARG_DIR} --ignore-scripts --no-audit --no-fund
+            --prefer-offline --loglevel=error
+    COMMAND ${CMAKE_COMMAND} -E touch ${ARG_DIR}/npm-ci.stamp
+    DEPENDS ${inputs}
+    COMMENT "npm ci: ${ARG_COMMENT}"
+    VERBATIM)
+  add_custom_target(${target} DEPENDS ${ARG_DIR}/npm-ci.stamp)
+endfunction()

@@ -88,6 +88,10 @@ int Receive(const ReceiveOptions& options, const sigset_t& stop_signals) {
   }
   std::mutex mu;  // one line at a time, in the order the deliveries are answered
   httplib::Server server;
+  // Each keep-alive connection holds a thread while it is open. cpp-httplib's default pool (8
+  // threads on 2 cores) is fewer than three relay replicas open, and a connection past it waits
+  // unserved until the relay's request timeout.
+  server.new_task_queue = [] { return new httplib::ThreadPool(256); };
   auto record = [&](const httplib::Request& req, httplib::Response& res) {
     const std::string line = ReceiptLine(req);
     std::lock_guard<std::mutex> lock(mu);

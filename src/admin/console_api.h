@@ -9,8 +9,9 @@
 //                                       limit)
 //   GET  /admin/api/messages/<id>       one row whole (query: table), its attempts, the rows of
 //                                       its key waiting behind it / the outbox row it became
-//   GET  /admin/api/inbox/lookup        the inbox row of source + idempotencyKey, with its outbox
-//   row POST /admin/api/replay              by ids or by filter: {"matching": n} without
+//   GET  /admin/api/inbox/lookup        the inbox row of source + idempotencyKey, with the
+//                                       outbox row it became
+//   POST /admin/api/replay              by ids or by filter: {"matching": n} without
 //                                       "confirm": true, {"moved": n} with it
 //   POST /admin/api/discard             dead rows by ids or filter, the same confirmation
 //

@@ -115,7 +115,7 @@ Result<std::optional<ConsoleRow>> SqlConsole::FindInbox(const std::string& sourc
 // The newest outbox row carrying the inbox id (a replayed inbox row is forwarded again).
 Result<std::optional<ConsoleRow>> SqlConsole::ForwardedFrom(const std::string& inbox_id) {
   const std::string match = pg_ ? "{headers} ->> 'x-inbox-id' = $1 AND {headers} ? 'x-inbox-id'"
-                                : "json_extract({headers}, '$.\"x-inbox-id\"') = ?1";
+                                : "json_valid({headers}) AND json_extract({headers}, '$.\"x-inbox-id\"') = ?1";
   return One("outbox", match + " ORDER BY {sequence} DESC LIMIT 1", {inbox_id});
 }
 

@@ -124,18 +124,8 @@ Result<ReadTable> SqliteReadOnlySession::Query(const std::string& sql,
 }
 
 Result<std::unique_ptr<ReadOnlySession>> OpenSqliteReadOnly(const DatabaseConfig& config) {
-  QB_ASSIGN_OR_RETURN(std::string path, store::SqliteOutboxStore::PathFromUrl(config.url));
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    Status s = Unavailable("Cannot open the SQLite database '" + path +
-                           "': " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
-    sqlite3_close(db);
-    return s;
-  }
-  int64_t busy_ms = config.connection_timeout_ms > 0 ? config.connection_timeout_ms : 30000;
-  sqlite3_busy_timeout(db, static_cast<int>(std::min<int64_t>(busy_ms, 2147483647)));
+  QB_ASSIGN_OR_RETURN(sqlite3 * db,
+                      store::SqliteOutboxStore::OpenConnection(config, SQLITE_OPEN_READONLY));
   auto session = std::make_unique<SqliteReadOnlySession>(db);
   QB_RETURN_IF_ERROR(session->Begin());
   return std::unique_ptr<ReadOnlySession>(std::move(session));

@@ -1,6 +1,7 @@
 #include "telemetry/otlp.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace queuebox::telemetry {
 namespace {
@@ -9,11 +10,14 @@ namespace {
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
 
 void Varint(std::string& out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
   while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out += static_cast<char>(v);
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
 }
 
 void Tag(std::string& out, int field, int wire) {
@@ -28,7 +32,9 @@ void Bytes(std::string& out, int field, std::string_view bytes) {
 
 void Fixed64(std::string& out, int field, uint64_t v) {
   Tag(out, field, kFixed64);
-  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(buf, 8);
 }
 
 void VarintField(std::string& out, int field, uint64_t v) {
@@ -41,21 +47,50 @@ std::string_view IdBytes(const std::array<uint8_t, N>& id) {
   return {reinterpret_cast<const char*>(id.data()), N};
 }
 
-// KeyValue { string key = 1; AnyValue value = 2; }
-// AnyValue { string string_value = 1; bool bool_value = 2; int64 int_value = 3; }
-std::string KeyValue(const std::string& key, const AttributeValue& value) {
-  std::string any;
-  if (const auto* s = std::get_if<std::string>(&value)) {
-    Bytes(any, 1, *s);
-  } else if (const auto* b = std::get_if<bool>(&value)) {
-    VarintField(any, 2, *b ? 1 : 0);
-  } else {
-    VarintField(any, 3, static_cast<uint64_t>(std::get<int64_t>(value)));
+// Sizes first, then one pass of writes into a buffer reserved to the exact size: no temporary
+// string per attribute, span or enclosing message (each used to be built and then copied into its
+// parent).
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
   }
-  std::string out;
+  return n;
+}
+size_t TagSize(int field) { return VarintSize(static_cast<uint64_t>(field) << 3); }
+// A length-delimited field of `len` bytes, its tag and length included.
+size_t LenField(int field, size_t len) { return TagSize(field) + VarintSize(len) + len; }
+
+void OpenMessage(std::string& out, int field, size_t len) {
+  Tag(out, field, kLengthDelimited);
+  Varint(out, len);
+}
+
+// AnyValue { string string_value = 1; bool bool_value = 2; int64 int_value = 3; }
+size_t AnyValueSize(const AttributeValue& value) {
+  if (const auto* s = std::get_if<std::string>(&value)) return LenField(1, s->size());
+  if (std::holds_alternative<bool>(value)) return TagSize(2) + 1;
+  return TagSize(3) + VarintSize(static_cast<uint64_t>(std::get<int64_t>(value)));
+}
+
+// KeyValue { string key = 1; AnyValue value = 2; }
+size_t KeyValueSize(std::string_view key, const AttributeValue& value) {
+  return LenField(1, key.size()) + LenField(2, AnyValueSize(value));
+}
+
+void WriteKeyValue(std::string& out, int field, std::string_view key,
+                   const AttributeValue& value) {
+  OpenMessage(out, field, KeyValueSize(key, value));
   Bytes(out, 1, key);
-  Bytes(out, 2, any);
-  return out;
+  OpenMessage(out, 2, AnyValueSize(value));
+  if (const auto* s = std::get_if<std::string>(&value)) {
+    Bytes(out, 1, *s);
+  } else if (const auto* b = std::get_if<bool>(&value)) {
+    VarintField(out, 2, *b ? 1 : 0);
+  } else {
+    VarintField(out, 3, static_cast<uint64_t>(std::get<int64_t>(value)));
+  }
 }
 
 bool AllZero(const SpanId& id) {
@@ -65,12 +100,28 @@ bool AllZero(const SpanId& id) {
   return true;
 }
 
+// Status { string message = 2; StatusCode code = 3; }
+size_t StatusSize(const Span& s) {
+  return (s.status_message.empty() ? 0 : LenField(2, s.status_message.size())) + TagSize(3) + 1;
+}
+
 // Span { bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; bytes parent_span_id = 4;
 //        string name = 5; SpanKind kind = 6; fixed64 start_time_unix_nano = 7;
-//        fixed64 end_time_unix_nano = 8; repeated KeyValue attributes = 9; Status status = 15;
-//        fixed32 flags = 16; }   Status { string message = 2; StatusCode code = 3; }
-std::string EncodeSpan(const Span& s) {
-  std::string out;
+//        fixed64 end_time_unix_nano = 8; repeated KeyValue attributes = 9; Status status = 15; }
+size_t SpanSize(const Span& s) {
+  size_t n = LenField(1, s.trace_id.size()) + LenField(2, s.span_id.size());
+  if (!s.tracestate.empty()) n += LenField(3, s.tracestate.size());
+  if (!AllZero(s.parent_span_id)) n += LenField(4, s.parent_span_id.size());
+  n += LenField(5, s.name.size());
+  n += TagSize(6) + VarintSize(static_cast<uint64_t>(s.kind));
+  n += 2 * (TagSize(7) + 8);
+  for (const auto& [key, value] : s.attributes) n += LenField(9, KeyValueSize(key, value));
+  if (s.error) n += LenField(15, StatusSize(s));
+  return n;
+}
+
+void WriteSpan(std::string& out, const Span& s, size_t size) {
+  OpenMessage(out, 2, size);  // ScopeSpans.spans
   Bytes(out, 1, IdBytes(s.trace_id));
   Bytes(out, 2, IdBytes(s.span_id));
   if (!s.tracestate.empty()) Bytes(out, 3, s.tracestate);
@@ -79,42 +130,58 @@ std::string EncodeSpan(const Span& s) {
   VarintField(out, 6, static_cast<uint64_t>(s.kind));
   Fixed64(out, 7, s.start_unix_nano);
   Fixed64(out, 8, s.end_unix_nano);
-  for (const auto& [key, value] : s.attributes) Bytes(out, 9, KeyValue(key, value));
+  for (const auto& [key, value] : s.attributes) WriteKeyValue(out, 9, key, value);
   if (s.error) {
-    std::string status;
-    if (!s.status_message.empty()) Bytes(status, 2, s.status_message);
-    VarintField(status, 3, 2);  // STATUS_CODE_ERROR
-    Bytes(out, 15, status);
+    OpenMessage(out, 15, StatusSize(s));
+    if (!s.status_message.empty()) Bytes(out, 2, s.status_message);
+    VarintField(out, 3, 2);  // STATUS_CODE_ERROR
   }
-  return out;
 }
 
 }  // namespace
 
+// ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
+// ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
+// Resource { repeated KeyValue attributes = 1; }
+// ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
+// InstrumentationScope { string name = 1; string version = 2; }
 std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
                                 std::string_view service_version) {
-  // Resource { repeated KeyValue attributes = 1; }
-  std::string resource;
-  Bytes(resource, 1, KeyValue("service.name", std::string(service_name)));
-  if (!service_version.empty()) {
-    Bytes(resource, 1, KeyValue("service.version", std::string(service_version)));
-  }
-  // ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
-  // InstrumentationScope { string name = 1; string version = 2; }
-  std::string scope;
-  Bytes(scope, 1, "queuebox");
-  if (!service_version.empty()) Bytes(scope, 2, service_version);
-  std::string scope_spans;
-  Bytes(scope_spans, 1, scope);
-  for (const Span& s : spans) Bytes(scope_spans, 2, EncodeSpan(s));
-  // ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
-  std::string resource_spans;
-  Bytes(resource_spans, 1, resource);
-  Bytes(resource_spans, 2, scope_spans);
-  // ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
   std::string out;
-  Bytes(out, 1, resource_spans);
+  EncodeExportRequest(spans, service_name, service_version, out);
   return out;
+}
+
+void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
+                         std::string_view service_version, std::string& out) {
+  constexpr std::string_view kScope = "queuebox";
+  const AttributeValue name{std::string(service_name)};
+  const AttributeValue version{std::string(service_version)};
+  const bool versioned = !service_version.empty();
+  const size_t resource = LenField(1, KeyValueSize("service.name", name)) +
+                          (versioned ? LenField(1, KeyValueSize("service.version", version)) : 0);
+  const size_t scope =
+      LenField(1, kScope.size()) + (versioned ? LenField(2, service_version.size()) : 0);
+  std::vector<size_t> sizes;
+  sizes.reserve(spans.size());
+  size_t scope_spans = LenField(1, scope);
+  for (const Span& s : spans) {
+    sizes.push_back(SpanSize(s));
+    scope_spans += LenField(2, sizes.back());
+  }
+  const size_t resource_spans = LenField(1, resource) + LenField(2, scope_spans);
+
+  out.clear();
+  out.reserve(LenField(1, resource_spans));
+  OpenMessage(out, 1, resource_spans);
+  OpenMessage(out, 1, resource);
+  WriteKeyValue(out, 1, "service.name", name);
+  if (versioned) WriteKeyValue(out, 1, "service.version", version);
+  OpenMessage(out, 2, scope_spans);
+  OpenMessage(out, 1, scope);
+  Bytes(out, 1, kScope);
+  if (versioned) Bytes(out, 2, service_version);
+  for (size_t i = 0; i < spans.size(); ++i) WriteSpan(out, spans[i], sizes[i]);
 }
 
 }  // namespace queuebox::telemetry

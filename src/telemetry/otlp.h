@@ -17,5 +17,9 @@ namespace queuebox::telemetry {
 // "queuebox") holding `spans`.
 std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
                                 std::string_view service_version);
+// The same into `out` (its previous content replaced, its capacity kept: an exporter reuses one
+// buffer).
+void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
+                         std::string_view service_version, std::string& out);
 
 }  // namespace queuebox::telemetry

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -19,7 +20,8 @@ namespace queuebox::telemetry {
 enum class SpanKind : int { kInternal = 1, kServer = 2, kClient = 3, kProducer = 4, kConsumer = 5 };
 
 using AttributeValue = std::variant<std::string, int64_t, bool>;
-using Attributes = std::vector<std::pair<std::string, AttributeValue>>;
+// Keys are the conventions' names, string literals: a key must outlive the span (static storage).
+using Attributes = std::vector<std::pair<std::string_view, AttributeValue>>;
 
 struct Span {
   TraceId trace_id{};

@@ -130,43 +130,40 @@ void Tracer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Takes the whole queue at once (a swap under the lock: the recording threads never wait for a
+// copy) and exports it in batches of batch_size; at stop, one last batch and the rest dropped.
 void Tracer::Run() {
-  std::vector<Span> batch;
+  std::vector<Span> taken;
+  const size_t batch = static_cast<size_t>(options_.batch_size);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.export_interval_ms), [this] {
-      return stopping_ || queue_.size() >= static_cast<size_t>(options_.batch_size);
-    });
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.export_interval_ms),
+                 [this, batch] { return stopping_ || queue_.size() >= batch; });
     const bool last = stopping_;
-    while (!queue_.empty()) {
-      const size_t n = std::min(queue_.size(), static_cast<size_t>(options_.batch_size));
-      batch.assign(std::make_move_iterator(queue_.begin()),
-                   std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
-      lock.unlock();
-      Export(batch);
-      lock.lock();
-      if (last) break;  // one last batch at stop; the rest is dropped below
-      if (queue_.size() < static_cast<size_t>(options_.batch_size)) break;
+    taken.clear();
+    taken.swap(queue_);
+    lock.unlock();
+    const std::span<const Span> all(taken);
+    for (size_t i = 0; i < all.size(); i += batch) {
+      Export(all.subspan(i, std::min(batch, all.size() - i)));
+      if (last) {
+        dropped_.fetch_add(all.size() - std::min(batch, all.size()), std::memory_order_relaxed);
+        break;
+      }
     }
-    if (last) {
-      dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
-      queue_.clear();
-      return;
-    }
+    if (last) return;
+    lock.lock();
   }
 }
 
-void Tracer::Export(std::vector<Span>& batch) {
-  const std::string body =
-      EncodeExportRequest(batch, options_.service_name, options_.service_version);
-  if (PostSpans(options_, body)) {
+void Tracer::Export(std::span<const Span> batch) {
+  EncodeExportRequest(batch, options_.service_name, options_.service_version, body_);
+  if (PostSpans(options_, body_)) {
     exported_.fetch_add(batch.size(), std::memory_order_relaxed);
   } else {
     failed_exports_.fetch_add(1, std::memory_order_relaxed);
     dropped_.fetch_add(batch.size(), std::memory_order_relaxed);
   }
-  batch.clear();
 }
 
 }  // namespace queuebox::telemetry

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,7 +62,7 @@ class Tracer {
 
  private:
   void Run();
-  void Export(std::vector<Span>& batch);
+  void Export(std::span<const Span> batch);
 
   const TracerOptions options_;
   std::mutex mu_;
@@ -69,6 +70,7 @@ class Tracer {
   std::vector<Span> queue_;  // guarded by mu_
   bool stopping_ = false;    // guarded by mu_
   std::atomic<uint64_t> recorded_{0}, exported_{0}, dropped_{0}, failed_exports_{0};
+  std::string body_;  // the export thread's request buffer, kept between exports
   std::thread thread_;
 };
 

@@ -22,7 +22,6 @@
 namespace queuebox {
 namespace {
 
-using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 constexpr const char* kTraceId = "0af7651916cd43dd8448eb211c80319c";
@@ -85,9 +84,17 @@ TEST(TracingE2ETest, WebhookTraceReachesTheHttpDestinationThroughInboxAndOutbox)
   EXPECT_EQ(publish["spanId"], telemetry::Hex(sent->span_id));
   EXPECT_EQ(publish["attributes"]["queuebox.outcome"], "delivered");
 
-  auto metrics = c.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_THAT(metrics->body, HasSubstr(R"(queuebox_telemetry_spans_total{outcome="exported"} 3)"));
+  // The collector has the spans before the exporter reads its answer: wait for the count.
+  const std::string exported = R"(queuebox_telemetry_spans_total{outcome="exported"} 3)";
+  std::string body;
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        auto metrics = c.Get("/metrics");
+        body = metrics ? metrics->body : "";
+        return body.find(exported) != std::string::npos;
+      },
+      10s))
+      << body;
   relay.Kill(SIGTERM);
   EXPECT_EQ(relay.Wait(30s), std::optional<int>(0)) << relay.Log();
 }

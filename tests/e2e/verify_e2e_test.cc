@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "testing/broker_testing.h"
+#include "testing/chaos.h"
 #include "testing/env.h"
 #include "testing/http_receiver.h"
 #include "testing/pg.h"
@@ -313,73 +315,33 @@ TEST_F(VerifyE2ETest, ReceivedFileCatchesMissingRowsCountsDuplicatesAndChecksKey
   EXPECT_EQ(strict.code, 1) << strict.output;
 }
 
-// Inserts `rows` rows over `keys` keys, one transaction each, from one connection: one writer
-// per key, so per-key order holds under sequence ordering.
-void ProduceRows(const std::string& url, int rows, int keys, std::atomic<int>* inserted) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  ASSERT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
-  for (int i = 0; i < rows; ++i) {
-    std::string sql = "INSERT INTO outbox (topic, key, payload) VALUES ('chaos', 'key-" +
-                      std::to_string(i % keys) + "', '{\"i\": " + std::to_string(i) + "}')";
-    PGresult* res = PQexec(conn, sql.c_str());
-    EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << PQerrorMessage(conn);
-    PQclear(res);
-    inserted->fetch_add(1);
-  }
-  PQfinish(conn);
-}
-
-// Waits until `done` holds (polled), false after `timeout`.
-template <typename Done>
-bool WaitUntil(Done done, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
 TEST_F(VerifyE2ETest, ChaosRunWithReplicasKilledVerifiesClean) {
   const std::string port = std::to_string(testing::UnusedLoopbackPort());
   const std::string received = dir_.File("received.jsonl");
   testing::ChildProcess receiver(kVerifyBinary,
                                  {"receive", "--listen", "127.0.0.1:" + port, "--out", received},
                                  {}, dir_.File("receive.log"));
-  ASSERT_TRUE(
-      WaitUntil([&] { return receiver.Log().find("Listening on") != std::string::npos; }, 10s))
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return receiver.Log().find("Listening on") != std::string::npos; }, 10s))
       << receiver.Log();
   dir_.Write("chaos.yml", VerifyConfigYaml(pg_->url(), "http://127.0.0.1:" + port, 2000));
-  const std::string chaos = dir_.File("chaos.yml");
-  std::vector<std::unique_ptr<testing::ChildProcess>> replicas;
-  auto start = [&] {
-    std::string name = "replica" + std::to_string(replicas.size());
-    replicas.push_back(std::make_unique<testing::ChildProcess>(
-        kVerifyBinary, std::vector<std::string>{"--config", chaos, "run"},
-        std::map<std::string, std::string>{}, dir_.File(name + ".log")));
-  };
-  for (int i = 0; i < 3; ++i) start();
+  testing::ReplicaSet replicas(kVerifyBinary, dir_.File("chaos.yml"), dir_.path(), 3);
   constexpr int kRows = 3000;
-  std::atomic<int> inserted{0};
-  std::thread producer(ProduceRows, pg_->url(), kRows, 20, &inserted);
+  testing::RowProducer producer({.url = pg_->url(), .keys = 20, .max_rows = kRows});
   auto sent = [&] {
     return std::stoi(pg_->Scalar("SELECT count(*) FROM outbox WHERE state = 'sent'"));
   };
   // Two replicas die with SIGKILL in the middle of the run (their claims wait for the lease);
   // a new one starts in each one's place.
-  for (int victim : {0, 1}) {
+  for (size_t victim : {size_t{0}, size_t{1}}) {
     const int target = victim == 0 ? 300 : 1200;
-    ASSERT_TRUE(WaitUntil([&] { return sent() >= target; }, 60s)) << replicas[0]->Log();
-    replicas[victim]->Kill(SIGKILL);
-    replicas[victim]->Wait(5s);
-    start();
+    ASSERT_TRUE(testing::WaitUntil([&] { return sent() >= target; }, 60s)) << replicas.LogTails();
+    replicas.KillAndReplace(victim);
   }
-  producer.join();
-  ASSERT_TRUE(WaitUntil([&] { return sent() == kRows; }, 90s)) << replicas.back()->Log();
-  for (auto& r : replicas) {
-    if (r->running()) r->Kill(SIGTERM);
-  }
-  for (auto& r : replicas) r->Wait(20s);
+  producer.Join();
+  ASSERT_TRUE(testing::WaitUntil([&] { return sent() == kRows; }, 90s)) << replicas.LogTails();
+  EXPECT_THAT(replicas.exited_early(), ::testing::IsEmpty());
+  replicas.StopAll(20s);
   receiver.Kill(SIGTERM);
   ASSERT_EQ(receiver.Wait(10s), std::optional<int>(0)) << receiver.Log();
 

@@ -221,6 +221,47 @@ TEST_P(ConsoleApiTest, TheInboxLookupFindsTheRowAndTheOutboxRowItBecame) {
             *outbox_id);
 }
 
+// The inbox screens' reads and actions: a page filtered by source, state and error text, one row
+// whole (secret headers redacted), replay and discard of dead rows by ids and by filter.
+TEST_P(ConsoleApiTest, InboxRowsAreListedShownReplayedAndDiscarded) {
+  std::vector<NewInboxMessage> in(3);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i].source = i < 2 ? "stripe" : "github";
+    in[i].idempotency_key = "evt_" + std::to_string(i);
+    in[i].payload = R"({"html":"\"><img src=x onerror=alert(1)>"})";
+    in[i].headers = R"({"X-Api-Key":"s3cret","x-trace":"t-1"})";
+    in[i].dead = i != 1;
+    in[i].last_error = in[i].dead ? "The topic template of source 'x' rendered empty" : "";
+  }
+  auto stored = store_->inbox()->Store(in);
+  ASSERT_TRUE(stored.ok());
+  const std::string dead = (*stored)[0].id, pending = (*stored)[1].id, other = (*stored)[2].id;
+  StartConsole();
+  EXPECT_EQ(Ids(Get("/admin/api/messages?table=inbox&source=stripe&state=dead&error=TEMPLATE")),
+            std::vector<std::string>{dead});
+  EXPECT_EQ(Ids(Get("/admin/api/messages?table=inbox&source=stripe&limit=1")).size(), 1u);
+  EXPECT_EQ(Get("/admin/api/messages?table=inbox&topic=x", 400)["error"],
+            "Invalid request: 'topic' and 'destination' filter the outbox");
+  json m = Get("/admin/api/messages/" + dead + "?table=inbox");
+  EXPECT_EQ(m["payload"], json::parse(in[0].payload));
+  EXPECT_EQ(m["headers"], json::parse(R"({"X-Api-Key":"[REDACTED]","x-trace":"t-1"})"));
+  EXPECT_EQ(m["idempotencyKey"], "evt_0");
+  EXPECT_TRUE(m["forwardedTo"].is_null());
+
+  json replay = {{"table", "inbox"}, {"ids", {dead, pending}}};
+  EXPECT_EQ(Post("/admin/api/replay", replay)["matching"], 1);  // the pending row is not counted
+  replay["confirm"] = true;
+  EXPECT_EQ(Post("/admin/api/replay", replay), json::parse(R"({"moved":1,"confirmed":true})"));
+  EXPECT_EQ(db_->Scalar("SELECT state FROM inbox WHERE id = '" + dead + "'"), "pending");
+  json discard = {{"table", "inbox"}, {"filter", {{"source", "github"}}}};
+  EXPECT_EQ(Post("/admin/api/discard", discard),
+            json::parse(R"({"matching":1,"confirmed":false})"));
+  discard["confirm"] = true;
+  EXPECT_EQ(Post("/admin/api/discard", discard), json::parse(R"({"deleted":1,"confirmed":true})"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM inbox WHERE id = '" + other + "'"), "0");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM inbox"), "2");
+}
+
 TEST_P(ConsoleApiTest, ThePageIsEmbeddedWithAStrictPolicyAndNoInlineScript) {
   StartConsole();
   auto cli = Data();

@@ -92,6 +92,7 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   metrics.OnClaimsLost(1);
   metrics.OnProcessError();
   metrics.OnCircuitState("web", 1);  // its circuit breaker opened
+  metrics.OnThrottled("web", 0.25);   // its rows waited for rateLimit tokens
   // What the inbox relay and the sources report.
   metrics.OnInboxMessages("new", 1);
   metrics.OnInboxForwarded(1);
@@ -132,6 +133,8 @@ TEST_P(MetricsDocTest, ScrapeAndDocsListTheSameMetrics) {
   EXPECT_EQ(Sample(r->body, "queuebox_capture_wakeups_total"), 3);
   EXPECT_EQ(Sample(r->body, "queuebox_capture_slot_retained_bytes"), 4096);
   EXPECT_EQ(Sample(r->body, "queuebox_telemetry_export_failures_total"), 1);
+  EXPECT_EQ(Sample(r->body, "queuebox_destination_throttled_seconds_total{destination=\"web\"}"),
+            0.25);
   EXPECT_THAT(r->body,
               ::testing::HasSubstr("queuebox_telemetry_spans_total{outcome=\"dropped\"} 2"));
   metrics.StopPendingRefresher();

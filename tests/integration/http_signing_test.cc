@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -118,9 +119,13 @@ TEST_F(HttpSigningTest, StandardWebhooksDeliveriesVerifyWithEachActiveSecretAlon
       }
     }
   }
-  EXPECT_EQ(got[0].Header("webhook-id"), rows[0].id);
-  EXPECT_EQ(got[1].Header("webhook-id"), rows[1].id);
-  EXPECT_EQ(got[1].Header("X-Team"), "ops");
+  // The two rows go out concurrently: match each request to its row by webhook-id.
+  std::map<std::string, const ReceivedRequest*> by_id;
+  for (const ReceivedRequest& r : got) by_id[r.Header("webhook-id")] = &r;
+  ASSERT_EQ(by_id.count(rows[0].id), 1u);
+  ASSERT_EQ(by_id.count(rows[1].id), 1u);
+  EXPECT_EQ(by_id[rows[0].id]->Header("X-Team"), "");
+  EXPECT_EQ(by_id[rows[1].id]->Header("X-Team"), "ops");
 }
 
 TEST_F(HttpSigningTest, TheIdStaysAcrossRetriesAndTheTimestampIsTheSendTime) {

@@ -16,7 +16,7 @@
 #include <set>
 #include <string>
 
-#include "admin_test_support.h"
+#include "webhook_test_support.h"
 #include "config/load.h"
 #include "sources/http/http_source.h"
 #include "testing/log_capture.h"
@@ -66,38 +66,21 @@ Config LoadJudgeConfig(const std::string& database_url, const std::string& yaml)
   return loaded.ok() ? std::move(loaded).value() : Config{};
 }
 
-class WebhookJudgesTest : public testing::AdminStoreTest {
+class WebhookJudgesTest : public testing::WebhookSourcesTest {
  protected:
   void SetUp() override {
     AdminStoreTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     judged_ = JudgeCases();
     ASSERT_TRUE(judged_.is_object());
-    Config loaded = LoadJudgeConfig(db_->config().url, JudgeSourcesYaml(judged_["secrets"]));
-    config_.inbox = loaded.inbox;
-    config_.sources = loaded.sources;
     sources::WebhookOptions options;
     const int64_t now_ms = judged_["now"].get<int64_t>() * 1000;
     options.now_ms = [now_ms] { return now_ms; };
-    auto created = sources::WebhookSources::Create(config_, store_->inbox(), nullptr, options);
-    ASSERT_TRUE(created.ok()) << created.status().ToString();
-    sources_ = std::move(created).value();
-    AdminServerDeps deps;
-    sources::WebhookSources* w = sources_.get();
-    deps.extra_data_routes = [w](httplib::Server& s) { w->Register(s); };
-    deps.is_inbox_route = [w](std::string_view path) { return w->Serves(path); };
-    StartServer(std::move(deps));
-  }
-  void TearDown() override {
-    if (server_) server_->Stop(std::chrono::milliseconds(0));
-    if (sources_) sources_->Stop();
-    server_.reset();
-    sources_.reset();
-    AdminStoreTest::TearDown();
+    StartSources(LoadJudgeConfig(db_->config().url, JudgeSourcesYaml(judged_["secrets"])),
+                 store_.get(), options, nullptr);
   }
 
   json judged_;
-  std::unique_ptr<sources::WebhookSources> sources_;
 };
 
 TEST_P(WebhookJudgesTest, EachSignedCaseGetsItsAnswerAndOnlyTheAcceptedAreStored) {

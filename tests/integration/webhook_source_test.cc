@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "admin_test_support.h"
+#include "webhook_test_support.h"
 #include "auth/request_auth.h"
 #include "config/load.h"
 #include "core/log.h"
@@ -137,38 +137,19 @@ Config LoadSources(const std::string& database_url) {
   return loaded.ok() ? std::move(loaded).value() : Config{};
 }
 
-class WebhookSourceTest : public testing::AdminStoreTest {
+class WebhookSourceTest : public testing::WebhookSourcesTest {
  protected:
   void SetUp() override {
     AdminStoreTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     StartWithSources(db_->config().url, store_.get());
   }
-  void TearDown() override {
-    if (server_) server_->Stop(std::chrono::milliseconds(0));
-    if (sources_) sources_->Stop();
-    server_.reset();
-    sources_.reset();
-    AdminStoreTest::TearDown();
-  }
 
   void StartWithSources(const std::string& url, OutboxStore* store) {
-    Config loaded = LoadSources(url);
-    config_.inbox = loaded.inbox;
-    config_.sources = loaded.sources;
     sources::WebhookOptions options;
     options.now_ms = [] { return kNowMs; };
     options.steady_now = [this] { return steady_; };
-    ASSERT_NE(store->inbox(), nullptr);
-    auto created = sources::WebhookSources::Create(config_, store->inbox(), &metrics_, options);
-    ASSERT_TRUE(created.ok()) << created.status().ToString();
-    sources_ = std::move(created).value();
-    AdminServerDeps deps;
-    deps.metrics = &metrics_;
-    sources::WebhookSources* w = sources_.get();
-    deps.extra_data_routes = [w](httplib::Server& s) { w->Register(s); };
-    deps.is_inbox_route = [w](std::string_view path) { return w->Serves(path); };
-    StartServer(std::move(deps));
+    StartSources(LoadSources(url), store, options, &metrics_);
   }
 
   httplib::Result Post(const std::string& path, const std::string& body,
@@ -189,7 +170,6 @@ class WebhookSourceTest : public testing::AdminStoreTest {
   std::string Exposition() { return metrics_.Render(); }
 
   queuebox::Metrics metrics_;
-  std::unique_ptr<sources::WebhookSources> sources_;
   std::chrono::steady_clock::time_point steady_{};
 };
 
@@ -799,6 +779,12 @@ TEST(WebhookSourceOutageTest, NoAnswerIsSentBeforeTheRowCommits) {
 
   db.Exec("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
   ASSERT_EQ(db.Scalar("SELECT pg_reload_conf()"), "t");
+  // The reload is asynchronous: post only once the postmaster has read the file (and so has
+  // signalled the store's sessions), or the commit may go through before it.
+  for (int i = 0; i < 1000 && db.Scalar("SHOW synchronous_standby_names") != "nobody"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll
+  }
+  ASSERT_EQ(db.Scalar("SHOW synchronous_standby_names"), "nobody");
   std::future<int> answer = std::async(std::launch::async, [&] {
     httplib::Client c("127.0.0.1", (*server)->data_port());
     c.set_read_timeout(60);

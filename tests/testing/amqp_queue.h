@@ -1,6 +1,7 @@
-// amqp_queue.h: a test's own connections to the shared RabbitMQ: AmqpQueues declares an exchange
-// and a queue bound to it, counts the queue's messages and deletes both; AmqpTestQueue reads what
-// reaches an exclusive queue bound to an exchange, message properties and headers included.
+// amqp_queue.h: a test's own connections to the shared RabbitMQ (or a private one): AmqpQueues
+// declares an exchange and a durable queue bound to it, counts and takes the queue's messages and
+// deletes both; AmqpTestQueue reads what reaches an exclusive queue bound to an exchange, message
+// properties and headers included.
 // Header-only; the tests that include it link rabbitmq-c through qb_destinations.
 #pragma once
 
@@ -39,6 +40,41 @@ inline amqp_connection_state_t OpenAmqp(const std::string& url, int* port = null
             AMQP_RESPONSE_NORMAL);
   amqp_channel_open(conn, 1);
   return conn;
+}
+
+inline std::string AmqpText(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+// A message as a RabbitMQ consumer sees it.
+struct AmqpReceived {
+  std::string routing_key, exchange, body, message_id, content_type;
+  int delivery_mode = 0;
+  std::map<std::string, std::string> string_headers;
+  std::map<std::string, int64_t> int_headers;
+  std::vector<std::string> header_order;
+};
+
+inline AmqpReceived ReadAmqpMessage(const amqp_message_t& message) {
+  AmqpReceived m;
+  m.body = AmqpText(message.body);
+  const amqp_basic_properties_t& p = message.properties;
+  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = AmqpText(p.message_id);
+  if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = AmqpText(p.content_type);
+  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) m.delivery_mode = p.delivery_mode;
+  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
+    for (int i = 0; i < p.headers.num_entries; ++i) {
+      const amqp_table_entry_t& e = p.headers.entries[i];
+      std::string key = AmqpText(e.key);
+      m.header_order.push_back(key);
+      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
+        m.string_headers[key] = AmqpText(e.value.value.bytes);
+      } else if (e.value.kind == AMQP_FIELD_KIND_I32) {
+        m.int_headers[key] = e.value.value.i32;
+      }
+    }
+  }
+  return m;
 }
 
 // A connection to the shared RabbitMQ for the test's own exchange and queue.
@@ -83,6 +119,23 @@ class AmqpQueues {
     amqp_destroy_message(&message);
     return std::make_pair(key, body);
   }
+  // Every message `queue` holds now, in queue order, taken (and acked) with basic.get.
+  std::vector<AmqpReceived> TakeAll(const std::string& queue) {
+    std::vector<AmqpReceived> out;
+    while (true) {
+      amqp_maybe_release_buffers(c_);
+      amqp_rpc_reply_t r = amqp_basic_get(c_, 1, amqp_cstring_bytes(queue.c_str()), /*no_ack=*/1);
+      if (r.reply_type != AMQP_RESPONSE_NORMAL || r.reply.id != AMQP_BASIC_GET_OK_METHOD) break;
+      auto* ok = static_cast<amqp_basic_get_ok_t*>(r.reply.decoded);
+      std::string routing_key = AmqpText(ok->routing_key);
+      amqp_message_t message;
+      if (amqp_read_message(c_, 1, &message, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
+      out.push_back(ReadAmqpMessage(message));
+      out.back().routing_key = std::move(routing_key);
+      amqp_destroy_message(&message);
+    }
+    return out;
+  }
   void Delete(const std::string& exchange, const std::string& queue) {
     amqp_queue_delete(c_, 1, amqp_cstring_bytes(queue.c_str()), 0, 0);
     amqp_exchange_delete(c_, 1, amqp_cstring_bytes(exchange.c_str()), 0);
@@ -92,41 +145,6 @@ class AmqpQueues {
   amqp_connection_state_t c_ = nullptr;
   int port_ = 0;
 };
-
-inline std::string AmqpText(amqp_bytes_t b) {
-  return b.len == 0 ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
-}
-
-// A message as a RabbitMQ consumer sees it.
-struct AmqpReceived {
-  std::string routing_key, exchange, body, message_id, content_type;
-  int delivery_mode = 0;
-  std::map<std::string, std::string> string_headers;
-  std::map<std::string, int64_t> int_headers;
-  std::vector<std::string> header_order;
-};
-
-inline AmqpReceived ReadAmqpMessage(const amqp_message_t& message) {
-  AmqpReceived m;
-  m.body = AmqpText(message.body);
-  const amqp_basic_properties_t& p = message.properties;
-  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) m.message_id = AmqpText(p.message_id);
-  if (p._flags & AMQP_BASIC_CONTENT_TYPE_FLAG) m.content_type = AmqpText(p.content_type);
-  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) m.delivery_mode = p.delivery_mode;
-  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
-    for (int i = 0; i < p.headers.num_entries; ++i) {
-      const amqp_table_entry_t& e = p.headers.entries[i];
-      std::string key = AmqpText(e.key);
-      m.header_order.push_back(key);
-      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
-        m.string_headers[key] = AmqpText(e.value.value.bytes);
-      } else if (e.value.kind == AMQP_FIELD_KIND_I32) {
-        m.int_headers[key] = e.value.value.i32;
-      }
-    }
-  }
-  return m;
-}
 
 // Fails the test when the last reply on `conn` is not normal; `what` names the call.
 inline void ExpectAmqpOk(amqp_connection_state_t conn, const char* what) {

@@ -62,7 +62,7 @@ HttpReceiver::HttpReceiver(int threads) : threads_(threads) {}
 
 HttpReceiver::~HttpReceiver() { Stop(); }
 
-Status HttpReceiver::Start() {
+Status HttpReceiver::Start(int port) {
   if (server_) return FailedPrecondition("receiver already started");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -73,6 +73,13 @@ Status HttpReceiver::Start() {
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_keep_alive_max_count(100000);
   server_->set_keep_alive_timeout(1);  // seconds; keeps Stop() quick
+  // cpp-httplib's default sets SO_REUSEPORT alone; SO_REUSEADDR too lets a restarted receiver
+  // bind its port past the connections the stopped one left in TIME_WAIT.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
+  });
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
     ReceivedRequest r;
     r.method = req.method;
@@ -98,10 +105,14 @@ Status HttpReceiver::Start() {
   server_->Put(kAny, handler);
   server_->Patch(kAny, handler);
   server_->Delete(kAny, handler);
-  port_ = server_->bind_to_any_port("127.0.0.1");
+  if (port == 0) {
+    port_ = server_->bind_to_any_port("127.0.0.1");
+  } else {
+    port_ = server_->bind_to_port("127.0.0.1", port) ? port : -1;
+  }
   if (port_ <= 0) {
     server_.reset();
-    return Unavailable("cannot bind 127.0.0.1:0");
+    return Unavailable("cannot bind 127.0.0.1:" + std::to_string(port));
   }
   RaiseListenBacklog(port_);
   thread_ = std::thread([this] { server_->listen_after_bind(); });

@@ -73,8 +73,10 @@ class HttpReceiver {
   HttpReceiver(const HttpReceiver&) = delete;
   HttpReceiver& operator=(const HttpReceiver&) = delete;
 
-  // Binds 127.0.0.1:0 and serves on a background thread. kUnavailable when it cannot bind.
-  Status Start();
+  // Binds 127.0.0.1:<port> (0: a free port) and serves on a background thread. kUnavailable
+  // when it cannot bind. After Stop(), Start(port()) serves again on the same port (a receiver
+  // restart); the requests recorded before stay.
+  Status Start(int port = 0);
   // Stops serving (idempotent); pending delays end at once. Afterwards connections are refused.
   void Stop();
 

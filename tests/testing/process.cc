@@ -26,6 +26,9 @@ ChildProcess::ChildProcess(std::string program, std::vector<std::string> args,
       dup2(fd, 2);
       close(fd);
     }
+    // Nothing else of the test binary's: an inherited listening socket (a test's HTTP receiver)
+    // would outlive the receiver's Stop in the child and take its connections.
+    close_range(3, ~0U, 0);
     // The test binary may block signals; the child starts with a clean mask.
     sigset_t none;
     sigemptyset(&none);

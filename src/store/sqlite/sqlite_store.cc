@@ -153,13 +153,11 @@ std::shared_ptr<std::mutex> WriteGateFor(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const DatabaseConfig& config) {
-  QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
+Result<sqlite3*> SqliteOutboxStore::OpenConnection(const DatabaseConfig& config, int flags) {
   QB_ASSIGN_OR_RETURN(std::string path, PathFromUrl(config.url));
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(
-      path.c_str(), &db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
   if (rc != SQLITE_OK) {
     Status s = Unavailable("Cannot open the SQLite database '" + path +
                            "': " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
@@ -168,6 +166,14 @@ Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const Databas
   }
   int64_t busy_ms = config.connection_timeout_ms > 0 ? config.connection_timeout_ms : 30000;
   sqlite3_busy_timeout(db, static_cast<int>(std::min<int64_t>(busy_ms, 2147483647)));
+  return db;
+}
+
+Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const DatabaseConfig& config) {
+  QB_RETURN_IF_ERROR(ValidateIdentifiers(config));
+  QB_ASSIGN_OR_RETURN(std::string path, PathFromUrl(config.url));
+  QB_ASSIGN_OR_RETURN(sqlite3 * db,
+                      OpenConnection(config, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
   std::unique_ptr<SqliteOutboxStore> store(new SqliteOutboxStore(db, config));
   store->write_gate_ = WriteGateFor(path);
   store->inbox_ = std::make_unique<SqliteInboxStore>(*store);

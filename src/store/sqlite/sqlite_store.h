@@ -44,6 +44,11 @@ class SqliteOutboxStore final : public OutboxStore {
   static Result<std::unique_ptr<SqliteOutboxStore>> Open(const DatabaseConfig& config);
   // The file path (or file: URI) that database.url names; kInvalidArgument when empty.
   static Result<std::string> PathFromUrl(const std::string& url);
+  // A connection to the file config.url names, opened with `flags` (SQLITE_OPEN_*; URI and
+  // NOMUTEX are added) and database.connectionTimeoutMs as its busy timeout (30000 when unset).
+  // The caller owns it (sqlite3_close). kInvalidArgument for a bad URL; kUnavailable when the
+  // file cannot be opened.
+  static Result<sqlite3*> OpenConnection(const DatabaseConfig& config, int flags);
 
   // The statements as Claim and MarkSent run them for `config` (names mapped), for EXPLAIN QUERY
   // PLAN in bench/ and docs/claim-plans.md. Claim: ?1 limit, ?2 lease ms, ?3 window rows;

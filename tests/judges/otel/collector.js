@@ -2,9 +2,11 @@
 // that decodes each export with the OpenTelemetry project's own definitions
 // (@opentelemetry/otlp-transformer's generated opentelemetry-proto root), not the relay's code,
 // and appends one JSON line per span to --out. --status answers every export with that HTTP
-// status (500: a failing collector); --delay-ms answers late (a slow collector).
+// status (500: a failing collector); --delay-ms answers late (a slow collector). --decode off
+// (benchmarks) answers 200 without decoding: the relay's cost of exporting, measured on two cores
+// it shares with this process, without the stand-in's own decoding in it.
 //
-//   node collector.js --port-file <file> --out <file> [--status 200] [--delay-ms 0]
+//   node collector.js --port-file <file> --out <file> [--status 200] [--delay-ms 0] [--decode on]
 'use strict';
 const fs = require('fs');
 const http = require('http');
@@ -17,6 +19,7 @@ const args = {};
 for (let i = 2; i + 1 < process.argv.length; i += 2) args[process.argv[i].slice(2)] = process.argv[i + 1];
 const status = Number(args.status || 200);
 const delayMs = Number(args['delay-ms'] || 0);
+const decode = (args.decode || 'on') !== 'off';
 
 const hex = (b) => (b && b.length ? Buffer.from(b).toString('hex') : '');
 function value(v) {
@@ -63,7 +66,7 @@ const server = http.createServer((req, res) => {
         return;
       }
       try {
-        if (status === 200) record(Buffer.concat(chunks), req.headers);
+        if (status === 200 && decode) record(Buffer.concat(chunks), req.headers);
       } catch (e) {
         fs.appendFileSync(args.out, JSON.stringify({ decodeError: String(e) }) + '\n');
         res.writeHead(400).end();
