@@ -367,14 +367,17 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
     conn->signals->NoteError(conn->nc);
     s = NATS_OK;
   }
-  if (s == NATS_OK && !conn->signals->connected_once && !down_logged_) {
+  // Once per outage, whether nats.c keeps trying in the background (NATS_NOT_YET_CONNECTED) or
+  // gave up at once (a refused token may answer either way): the next batch connects again.
+  if (!conn->signals->connected_once && !down_logged_) {
     down_logged_ = true;
+    const std::string reason = s == NATS_OK ? conn->signals->LastError() : StatusText(s);
     log::Warn(
         "The NATS destination cannot connect yet; QueueBox starts without it and keeps "
         "connecting in the background",
         {{"destination", settings_.name},
          {"servers", FailureReason(settings_.servers, settings_.max_error_body_bytes)},
-         {"reason", FailureReason(conn->signals->LastError(), settings_.max_error_body_bytes)}});
+         {"reason", FailureReason(reason, settings_.max_error_body_bytes)}});
   }
   if (s != NATS_OK) {
     // The server list may hold credentials (nats://user:pass@host): the reason is redacted.
@@ -724,10 +727,14 @@ Status NatsDestination::Health() {
         "NATS destination '" + settings_.name + "' is not connected yet" + c->signals->Why(),
         settings_.max_error_body_bytes));
   }
+  // Closed: nats.c gave up (the server refused the credentials twice); the next batch makes a
+  // new connection.
+  const char* state = st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting"
+                      : st == NATS_CONN_STATUS_CLOSED
+                          ? "not connected (closed; the next batch connects again)"
+                          : "not connected";
   return Unavailable(
-      FailureReason("NATS destination '" + settings_.name + "' is " +
-                        (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "not connected") +
-                        c->signals->Why(),
+      FailureReason("NATS destination '" + settings_.name + "' is " + state + c->signals->Why(),
                     settings_.max_error_body_bytes));
 }
 
