@@ -168,6 +168,22 @@ std::optional<Component> BuildRetention(Plant& p) {
                    {{"retention-service", [r] { return r->Healthy(); }}}};
 }
 
+// The console's cluster-wide per-minute counts (admin/activity_recorder.h). Started before the
+// relays, so it stops after them and records their last counts.
+std::optional<Component> BuildActivityRecorder(Plant& p) {
+  ConsoleQueries* console = p.store->console();
+  if (console == nullptr) return std::nullopt;
+  p.activity = std::make_unique<ActivityRecorder>(p.metrics.activity_window(), *console);
+  ActivityRecorder* a = p.activity.get();
+  return Component{"console-activity",
+                   [a] {
+                     a->Start();
+                     return Status::Ok();
+                   },
+                   [a] { a->Stop(); },
+                   {}};
+}
+
 Component BuildPendingGauges(Plant& p) {
   return Component{"pending-gauges",
                    [&p] {
@@ -286,6 +302,7 @@ void Add(std::vector<Component>& list, std::optional<Component> c) {
 Result<std::vector<Component>> BuildComponents(Plant& p) {
   std::vector<Component> list;  // start order, without the two built last
   std::optional<Component> tracer = BuildTracer(p);
+  Add(list, BuildActivityRecorder(p));
   QB_ASSIGN_OR_RETURN(Component relay, BuildOutboxRelay(p));
   list.push_back(std::move(relay));
   QB_ASSIGN_OR_RETURN(std::optional<Component> inbox_relay, BuildInboxRelay(p));

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "admin/activity_recorder.h"
 #include "admin/admin_server.h"
 #include "admin/metrics.h"
 #include "admin/retention.h"
@@ -78,6 +79,7 @@ struct Plant {
   std::unique_ptr<InsertListener> listener;
   std::unique_ptr<ChangeCapture> capture;
   std::unique_ptr<RetentionService> retention;
+  std::unique_ptr<ActivityRecorder> activity;  // the store has console reads
   std::unique_ptr<AdminServer> admin;
   int64_t abandoned = 0;  // publishes the outbox relay left running when it stopped
 };

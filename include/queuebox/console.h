@@ -65,6 +65,15 @@ struct ConsoleCounts {
   double oldest_pending_age_seconds = 0;  // database clock; 0 when none pending
 };
 
+// How long queuebox_console_activity keeps a minute.
+inline constexpr int kConsoleActivityKeepMinutes = 60;
+
+// Messages sent and made dead in one minute, summed over every replica of the outbox table.
+struct ConsoleMinute {
+  int64_t unix_minute = 0;  // minutes since the epoch, database clock
+  int64_t sent = 0, dead = 0;
+};
+
 class ConsoleQueries {
  public:
   virtual ~ConsoleQueries() = default;
@@ -89,6 +98,14 @@ class ConsoleQueries {
   // history. Returns the rows deleted.
   virtual Result<int64_t> DiscardDead(const std::string& table,
                                       const std::vector<std::string>& ids) = 0;
+  // Adds `sent` and `dead` (messages, >= 0) to the row of (this outbox table, the database
+  // clock's current minute, `replica_id`) in queuebox_console_activity (V24, docs/schema.md),
+  // and deletes the rows of every replica older than kConsoleActivityKeepMinutes. One row per
+  // replica and minute: replicas never write the same row.
+  virtual Status RecordActivity(const std::string& replica_id, int64_t sent, int64_t dead) = 0;
+  // The last `minutes` (1..kConsoleActivityKeepMinutes) minutes ending with the database clock's
+  // current minute, oldest first, each summed over every replica (zeros where none recorded).
+  virtual Result<std::vector<ConsoleMinute>> Activity(int minutes) = 0;
 };
 
 }  // namespace queuebox

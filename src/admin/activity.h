@@ -1,5 +1,6 @@
-// activity.h: sent and dead messages per minute over the last minutes, in this process (the
-// console's overview). Fed by Metrics::OnMessages; minutes are wall-clock minutes (UTC).
+// activity.h: sent and dead messages per minute over the last minutes, in this process, and the
+// counts not yet recorded in the database for the cluster-wide figures (ActivityRecorder, the
+// console's overview). Fed by Metrics::OnMessages; minutes here are wall-clock minutes (UTC).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -28,6 +29,21 @@ class ActivityWindow {
     Minute& m = slots_[static_cast<size_t>(unix_minute % kMinutes)];
     if (m.unix_minute != unix_minute) m = Minute{unix_minute, 0, 0};
     (status == "sent" ? m.sent : m.dead) += n;
+    (status == "sent" ? unrecorded_.sent : unrecorded_.dead) += n;
+  }
+  // The messages counted since the last TakeUnrecorded (plus those put back), then zero.
+  // `unix_minute` of the answer is 0.
+  Minute TakeUnrecorded() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Minute out = unrecorded_;
+    unrecorded_ = Minute{};
+    return out;
+  }
+  // Counts taken that could not be recorded, for the next TakeUnrecorded.
+  void PutBack(const Minute& taken) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unrecorded_.sent += taken.sent;
+    unrecorded_.dead += taken.dead;
   }
   // The last kMinutes minutes ending with `now_minute`, oldest first (zeros where none).
   std::vector<Minute> Last(int64_t now_minute = NowMinute()) const {
@@ -48,6 +64,7 @@ class ActivityWindow {
  private:
   mutable std::mutex mu_;
   std::array<Minute, kMinutes> slots_{};
+  Minute unrecorded_{};
 };
 
 }  // namespace queuebox

@@ -228,6 +228,29 @@ std::vector<std::string> Families(const std::string& exposition) {
   return names;
 }
 
+// The counts not yet recorded for the cluster-wide figures: taken once, put back on a failure.
+TEST(ActivityWindowTest, TakesTheUnrecordedCountsOnceAndKeepsWhatIsPutBack) {
+  ActivityWindow w;
+  w.Add("sent", 3, 100);
+  w.Add("dead", 1, 100);
+  w.Add("retry", 7, 100);
+  w.Add("sent", 2, 101);
+  ActivityWindow::Minute taken = w.TakeUnrecorded();
+  EXPECT_EQ(taken.sent, 5);
+  EXPECT_EQ(taken.dead, 1);
+  EXPECT_EQ(w.TakeUnrecorded().sent, 0);
+  w.PutBack(taken);
+  w.Add("dead", 4, 101);
+  taken = w.TakeUnrecorded();
+  EXPECT_EQ(taken.sent, 5);
+  EXPECT_EQ(taken.dead, 5);
+  // The per-minute window is not changed by taking.
+  std::vector<ActivityWindow::Minute> last = w.Last(101);
+  EXPECT_EQ(last.back().sent, 2);
+  EXPECT_EQ(last.back().dead, 4);
+  EXPECT_EQ(last[last.size() - 2].sent, 3);
+}
+
 TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {
   Metrics m("9.9.9");
   testing::FakeDestination web("web", "http");

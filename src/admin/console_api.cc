@@ -55,6 +55,27 @@ std::string ConsoleApi::DestinationOf(const std::string& topic) const {
   return i ? router_.route(*i).destination : std::string();
 }
 
+// Every replica's counts from the database; this replica's own when the table cannot be read (a
+// schema without V24), with `scope` saying which.
+nlohmann::ordered_json ConsoleApi::PerMinute(nlohmann::ordered_json& scope) {
+  ordered_json minutes = ordered_json::array();
+  auto cluster = console_.Activity(ActivityWindow::kMinutes);
+  if (cluster.ok()) {
+    scope = "cluster";
+    for (const ConsoleMinute& m : *cluster) {
+      minutes.push_back(
+          {{"minute", MinuteText(m.unix_minute)}, {"sent", m.sent}, {"dead", m.dead}});
+    }
+    return minutes;
+  }
+  scope = "replica";
+  if (metrics_ == nullptr) return minutes;
+  for (const ActivityWindow::Minute& m : metrics_->Activity()) {
+    minutes.push_back({{"minute", MinuteText(m.unix_minute)}, {"sent", m.sent}, {"dead", m.dead}});
+  }
+  return minutes;
+}
+
 void ConsoleApi::Overview(const httplib::Request&, httplib::Response& res) {
   ordered_json body;
   auto outbox = console_.Counts("outbox");
@@ -64,16 +85,11 @@ void ConsoleApi::Overview(const httplib::Request&, httplib::Response& res) {
     auto inbox = console_.Counts("inbox");
     body["inbox"] = inbox.ok() ? CountsJson(*inbox) : ordered_json(nullptr);
   }
-  ordered_json minutes = ordered_json::array();
+  ordered_json scope;
+  body["perMinute"] = PerMinute(scope);
+  body["perMinuteScope"] = scope;
   std::map<std::string, int> circuits;
-  if (metrics_ != nullptr) {
-    for (const ActivityWindow::Minute& m : metrics_->Activity()) {
-      minutes.push_back(
-          {{"minute", MinuteText(m.unix_minute)}, {"sent", m.sent}, {"dead", m.dead}});
-    }
-    circuits = metrics_->CircuitStates();
-  }
-  body["perMinute"] = minutes;
+  if (metrics_ != nullptr) circuits = metrics_->CircuitStates();
   ordered_json destinations = ordered_json::array();
   for (const auto& [name, d] : config_.destinations) {
     auto c = circuits.find(name);

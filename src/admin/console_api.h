@@ -2,8 +2,9 @@
 // server registers the routes when admin.enabled and the store has console reads, and runs each
 // handler after admin.auth accepted the request (the same 401/413 rules as /admin/replay).
 //
-//   GET  /admin/api/overview            rows per state, oldest pending age, sent/dead per minute,
-//                                       destinations and their circuits, replicas, capture
+//   GET  /admin/api/overview            rows per state, oldest pending age, sent/dead per minute
+//                                       of every replica (queuebox_console_activity), destinations
+//                                       and their circuits, replicas, capture
 //   GET  /admin/api/messages            a page of rows (query: table, state, topic, destination,
 //                                       source, key, error, createdAfter, createdBefore, cursor,
 //                                       limit)
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,8 @@ class ConsoleApi {
   Result<int64_t> ActOnIds(const std::string& table, const std::vector<std::string>& ids,
                            bool discard);
   void Action(const std::string& body, httplib::Response& res, bool discard);
+  // The overview's sent and dead per minute; `scope` gets "cluster" or "replica".
+  nlohmann::ordered_json PerMinute(nlohmann::ordered_json& scope);
   // The destination a topic routes to ("" when no route matches).
   std::string DestinationOf(const std::string& topic) const;
 

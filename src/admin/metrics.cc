@@ -540,6 +540,8 @@ void Metrics::OnAdminAuthFailure() { impl_->admin_auth_failures.Increment(); }
 
 std::vector<ActivityWindow::Minute> Metrics::Activity() const { return impl_->activity.Last(); }
 
+ActivityWindow& Metrics::activity_window() { return impl_->activity; }
+
 std::map<std::string, int> Metrics::CircuitStates() const {
   std::lock_guard<std::mutex> lock(impl_->circuits_mu);
   return impl_->circuits;

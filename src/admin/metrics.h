@@ -111,6 +111,8 @@ class Metrics final : public RelayObserver,
   // reported per destination (0 closed, 1 open, 2 half-open), the capture reading (nullopt
   // without change capture).
   std::vector<ActivityWindow::Minute> Activity() const;
+  // The window behind Activity(), for ActivityRecorder (valid as long as this object).
+  ActivityWindow& activity_window();
   std::map<std::string, int> CircuitStates() const;
 
   // Sets the pending gauges directly (what the refresher does with Stats()).

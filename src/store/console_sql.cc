@@ -48,10 +48,12 @@ const std::vector<std::string>& ConsoleStates(const std::string& table) {
   return table == "inbox" ? kInbox : kNone;
 }
 
-SqlConsole::SqlConsole(DatabaseConfig config, bool postgres, Reader read, Discarder discard)
+SqlConsole::SqlConsole(DatabaseConfig config, bool postgres, Reader read, Reader write,
+                       Discarder discard)
     : config_(std::move(config)),
       pg_(postgres),
       read_(std::move(read)),
+      write_(std::move(write)),
       discard_(std::move(discard)) {}
 
 std::string SqlConsole::Render(const std::string& table, const std::string& tmpl) const {

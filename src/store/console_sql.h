@@ -1,12 +1,13 @@
 // console_sql.h: ConsoleQueries (queuebox/console.h) for every SQL dialect. The statements are
 // built here once for both; a dialect differs in its parameters ($n / ?n), its casts, its
-// timestamp text and how it estimates (PostgreSQL: pg_class.reltuples; SQLite counts).
+// timestamp text and how it estimates (PostgreSQL: pg_class.reltuples; SQLite: sqlite_stat1).
 //
-// Indexes read (V23 and earlier; docs/console.md "Indexes"): dead rows by
-// idx_outbox_dead_updated (updated_at, sequence), pending and processing rows through their
-// partial indexes, inbox rows through idx_inbox_state_created, one message by its key, the rows
-// waiting behind it by idx_outbox_key_sequence, the outbox row of an inbox row by
-// idx_outbox_inbox_id.
+// Indexes read (docs/console.md "Indexes"): dead rows by idx_outbox_dead_updated (updated_at,
+// sequence), pending and processing rows through their partial indexes, the oldest pending row by
+// idx_outbox_pending_created (V25), inbox rows through idx_inbox_state_created, one message by
+// its key, the rows waiting behind it by idx_outbox_key_sequence, the outbox row of an inbox row
+// by idx_outbox_inbox_id, the per-minute activity (queuebox_console_activity, V24) by its primary
+// key (outbox_table, minute, replica_id).
 //
 // Thread-safety: as the runners it is given (the stores' are thread-safe).
 #pragma once
@@ -29,7 +30,9 @@ class SqlConsole final : public ConsoleQueries {
   using Discarder =
       std::function<Result<int64_t>(const std::string& table, const std::vector<std::string>&)>;
 
-  SqlConsole(DatabaseConfig config, bool postgres, Reader read, Discarder discard);
+  // `write` runs a statement that writes (SQLite: in its own write transaction); it may be the
+  // same runner as `read` where any statement may write (PostgreSQL).
+  SqlConsole(DatabaseConfig config, bool postgres, Reader read, Reader write, Discarder discard);
 
   Result<ConsolePage> List(const ConsoleQuery& query) override;
   Result<int64_t> Count(const ConsoleQuery& query) override;
@@ -41,6 +44,9 @@ class SqlConsole final : public ConsoleQueries {
   Result<std::optional<ConsoleRow>> ForwardedFrom(const std::string& inbox_id) override;
   Result<int64_t> DiscardDead(const std::string& table,
                               const std::vector<std::string>& ids) override;
+  // console_activity.cc
+  Status RecordActivity(const std::string& replica_id, int64_t sent, int64_t dead) override;
+  Result<std::vector<ConsoleMinute>> Activity(int minutes) override;
 
  private:
   struct Where;
@@ -55,16 +61,13 @@ class SqlConsole final : public ConsoleQueries {
   Status Cursor(const ConsoleQuery& query, Where& where) const;
   Result<std::optional<ConsoleRow>> One(const std::string& table, const std::string& where_sql,
                                         const std::vector<SqlParam>& params);
-  // Exact counts of `states` in one statement.
-  Result<std::vector<int64_t>> Exact(const std::string& table,
-                                     const std::vector<std::string>& states);
-  Result<double> OldestPendingAge(const std::string& table);
-  // PostgreSQL: the planner's row estimate of `table`; -1 when unknown.
+  // SQLite: the row count of the table's statistics (sqlite_stat1); -1 when there are none.
   Result<double> Estimate(const std::string& table);
 
   DatabaseConfig config_;
   bool pg_;
   Reader read_;
+  Reader write_;
   Discarder discard_;
 };
 

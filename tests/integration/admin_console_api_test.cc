@@ -1,12 +1,14 @@
 // The console's JSON API (/admin/api/, docs/console.md) against a real store (SQLite always,
 // PostgreSQL with QB_TEST_PG_URL): admin.auth and its refusals counted, the overview's counts,
-// lists with every filter and keyset pages, one message whole, replay and discard counted first
-// then confirmed, and the inbox lookup.
+// the sent and dead per minute summed over replicas (queuebox_console_activity), lists with every
+// filter and keyset pages, one message whole, replay and discard counted first then confirmed,
+// and the inbox lookup.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "admin/activity_recorder.h"
 #include "integration/admin_test_support.h"
 
 namespace queuebox::testing {
@@ -58,6 +60,20 @@ class ConsoleApiTest : public AdminStoreTest {
     return out;
   }
 
+  // The overview's sum of `what` ("sent", "dead") over its minutes.
+  static int64_t Total(const json& overview, const char* what) {
+    int64_t n = 0;
+    for (const json& m : overview["perMinute"]) n += m[what].get<int64_t>();
+    return n;
+  }
+  // The database clock's minute (minutes since the epoch).
+  int64_t DbMinute() {
+    const std::string sql = GetParam() == "postgresql"
+                                ? "SELECT floor(extract(epoch FROM clock_timestamp()) / 60)::bigint"
+                                : "SELECT CAST(strftime('%s', 'now') AS INTEGER) / 60";
+    return std::stoll(db_->Query(sql)[0][0]);
+  }
+
   Metrics metrics_;
 };
 
@@ -90,6 +106,8 @@ TEST_P(ConsoleApiTest, TheOverviewCountsRowsPerStateAndListsDestinations) {
   Row("order.created", "processing");
   StartConsole();
   metrics_.OnMessages("sent", 3);
+  ActivityRecorder recorder(metrics_.activity_window(), *store_->console());
+  ASSERT_TRUE(recorder.RecordNow().ok());
   metrics_.OnCircuitState("orders-web", 1);
   json o = Get("/admin/api/overview");
   EXPECT_EQ(o["outbox"]["rows"], json::parse(R"({"dead":1,"pending":2,"processing":1,"sent":1})"));
@@ -97,11 +115,128 @@ TEST_P(ConsoleApiTest, TheOverviewCountsRowsPerStateAndListsDestinations) {
   EXPECT_GE(o["outbox"]["oldestPendingAgeSeconds"].get<double>(), 0.0);
   EXPECT_EQ(o["inbox"]["rows"]["pending"], 0);
   ASSERT_EQ(o["perMinute"].size(), 15u);
-  EXPECT_EQ(o["perMinute"].back()["sent"], 3);
+  EXPECT_EQ(Total(o, "sent"), 3);
+  EXPECT_EQ(o["perMinuteScope"], "cluster");
   EXPECT_EQ(o["destinations"], json::parse(R"([{"name":"orders-web","type":"http",
       "circuit":"open"},{"name":"other","type":"file","circuit":"closed"}])"));
   EXPECT_EQ(o["replicas"], json::array());
   EXPECT_TRUE(o["capture"].is_null());
+}
+
+// On a big table with statistics (PostgreSQL: ANALYZE's reltuples; SQLite: sqlite_stat1) the
+// bulk state is the estimate less the exact counts of the others, and is named as estimated.
+TEST_P(ConsoleApiTest, OnABigTableTheSentCountIsTheEstimateLessTheOthers) {
+  Row("order.created", "pending");
+  Row("order.created", "pending");
+  Row("order.created", "dead");
+  const bool pg = GetParam() == "postgresql";
+  db_->Exec(std::string("INSERT INTO outbox (topic, payload, state) ") +
+            (pg ? "SELECT 'bulk', '{}', 'sent' FROM generate_series(1, 12000)"
+                : "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000) "
+                  "SELECT 'bulk', '{}', 'sent' FROM n"));
+  db_->Exec(pg ? "ANALYZE outbox" : "ANALYZE");
+  StartConsole();
+  json o = Get("/admin/api/overview");
+  EXPECT_EQ(o["outbox"]["rows"],
+            json::parse(R"({"dead":1,"pending":2,"processing":0,"sent":12000})"));
+  EXPECT_EQ(o["outbox"]["estimated"], json::parse(R"(["sent"])"));
+  EXPECT_GE(o["outbox"]["oldestPendingAgeSeconds"].get<double>(), 0.0);
+}
+
+// Two stores on one database are two replicas: each records its own counts; the overview of
+// either sums them by minute, and the minutes of a replica that stopped still count.
+TEST_P(ConsoleApiTest, TheOverviewSumsEveryReplicasCountsPerMinute) {
+  StartConsole();
+  json empty = Get("/admin/api/overview");
+  ASSERT_EQ(empty["perMinute"].size(), 15u);
+  EXPECT_EQ(Total(empty, "sent") + Total(empty, "dead"), 0);
+  EXPECT_EQ(empty["perMinuteScope"], "cluster");
+  const int64_t before = DbMinute();
+  metrics_.OnMessages("sent", 3);
+  metrics_.OnMessages("dead", 1);
+  ActivityRecorder here(metrics_.activity_window(), *store_->console());
+  ASSERT_TRUE(here.RecordNow().ok());
+  {
+    std::unique_ptr<OutboxStore> other_store = db_->Open();
+    Metrics other_metrics;
+    ActivityRecorder other(other_metrics.activity_window(), *other_store->console());
+    EXPECT_NE(other.replica_id(), here.replica_id());
+    other_metrics.OnMessages("sent", 4);
+    other_metrics.OnMessages("dead", 2);
+    other_metrics.OnMessages("retry", 9);  // neither sent nor dead: not counted
+    ASSERT_TRUE(other.RecordNow().ok());
+    EXPECT_TRUE(other.RecordNow().ok());  // nothing new: nothing written
+    auto seen = other_store->console()->Activity(15);
+    ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+    int64_t sent = 0;
+    for (const ConsoleMinute& m : *seen) sent += m.sent;
+    EXPECT_EQ(sent, 7);
+  }  // the other replica stops; its minute stays
+  const int64_t after = DbMinute();
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM queuebox_console_activity")[0][0], "2");
+  json o = Get("/admin/api/overview");
+  ASSERT_EQ(o["perMinute"].size(), 15u);
+  EXPECT_EQ(Total(o, "sent"), 7);
+  EXPECT_EQ(Total(o, "dead"), 3);
+  if (before == after) {  // both recorded in one minute: one entry holds the sums
+    EXPECT_EQ(
+        o["perMinute"].back()["sent"].get<int64_t>() + o["perMinute"][13]["sent"].get<int64_t>(),
+        7);
+  }
+  // This replica's later counts add to its own row of the minute.
+  metrics_.OnMessages("sent", 5);
+  ASSERT_TRUE(here.RecordNow().ok());
+  EXPECT_EQ(Total(Get("/admin/api/overview"), "sent"), 12);
+}
+
+TEST_P(ConsoleApiTest, OldMinutesArePrunedAndBadCountsRefused) {
+  const int64_t now = DbMinute();
+  db_->Exec(
+      "INSERT INTO queuebox_console_activity (outbox_table, minute, replica_id, sent, dead) "
+      "VALUES ('outbox', " +
+      std::to_string(now - 61) + ", 'gone', 10, 0), ('outbox', " + std::to_string(now - 10) +
+      ", 'gone', 20, 1), ('other_outbox', " + std::to_string(now - 1) + ", 'x', 40, 0)");
+  ConsoleQueries& console = *store_->console();
+  ASSERT_TRUE(console.RecordActivity("r1", 1, 0).ok());
+  EXPECT_EQ(db_->Query("SELECT count(*) FROM queuebox_console_activity WHERE minute < " +
+                       std::to_string(now - 60))[0][0],
+            "0");
+  auto minutes = console.Activity(15);
+  ASSERT_TRUE(minutes.ok()) << minutes.status().ToString();
+  ASSERT_EQ(minutes->size(), 15u);
+  int64_t sent = 0, dead = 0;
+  for (const ConsoleMinute& m : *minutes) sent += m.sent, dead += m.dead;
+  EXPECT_EQ(sent, 21);  // another outbox table's replicas are not counted
+  EXPECT_EQ(dead, 1);
+  EXPECT_EQ(minutes->back().unix_minute - minutes->front().unix_minute, 14);
+  EXPECT_EQ(console.RecordActivity("r1", -1, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(console.RecordActivity("", 1, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(console.Activity(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(console.Activity(61).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A schema without V24: the overview still answers, with this replica's own counts; the
+// recorder keeps the counts it could not write and writes them once the table is back.
+TEST_P(ConsoleApiTest, WithoutTheActivityTableTheOverviewShowsThisReplica) {
+  db_->Exec("DROP TABLE queuebox_console_activity");
+  StartConsole();
+  metrics_.OnMessages("sent", 2);
+  ActivityRecorder recorder(metrics_.activity_window(), *store_->console());
+  EXPECT_FALSE(recorder.RecordNow().ok());
+  json o = Get("/admin/api/overview");
+  EXPECT_EQ(o["perMinuteScope"], "replica");
+  ASSERT_EQ(o["perMinute"].size(), 15u);
+  EXPECT_EQ(o["perMinute"].back()["sent"], 2);
+  EXPECT_EQ(o["outbox"]["rows"]["pending"], 0);
+  db_->Exec(
+      "CREATE TABLE queuebox_console_activity (outbox_table TEXT NOT NULL, minute BIGINT "
+      "NOT NULL, replica_id TEXT NOT NULL, sent BIGINT NOT NULL DEFAULT 0, dead BIGINT NOT "
+      "NULL DEFAULT 0, PRIMARY KEY (outbox_table, minute, replica_id))");
+  metrics_.OnMessages("sent", 1);
+  ASSERT_TRUE(recorder.RecordNow().ok());
+  json back = Get("/admin/api/overview");
+  EXPECT_EQ(back["perMinuteScope"], "cluster");
+  EXPECT_EQ(Total(back, "sent"), 3);
 }
 
 TEST_P(ConsoleApiTest, ListsFilterAndPageNewestFirst) {

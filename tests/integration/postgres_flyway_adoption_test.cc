@@ -109,7 +109,7 @@ TEST_F(FlywayAdoptionTest, ADatabaseQueueBoxMigratedIsAdoptedAndOnlyLaterVersion
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>(
                 "QueueBox V1-V11 (V1-V11 applied by Flyway; installed_rank 1-11)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
 
   Rows history = History();
   ASSERT_EQ(history.size(), 22u);
@@ -173,7 +173,7 @@ TEST_F(FlywayAdoptionTest, QueueBoxsBaselineAtZeroIsAdopted) {
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V0; V1-V11 applied by "
                                        "Flyway; installed_rank 1-12)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
   Rows history = History();
   ASSERT_EQ(history.size(), 22u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 11), AdoptedHistory(11));
@@ -188,7 +188,7 @@ TEST_F(FlywayAdoptionTest, ABaselineRecordedByQueueBoxCoversTheVersionsAppliedBy
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V4; V5-V11 applied by "
                                        "Flyway; installed_rank 1-8)"));
   EXPECT_EQ(report->adopted_version, 11);
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
 }
 
 TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDate) {
@@ -202,7 +202,8 @@ TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDat
   auto report = store->Migrate(std::nullopt);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->adopted_version, 9);
-  EXPECT_THAT(report->applied, ElementsAre(10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
+  EXPECT_THAT(report->applied,
+              ElementsAre(10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
   Rows history = History();
   ASSERT_EQ(history.size(), 22u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 9), AdoptedHistory(9));
@@ -266,7 +267,7 @@ TEST_F(FlywayAdoptionTest, AnExplicitBaselineOverridesTheFlywayHistory) {
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_FALSE(report->adopted_flyway.has_value());
   EXPECT_THAT(report->applied,
-              ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23));
+              ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 6"),
             "add consumption and leases");
 }

@@ -91,7 +91,8 @@ async function renderOverview(root) {
   const o = await api('overview');
   countsOf(root, 'Outbox', o.outbox, 'data-count');
   if (o.inbox) countsOf(root, 'Inbox', o.inbox, 'data-inbox-count');
-  root.appendChild(el('h2', 'Sent and dead per minute (this replica)'));
+  root.appendChild(el('h2', o.perMinuteScope === 'replica' ? 'Sent and dead per minute (this replica)'
+                                                          : 'Sent and dead per minute (all replicas)'));
   root.appendChild(table(['Minute', 'Sent', 'Dead'],
                          o.perMinute.map(m => cells([m.minute.slice(11, 16), m.sent, m.dead]))));
   root.appendChild(el('h2', 'Destinations'));

@@ -17,6 +17,14 @@
 namespace queuebox::store {
 namespace {
 
+// The console's runner: one statement on a pooled connection, planned per call.
+SqlConsole::Reader ConsoleRunner(PgPool& pool) {
+  return [&pool](const std::string& sql, const std::vector<SqlParam>& params) -> Result<SqlRows> {
+    QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool.Acquire());
+    return conn->Query(sql, params, nullptr, PgConnection::Plan::kPerCall);
+  };
+}
+
 // Drops the NOTICEs of idempotent DDL; a WARNING still reaches stderr as libpq would print it.
 void MigrationNotice(void* /*arg*/, const PGresult* res) {
   const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
@@ -100,19 +108,14 @@ PostgresOutboxStore::PostgresOutboxStore(DatabaseConfig config, PgSettings setti
                                        kAttemptRetry, true)),
       release_recorded_(fenced_.Recorded(RescheduleSet(false), kRescheduleArrays, kRescheduleNames,
                                          5, kAttemptReleased, true)),
-      console_(
-          config_, /*postgres=*/true,
-          [this](const std::string& sql, const std::vector<SqlParam>& params) -> Result<SqlRows> {
-            QB_ASSIGN_OR_RETURN(PgPool::Lease conn, pool_.Acquire());
-            return conn->Query(sql, params, nullptr, PgConnection::Plan::kPerCall);
-          },
-          [this](const std::string& table, const std::vector<std::string>& ids) {
-            if (table == "inbox") return inbox_.DiscardDead(ids);
-            return fenced_.DeleteWithHistory(
-                "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND {id} = ANY($2::uuid[]) "
-                "FOR UPDATE SKIP LOCKED",
-                {std::string("dead"), PgArray(ids)});
-          }) {}
+      console_(config_, /*postgres=*/true, ConsoleRunner(pool_), ConsoleRunner(pool_),
+               [this](const std::string& table, const std::vector<std::string>& ids) {
+                 if (table == "inbox") return inbox_.DiscardDead(ids);
+                 return fenced_.DeleteWithHistory(
+                     "SELECT {id} AS qb_id FROM {T} WHERE {state} = $1 AND {id} = ANY($2::uuid[]) "
+                     "FOR UPDATE SKIP LOCKED",
+                     {std::string("dead"), PgArray(ids)});
+               }) {}
 
 std::string PostgresOutboxStore::Sql(std::string_view tmpl) const {
   return RenderSql(tmpl, config_.outbox_table, config_.columns);

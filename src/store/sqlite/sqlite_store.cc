@@ -156,8 +156,8 @@ std::shared_ptr<std::mutex> WriteGateFor(const std::string& path) {
 Result<sqlite3*> SqliteOutboxStore::OpenConnection(const DatabaseConfig& config, int flags) {
   QB_ASSIGN_OR_RETURN(std::string path, PathFromUrl(config.url));
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status s = Unavailable("Cannot open the SQLite database '" + path +
                            "': " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
@@ -182,6 +182,9 @@ Result<std::unique_ptr<SqliteOutboxStore>> SqliteOutboxStore::Open(const Databas
       config, /*postgres=*/false,
       [self](const std::string& sql, const std::vector<SqlParam>& params) {
         return self->Read(sql, params);
+      },
+      [self](const std::string& sql, const std::vector<SqlParam>& params) {
+        return self->Write(sql, params);
       },
       [self](const std::string& table, const std::vector<std::string>& ids) {
         const std::string tmpl =
