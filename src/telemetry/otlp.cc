@@ -1,7 +1,7 @@
 #include "telemetry/otlp.h"
 
+#include <array>
 #include <cstdint>
-#include <vector>
 
 namespace queuebox::telemetry {
 namespace {
@@ -69,7 +69,7 @@ void OpenMessage(std::string& out, int field, size_t len) {
 
 // AnyValue { string string_value = 1; bool bool_value = 2; int64 int_value = 3; }
 size_t AnyValueSize(const AttributeValue& value) {
-  if (const auto* s = std::get_if<std::string>(&value)) return LenField(1, s->size());
+  if (const auto* s = std::get_if<std::string_view>(&value)) return LenField(1, s->size());
   if (std::holds_alternative<bool>(value)) return TagSize(2) + 1;
   return TagSize(3) + VarintSize(static_cast<uint64_t>(std::get<int64_t>(value)));
 }
@@ -79,12 +79,11 @@ size_t KeyValueSize(std::string_view key, const AttributeValue& value) {
   return LenField(1, key.size()) + LenField(2, AnyValueSize(value));
 }
 
-void WriteKeyValue(std::string& out, int field, std::string_view key,
-                   const AttributeValue& value) {
+void WriteKeyValue(std::string& out, int field, std::string_view key, const AttributeValue& value) {
   OpenMessage(out, field, KeyValueSize(key, value));
   Bytes(out, 1, key);
   OpenMessage(out, 2, AnyValueSize(value));
-  if (const auto* s = std::get_if<std::string>(&value)) {
+  if (const auto* s = std::get_if<std::string_view>(&value)) {
     Bytes(out, 1, *s);
   } else if (const auto* b = std::get_if<bool>(&value)) {
     VarintField(out, 2, *b ? 1 : 0);
@@ -101,74 +100,67 @@ bool AllZero(const SpanId& id) {
 }
 
 // Status { string message = 2; StatusCode code = 3; }
-size_t StatusSize(const Span& s) {
-  return (s.status_message.empty() ? 0 : LenField(2, s.status_message.size())) + TagSize(3) + 1;
+size_t StatusSize(const SpanEnd& e) {
+  return (e.status_message.empty() ? 0 : LenField(2, e.status_message.size())) + TagSize(3) + 1;
 }
 
 // Span { bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; bytes parent_span_id = 4;
 //        string name = 5; SpanKind kind = 6; fixed64 start_time_unix_nano = 7;
 //        fixed64 end_time_unix_nano = 8; repeated KeyValue attributes = 9; Status status = 15; }
-size_t SpanSize(const Span& s) {
-  size_t n = LenField(1, s.trace_id.size()) + LenField(2, s.span_id.size());
-  if (!s.tracestate.empty()) n += LenField(3, s.tracestate.size());
-  if (!AllZero(s.parent_span_id)) n += LenField(4, s.parent_span_id.size());
-  n += LenField(5, s.name.size());
-  n += TagSize(6) + VarintSize(static_cast<uint64_t>(s.kind));
+size_t SpanSize(const SpanStart& s, const SpanEnd& e) {
+  const TraceContext& c = s.context;
+  size_t n = LenField(1, c.trace_id.size()) + LenField(2, c.span_id.size());
+  if (!c.tracestate.empty()) n += LenField(3, c.tracestate.size());
+  if (!AllZero(s.parent)) n += LenField(4, s.parent.size());
+  n += LenField(5, e.name_prefix.size() + e.name.size());
+  n += TagSize(6) + VarintSize(static_cast<uint64_t>(e.kind));
   n += 2 * (TagSize(7) + 8);
-  for (const auto& [key, value] : s.attributes) n += LenField(9, KeyValueSize(key, value));
-  if (s.error) n += LenField(15, StatusSize(s));
+  for (const Attribute& a : e.attributes) n += LenField(9, KeyValueSize(a.key, a.value));
+  if (e.error) n += LenField(15, StatusSize(e));
   return n;
 }
 
-void WriteSpan(std::string& out, const Span& s, size_t size) {
+}  // namespace
+
+void AppendSpan(std::string& out, const SpanStart& s, const SpanEnd& e, uint64_t end_unix_nano) {
+  const TraceContext& c = s.context;
+  const size_t size = SpanSize(s, e);
+  out.reserve(out.size() + LenField(2, size));
   OpenMessage(out, 2, size);  // ScopeSpans.spans
-  Bytes(out, 1, IdBytes(s.trace_id));
-  Bytes(out, 2, IdBytes(s.span_id));
-  if (!s.tracestate.empty()) Bytes(out, 3, s.tracestate);
-  if (!AllZero(s.parent_span_id)) Bytes(out, 4, IdBytes(s.parent_span_id));
-  Bytes(out, 5, s.name);
-  VarintField(out, 6, static_cast<uint64_t>(s.kind));
+  Bytes(out, 1, IdBytes(c.trace_id));
+  Bytes(out, 2, IdBytes(c.span_id));
+  if (!c.tracestate.empty()) Bytes(out, 3, c.tracestate);
+  if (!AllZero(s.parent)) Bytes(out, 4, IdBytes(s.parent));
+  OpenMessage(out, 5, e.name_prefix.size() + e.name.size());
+  out.append(e.name_prefix);
+  out.append(e.name);
+  VarintField(out, 6, static_cast<uint64_t>(e.kind));
   Fixed64(out, 7, s.start_unix_nano);
-  Fixed64(out, 8, s.end_unix_nano);
-  for (const auto& [key, value] : s.attributes) WriteKeyValue(out, 9, key, value);
-  if (s.error) {
-    OpenMessage(out, 15, StatusSize(s));
-    if (!s.status_message.empty()) Bytes(out, 2, s.status_message);
+  Fixed64(out, 8, end_unix_nano);
+  for (const Attribute& a : e.attributes) WriteKeyValue(out, 9, a.key, a.value);
+  if (e.error) {
+    OpenMessage(out, 15, StatusSize(e));
+    if (!e.status_message.empty()) Bytes(out, 2, e.status_message);
     VarintField(out, 3, 2);  // STATUS_CODE_ERROR
   }
 }
-
-}  // namespace
 
 // ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
 // ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
 // Resource { repeated KeyValue attributes = 1; }
 // ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
 // InstrumentationScope { string name = 1; string version = 2; }
-std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
-                                std::string_view service_version) {
-  std::string out;
-  EncodeExportRequest(spans, service_name, service_version, out);
-  return out;
-}
-
-void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
+void EncodeExportRequest(std::string_view spans, std::string_view service_name,
                          std::string_view service_version, std::string& out) {
   constexpr std::string_view kScope = "queuebox";
-  const AttributeValue name{std::string(service_name)};
-  const AttributeValue version{std::string(service_version)};
+  const AttributeValue name{service_name};
+  const AttributeValue version{service_version};
   const bool versioned = !service_version.empty();
   const size_t resource = LenField(1, KeyValueSize("service.name", name)) +
                           (versioned ? LenField(1, KeyValueSize("service.version", version)) : 0);
   const size_t scope =
       LenField(1, kScope.size()) + (versioned ? LenField(2, service_version.size()) : 0);
-  std::vector<size_t> sizes;
-  sizes.reserve(spans.size());
-  size_t scope_spans = LenField(1, scope);
-  for (const Span& s : spans) {
-    sizes.push_back(SpanSize(s));
-    scope_spans += LenField(2, sizes.back());
-  }
+  const size_t scope_spans = LenField(1, scope) + spans.size();
   const size_t resource_spans = LenField(1, resource) + LenField(2, scope_spans);
 
   out.clear();
@@ -181,7 +173,7 @@ void EncodeExportRequest(std::span<const Span> spans, std::string_view service_n
   OpenMessage(out, 1, scope);
   Bytes(out, 1, kScope);
   if (versioned) Bytes(out, 2, service_version);
-  for (size_t i = 0; i < spans.size(); ++i) WriteSpan(out, spans[i], sizes[i]);
+  out.append(spans);
 }
 
 }  // namespace queuebox::telemetry
