@@ -2,6 +2,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace queuebox::telemetry {
 namespace {
@@ -9,37 +11,52 @@ namespace {
 // Protobuf wire types.
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
 
-void Varint(std::string& out, uint64_t v) {
-  char buf[10];
-  size_t n = 0;
+// Writes into a buffer already sized to the exact length (the sizes are computed first): a
+// pointer that moves, no capacity check or call per field (std::string::append per varint was
+// the encoder's largest cost).
+struct Writer {
+  char* p;
+};
+
+void Varint(Writer& out, uint64_t v) {
   while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    *out.p++ = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  buf[n++] = static_cast<char>(v);
-  out.append(buf, n);
+  *out.p++ = static_cast<char>(v);
 }
 
-void Tag(std::string& out, int field, int wire) {
+void Raw(Writer& out, std::string_view bytes) {
+  if (bytes.empty()) return;
+  std::memcpy(out.p, bytes.data(), bytes.size());
+  out.p += bytes.size();
+}
+
+void Tag(Writer& out, int field, int wire) {
   Varint(out, (static_cast<uint64_t>(field) << 3) | static_cast<uint64_t>(wire));
 }
 
-void Bytes(std::string& out, int field, std::string_view bytes) {
+void Bytes(Writer& out, int field, std::string_view bytes) {
   Tag(out, field, kLengthDelimited);
   Varint(out, bytes.size());
-  out.append(bytes);
+  Raw(out, bytes);
 }
 
-void Fixed64(std::string& out, int field, uint64_t v) {
+void Fixed64(Writer& out, int field, uint64_t v) {
   Tag(out, field, kFixed64);
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out.append(buf, 8);
+  for (int i = 0; i < 8; ++i) *out.p++ = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-void VarintField(std::string& out, int field, uint64_t v) {
+void VarintField(Writer& out, int field, uint64_t v) {
   Tag(out, field, kVarint);
   Varint(out, v);
+}
+
+// Grows `out` by `n` bytes and returns a writer at the start of them.
+Writer Extend(std::string& out, size_t n) {
+  const size_t at = out.size();
+  out.resize(at + n);
+  return Writer{out.data() + at};
 }
 
 template <size_t N>
@@ -62,7 +79,7 @@ size_t TagSize(int field) { return VarintSize(static_cast<uint64_t>(field) << 3)
 // A length-delimited field of `len` bytes, its tag and length included.
 size_t LenField(int field, size_t len) { return TagSize(field) + VarintSize(len) + len; }
 
-void OpenMessage(std::string& out, int field, size_t len) {
+void OpenMessage(Writer& out, int field, size_t len) {
   Tag(out, field, kLengthDelimited);
   Varint(out, len);
 }
@@ -79,7 +96,7 @@ size_t KeyValueSize(std::string_view key, const AttributeValue& value) {
   return LenField(1, key.size()) + LenField(2, AnyValueSize(value));
 }
 
-void WriteKeyValue(std::string& out, int field, std::string_view key, const AttributeValue& value) {
+void WriteKeyValue(Writer& out, int field, std::string_view key, const AttributeValue& value) {
   OpenMessage(out, field, KeyValueSize(key, value));
   Bytes(out, 1, key);
   OpenMessage(out, 2, AnyValueSize(value));
@@ -122,18 +139,18 @@ size_t SpanSize(const SpanStart& s, const SpanEnd& e) {
 
 }  // namespace
 
-void AppendSpan(std::string& out, const SpanStart& s, const SpanEnd& e, uint64_t end_unix_nano) {
+void AppendSpan(std::string& buffer, const SpanStart& s, const SpanEnd& e, uint64_t end_unix_nano) {
   const TraceContext& c = s.context;
   const size_t size = SpanSize(s, e);
-  out.reserve(out.size() + LenField(2, size));
+  Writer out = Extend(buffer, LenField(2, size));
   OpenMessage(out, 2, size);  // ScopeSpans.spans
   Bytes(out, 1, IdBytes(c.trace_id));
   Bytes(out, 2, IdBytes(c.span_id));
   if (!c.tracestate.empty()) Bytes(out, 3, c.tracestate);
   if (!AllZero(s.parent)) Bytes(out, 4, IdBytes(s.parent));
   OpenMessage(out, 5, e.name_prefix.size() + e.name.size());
-  out.append(e.name_prefix);
-  out.append(e.name);
+  Raw(out, e.name_prefix);
+  Raw(out, e.name);
   VarintField(out, 6, static_cast<uint64_t>(e.kind));
   Fixed64(out, 7, s.start_unix_nano);
   Fixed64(out, 8, end_unix_nano);
@@ -143,6 +160,7 @@ void AppendSpan(std::string& out, const SpanStart& s, const SpanEnd& e, uint64_t
     if (!e.status_message.empty()) Bytes(out, 2, e.status_message);
     VarintField(out, 3, 2);  // STATUS_CODE_ERROR
   }
+  if (out.p != buffer.data() + buffer.size()) std::abort();  // a size computed wrong
 }
 
 // ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
@@ -151,7 +169,7 @@ void AppendSpan(std::string& out, const SpanStart& s, const SpanEnd& e, uint64_t
 // ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
 // InstrumentationScope { string name = 1; string version = 2; }
 void EncodeExportRequest(std::string_view spans, std::string_view service_name,
-                         std::string_view service_version, std::string& out) {
+                         std::string_view service_version, std::string& buffer) {
   constexpr std::string_view kScope = "queuebox";
   const AttributeValue name{service_name};
   const AttributeValue version{service_version};
@@ -163,8 +181,8 @@ void EncodeExportRequest(std::string_view spans, std::string_view service_name,
   const size_t scope_spans = LenField(1, scope) + spans.size();
   const size_t resource_spans = LenField(1, resource) + LenField(2, scope_spans);
 
-  out.clear();
-  out.reserve(LenField(1, resource_spans));
+  buffer.clear();
+  Writer out = Extend(buffer, LenField(1, resource_spans));
   OpenMessage(out, 1, resource_spans);
   OpenMessage(out, 1, resource);
   WriteKeyValue(out, 1, "service.name", name);
@@ -173,7 +191,7 @@ void EncodeExportRequest(std::string_view spans, std::string_view service_name,
   OpenMessage(out, 1, scope);
   Bytes(out, 1, kScope);
   if (versioned) Bytes(out, 2, service_version);
-  out.append(spans);
+  Raw(out, spans);
 }
 
 }  // namespace queuebox::telemetry
