@@ -25,4 +25,5 @@ QUEUEBOX_TELEMETRY_ENABLED=true \
 QUEUEBOX_TELEMETRY_OTLP_ENDPOINT=http://127.0.0.1:$(cat "$WORK/port")/v1/traces exec "$BIN" "\$@"
 SH
 chmod +x "$WORK/queuebox-traced"
-OUT=${OUT:-bench/results/tracing_cpu_ab.json} bash bench/relay_cpu_ab.sh "$BIN" "$WORK/queuebox-traced"
+OUT=${OUT:-bench/results/tracing_cpu_ab.json} \
+  bash bench/relay_cpu_ab.sh "$BIN" "$WORK/queuebox-traced"
