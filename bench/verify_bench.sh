@@ -21,8 +21,13 @@ ADMIN=$2
 ROWS=${3:-1000000}
 RUNS=${4:-3}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" \
-  >/dev/null 2>&1 || true' EXIT
+# KEEP=1 keeps the scratch database, the SQLite file and the configurations (for EXPLAIN).
+if [ -n "${KEEP:-}" ]; then
+  trap 'echo "kept: $WORK (pg.yml, sqlite.yml, outbox.db), database queuebox_verify_bench"' EXIT
+else
+  trap 'rm -rf "$WORK"; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" \
+    >/dev/null 2>&1 || true' EXIT
+fi
 DB_URL=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); \
 print(u.urlunsplit(p._replace(path="/queuebox_verify_bench")))' "$ADMIN")
 psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" >/dev/null
