@@ -7,9 +7,11 @@
 # file, migrates both with `queuebox migrate`, fills each outbox with ROWS rows (default 1000000)
 # over 10,000 keys the way a busy relay leaves it: 98 % sent in key order, 1 % pending (the key
 # heads and the rows behind them), 0.5 % dead with a reason, 0.5 % processing under a live lease,
-# and (PostgreSQL) 10,000 forwarded inbox rows with their outbox rows. Then times RUNS runs
-# (default 3) of `queuebox verify` and of `queuebox verify --received FILE` (a JSON line per sent
-# row, as `queuebox receive` writes them) on each; every run must exit 0. Prints one line per run:
+# (PostgreSQL) 10,000 forwarded inbox rows with their outbox rows, and one recorded attempt per
+# sent or dead row (outbox.attemptHistory on, so the attempt-history check reads them all). Then
+# times RUNS runs (default 3) of `queuebox verify` and of `queuebox verify --received FILE` (a
+# JSON line per sent row, as `queuebox receive` writes them) on each; every run must exit 0.
+# Prints one line per run:
 #   <dialect> <plain|received> run <n>: <r> s wall, <u> s user, <s> s sys, exit <code>
 # The check is read-only, so fsync makes no difference to it; the figures are wall-clock time of
 # the whole command (configuration, connection, every statement, the report).
@@ -19,8 +21,13 @@ ADMIN=$2
 ROWS=${3:-1000000}
 RUNS=${4:-3}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" \
-  >/dev/null 2>&1 || true' EXIT
+# KEEP=1 keeps the scratch database, the SQLite file and the configurations (for EXPLAIN).
+if [ -n "${KEEP:-}" ]; then
+  trap 'echo "kept: $WORK (pg.yml, sqlite.yml, outbox.db), database queuebox_verify_bench"' EXIT
+else
+  trap 'rm -rf "$WORK"; psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" \
+    >/dev/null 2>&1 || true' EXIT
+fi
 DB_URL=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); \
 print(u.urlunsplit(p._replace(path="/queuebox_verify_bench")))' "$ADMIN")
 psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS queuebox_verify_bench" >/dev/null
@@ -63,6 +70,10 @@ WITH forwarded AS (
 INSERT INTO outbox (topic, payload, state, headers, claimed_at, updated_at)
 SELECT 'bench.inbox', '{}', 'sent', jsonb_build_object('x-inbox-id', id::text), now(), now()
 FROM forwarded;
+-- The attempt history a relay with outbox.attemptHistory on leaves: one attempt per finished row.
+INSERT INTO outbox_attempts (message_id, attempt, destination, outcome, duration_ms, answer)
+SELECT id, 1, 'r', state, 3, CASE WHEN state = 'sent' THEN 'HTTP 200' ELSE 'HTTP 500' END
+FROM outbox WHERE state IN ('sent', 'dead');
 ANALYZE;
 SQL
 psql -Atq "$DB_URL" -c "COPY (SELECT json_build_object('id', id, 'key', key, 'topic', topic, \
@@ -79,6 +90,9 @@ SELECT 'bench', 'key-' || (i % 10000), json_object('i', i),
        CASE WHEN i >= $ROWS * 0.99 AND i % 2 = 1
             THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+5 minutes') END
 FROM n;
+INSERT INTO outbox_attempts (message_id, attempt, destination, outcome, duration_ms, answer)
+SELECT id, 1, 'r', state, 3, CASE WHEN state = 'sent' THEN 'HTTP 200' ELSE 'HTTP 500' END
+FROM outbox WHERE state IN ('sent', 'dead');
 ANALYZE;
 .mode list
 .output $WORK/sqlite.jsonl

@@ -17,6 +17,7 @@
 #include "common.h"
 #include "components.h"
 #include "core/log.h"
+#include "core/redaction.h"
 #include "core/startup.h"
 #include "transforms.h"
 
@@ -35,9 +36,10 @@ Status PrepareDelivery(Plant& p) {
   return Status::Ok();
 }
 
-// Waits for the database (database.startupTimeoutMs); a signal meanwhile ends the start-up
+// Waits for the database for up to `timeout_ms`; a signal meanwhile ends the start-up
 // (`cancelled`, OK).
-Status WaitForTheDatabase(Plant& p, const sigset_t& stop_signals, bool* cancelled) {
+Status WaitForTheDatabase(Plant& p, int64_t timeout_ms, const sigset_t& stop_signals,
+                          bool* cancelled) {
   std::atomic<bool> cancel{false}, db_done{false};
   std::thread signal_watch([&] {
     const timespec step{0, 100 * 1000 * 1000};
@@ -46,7 +48,7 @@ Status WaitForTheDatabase(Plant& p, const sigset_t& stop_signals, bool* cancelle
       if (sig == SIGTERM || sig == SIGINT) cancel = true;
     }
   });
-  Status db = WaitForDatabase(*p.store, p.config.database.startup_timeout_ms, &cancel);
+  Status db = WaitForDatabase(*p.store, timeout_ms, &cancel);
   db_done = true;
   signal_watch.join();
   *cancelled = cancel.load();
@@ -84,6 +86,7 @@ Status PrepareDatabase(Plant& p) {
   // runs without it.
   if (config.outbox.attempt_history) {
     Status s = p.store->EnableAttemptHistory();
+    if (s.code() == StatusCode::kUnavailable) return s;  // the connection, not the table
     p.attempt_history = s.ok();
     if (!s.ok()) {
       log::Warn("The attempt history is off: " + s.message(),
@@ -103,6 +106,29 @@ Status PrepareDatabase(Plant& p) {
                                   std::string(host) + ":" + std::to_string(getpid()));
   }
   return Status::Ok();
+}
+
+// Waits for the database, then prepares it. A connection lost while preparing (PostgreSQL
+// restarting under a replica that starts, scenarios.md) waits and prepares again, all within
+// database.startupTimeoutMs; the steps are idempotent (migrations are recorded and locked).
+Status ConnectAndPrepare(Plant& p, const sigset_t& stop_signals, bool* cancelled) {
+  using StartupClock = std::chrono::steady_clock;
+  const int64_t timeout_ms = p.config.database.startup_timeout_ms;
+  const auto deadline = StartupClock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    const int64_t left = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - StartupClock::now())
+               .count());
+    QB_RETURN_IF_ERROR(WaitForTheDatabase(p, left, stop_signals, cancelled));
+    if (*cancelled) return Status::Ok();
+    Status s = PrepareDatabase(p);
+    if (s.ok() || s.code() != StatusCode::kUnavailable || StartupClock::now() >= deadline) {
+      return s;
+    }
+    log::Warn("The database connection was lost during start-up; waiting for it again",
+              {{"reason", SanitizeError(s.message(), 500)},
+               {"startup_timeout_ms", std::to_string(timeout_ms)}});
+  }
 }
 
 // Waits for a stop signal, or (--until-idle) for both relays to run dry.
@@ -163,13 +189,12 @@ int Run(const GlobalOptions& global, const RunOptions& options, const sigset_t& 
   if (!store.ok()) return StartFailed(store.status());
   plant.store = std::move(store).value();
   bool cancelled = false;
-  Status db = WaitForTheDatabase(plant, stop_signals, &cancelled);
+  Status db = ConnectAndPrepare(plant, stop_signals, &cancelled);
   if (cancelled) {
     log::Info("Stop signal received during start-up; exiting");
     return 0;
   }
   if (!db.ok()) return StartFailed(db);
-  if (Status s = PrepareDatabase(plant); !s.ok()) return StartFailed(s);
 
   auto built = BuildComponents(plant);
   if (!built.ok()) return StartFailed(built.status());

@@ -67,7 +67,8 @@ OptionTable<DatabaseConfig> DatabaseOptions() {
                   "Wait for a free pooled connection")
           .Min(1),
       opt::Millis("startupTimeoutMs", &S::startup_timeout_ms, 60000,
-                  "Wait for the database at start (retried with backoff), then exit")
+                  "Wait for the database at start (retried with backoff, also when the connection "
+                  "drops while migrating), then exit")
           .Min(1),
       opt::Flag("migrate", &S::migrate, true,
                 "Apply the bundled migrations at start; must be false with a renamed table or "

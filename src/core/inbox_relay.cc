@@ -422,17 +422,21 @@ class InboxRelayImpl final : public InboxRelay {
       auto it = spans.find(id);
       if (it == spans.end()) continue;
       const ForwardSpan& s = it->second;
-      telemetry::Attributes a = {
-          {"messaging.system", std::string("queuebox")},
-          {"messaging.operation.name", std::string("forward")},
-          {"messaging.operation.type", std::string("process")},
-          {"messaging.destination.name", s.topic},
-          {"messaging.message.id", id},
-          {"queuebox.source", s.source},
-          {"queuebox.topic", s.topic},
+      const telemetry::Attribute a[] = {
+          {"messaging.system", std::string_view("queuebox")},
+          {"messaging.operation.name", std::string_view("forward")},
+          {"messaging.operation.type", std::string_view("process")},
+          {"messaging.destination.name", std::string_view(s.topic)},
+          {"messaging.message.id", std::string_view(id)},
+          {"queuebox.source", std::string_view(s.source)},
+          {"queuebox.topic", std::string_view(s.topic)},
       };
-      options_.tracer->Record(telemetry::Finish(s.start, "forward " + s.source,
-                                                telemetry::SpanKind::kConsumer, std::move(a)));
+      options_.tracer->Record(s.start, {.name_prefix = "forward ",
+                                        .name = s.source,
+                                        .kind = telemetry::SpanKind::kConsumer,
+                                        .attributes = a,
+                                        .error = false,
+                                        .status_message = {}});
     }
     spans.clear();
   }

@@ -218,20 +218,24 @@ void PublishStage::EndSpans(const DeliveryTask& task, const Messages& m, Traces&
     const OutboxRow& row = *m.messages[j].row;
     const Outcome& o = task.attempts[m.index[j]].outcome;
     const bool delivered = o.kind == Outcome::Kind::kDelivered;
-    telemetry::Attributes a = {
-        {"messaging.system", std::string(d.type())},
-        {"messaging.operation.name", std::string("publish")},
-        {"messaging.operation.type", std::string("send")},
-        {"messaging.destination.name", d.name()},
-        {"messaging.message.id", row.id},
-        {"queuebox.topic", row.topic},
-        {"queuebox.destination", d.name()},
+    const telemetry::Attribute a[] = {
+        {"messaging.system", d.type()},
+        {"messaging.operation.name", std::string_view("publish")},
+        {"messaging.operation.type", std::string_view("send")},
+        {"messaging.destination.name", std::string_view(d.name())},
+        {"messaging.message.id", std::string_view(row.id)},
+        {"queuebox.topic", std::string_view(row.topic)},
+        {"queuebox.destination", std::string_view(d.name())},
         {"queuebox.attempt", static_cast<int64_t>(row.attempt)},
-        {"queuebox.outcome", std::string(OutcomeName(o.kind))},
+        {"queuebox.outcome", OutcomeName(o.kind)},
     };
-    tracer_->Record(telemetry::Finish(*traces.spans[j], "publish " + d.name(),
-                                      telemetry::SpanKind::kProducer, std::move(a), !delivered,
-                                      delivered ? std::string() : o.error));
+    tracer_->Record(*traces.spans[j],
+                    {.name_prefix = "publish ",
+                     .name = d.name(),
+                     .kind = telemetry::SpanKind::kProducer,
+                     .attributes = a,
+                     .error = !delivered,
+                     .status_message = delivered ? std::string_view() : std::string_view(o.error)});
   }
 }
 

@@ -116,23 +116,27 @@ std::optional<telemetry::SpanStart> Intake::BeginSpan(Arrival& arrival) const {
 void Intake::EndSpan(const telemetry::SpanStart& span, const Intaken& out) const {
   static constexpr std::string_view kOutcomes[] = {"stored", "filtered", "refused"};
   const bool refused = out.kind == Intaken::Kind::kRefused;
-  telemetry::Attributes a = {
-      {"messaging.system", rules_->kind},
-      {"messaging.operation.name", std::string("receive")},
-      {"messaging.operation.type", std::string("receive")},
-      {"messaging.destination.name", rules_->source},
-      {"queuebox.source", rules_->source},
-      {"queuebox.outcome", std::string(kOutcomes[static_cast<int>(out.kind)])},
+  telemetry::Attribute a[8] = {
+      {"messaging.system", std::string_view(rules_->kind)},
+      {"messaging.operation.name", std::string_view("receive")},
+      {"messaging.operation.type", std::string_view("receive")},
+      {"messaging.destination.name", std::string_view(rules_->source)},
+      {"queuebox.source", std::string_view(rules_->source)},
+      {"queuebox.outcome", kOutcomes[static_cast<int>(out.kind)]},
   };
+  size_t n = 6;
   if (out.kind == Intaken::Kind::kRow) {
-    a.emplace_back("queuebox.idempotency_key", out.row.idempotency_key);
+    a[n++] = {"queuebox.idempotency_key", std::string_view(out.row.idempotency_key)};
     if (out.row.correlation_id) {
-      a.emplace_back("messaging.message.conversation_id", *out.row.correlation_id);
+      a[n++] = {"messaging.message.conversation_id", std::string_view(*out.row.correlation_id)};
     }
   }
-  rules_->tracer->Record(telemetry::Finish(span, "receive " + rules_->source,
-                                           telemetry::SpanKind::kConsumer, std::move(a), refused,
-                                           refused ? out.error : std::string()));
+  rules_->tracer->Record(span, {.name_prefix = "receive ",
+                                .name = rules_->source,
+                                .kind = telemetry::SpanKind::kConsumer,
+                                .attributes = std::span(a, n),
+                                .error = refused,
+                                .status_message = refused ? std::string_view(out.error) : ""});
 }
 
 std::optional<std::string> Intake::Header(const Arrival& a, std::string_view name) const {

@@ -1,7 +1,9 @@
 #include "telemetry/otlp.h"
 
+#include <array>
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <cstring>
 
 namespace queuebox::telemetry {
 namespace {
@@ -9,37 +11,52 @@ namespace {
 // Protobuf wire types.
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2;
 
-void Varint(std::string& out, uint64_t v) {
-  char buf[10];
-  size_t n = 0;
+// Writes into a buffer already sized to the exact length (the sizes are computed first): a
+// pointer that moves, no capacity check or call per field (std::string::append per varint was
+// the encoder's largest cost).
+struct Writer {
+  char* p;
+};
+
+void Varint(Writer& out, uint64_t v) {
   while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    *out.p++ = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  buf[n++] = static_cast<char>(v);
-  out.append(buf, n);
+  *out.p++ = static_cast<char>(v);
 }
 
-void Tag(std::string& out, int field, int wire) {
+void Raw(Writer& out, std::string_view bytes) {
+  if (bytes.empty()) return;
+  std::memcpy(out.p, bytes.data(), bytes.size());
+  out.p += bytes.size();
+}
+
+void Tag(Writer& out, int field, int wire) {
   Varint(out, (static_cast<uint64_t>(field) << 3) | static_cast<uint64_t>(wire));
 }
 
-void Bytes(std::string& out, int field, std::string_view bytes) {
+void Bytes(Writer& out, int field, std::string_view bytes) {
   Tag(out, field, kLengthDelimited);
   Varint(out, bytes.size());
-  out.append(bytes);
+  Raw(out, bytes);
 }
 
-void Fixed64(std::string& out, int field, uint64_t v) {
+void Fixed64(Writer& out, int field, uint64_t v) {
   Tag(out, field, kFixed64);
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out.append(buf, 8);
+  for (int i = 0; i < 8; ++i) *out.p++ = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-void VarintField(std::string& out, int field, uint64_t v) {
+void VarintField(Writer& out, int field, uint64_t v) {
   Tag(out, field, kVarint);
   Varint(out, v);
+}
+
+// Grows `out` by `n` bytes and returns a writer at the start of them.
+Writer Extend(std::string& out, size_t n) {
+  const size_t at = out.size();
+  out.resize(at + n);
+  return Writer{out.data() + at};
 }
 
 template <size_t N>
@@ -62,14 +79,14 @@ size_t TagSize(int field) { return VarintSize(static_cast<uint64_t>(field) << 3)
 // A length-delimited field of `len` bytes, its tag and length included.
 size_t LenField(int field, size_t len) { return TagSize(field) + VarintSize(len) + len; }
 
-void OpenMessage(std::string& out, int field, size_t len) {
+void OpenMessage(Writer& out, int field, size_t len) {
   Tag(out, field, kLengthDelimited);
   Varint(out, len);
 }
 
 // AnyValue { string string_value = 1; bool bool_value = 2; int64 int_value = 3; }
 size_t AnyValueSize(const AttributeValue& value) {
-  if (const auto* s = std::get_if<std::string>(&value)) return LenField(1, s->size());
+  if (const auto* s = std::get_if<std::string_view>(&value)) return LenField(1, s->size());
   if (std::holds_alternative<bool>(value)) return TagSize(2) + 1;
   return TagSize(3) + VarintSize(static_cast<uint64_t>(std::get<int64_t>(value)));
 }
@@ -79,12 +96,11 @@ size_t KeyValueSize(std::string_view key, const AttributeValue& value) {
   return LenField(1, key.size()) + LenField(2, AnyValueSize(value));
 }
 
-void WriteKeyValue(std::string& out, int field, std::string_view key,
-                   const AttributeValue& value) {
+void WriteKeyValue(Writer& out, int field, std::string_view key, const AttributeValue& value) {
   OpenMessage(out, field, KeyValueSize(key, value));
   Bytes(out, 1, key);
   OpenMessage(out, 2, AnyValueSize(value));
-  if (const auto* s = std::get_if<std::string>(&value)) {
+  if (const auto* s = std::get_if<std::string_view>(&value)) {
     Bytes(out, 1, *s);
   } else if (const auto* b = std::get_if<bool>(&value)) {
     VarintField(out, 2, *b ? 1 : 0);
@@ -101,78 +117,72 @@ bool AllZero(const SpanId& id) {
 }
 
 // Status { string message = 2; StatusCode code = 3; }
-size_t StatusSize(const Span& s) {
-  return (s.status_message.empty() ? 0 : LenField(2, s.status_message.size())) + TagSize(3) + 1;
+size_t StatusSize(const SpanEnd& e) {
+  return (e.status_message.empty() ? 0 : LenField(2, e.status_message.size())) + TagSize(3) + 1;
 }
 
 // Span { bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; bytes parent_span_id = 4;
 //        string name = 5; SpanKind kind = 6; fixed64 start_time_unix_nano = 7;
 //        fixed64 end_time_unix_nano = 8; repeated KeyValue attributes = 9; Status status = 15; }
-size_t SpanSize(const Span& s) {
-  size_t n = LenField(1, s.trace_id.size()) + LenField(2, s.span_id.size());
-  if (!s.tracestate.empty()) n += LenField(3, s.tracestate.size());
-  if (!AllZero(s.parent_span_id)) n += LenField(4, s.parent_span_id.size());
-  n += LenField(5, s.name.size());
-  n += TagSize(6) + VarintSize(static_cast<uint64_t>(s.kind));
+size_t SpanSize(const SpanStart& s, const SpanEnd& e) {
+  const TraceContext& c = s.context;
+  size_t n = LenField(1, c.trace_id.size()) + LenField(2, c.span_id.size());
+  if (!c.tracestate.empty()) n += LenField(3, c.tracestate.size());
+  if (!AllZero(s.parent)) n += LenField(4, s.parent.size());
+  n += LenField(5, e.name_prefix.size() + e.name.size());
+  n += TagSize(6) + VarintSize(static_cast<uint64_t>(e.kind));
   n += 2 * (TagSize(7) + 8);
-  for (const auto& [key, value] : s.attributes) n += LenField(9, KeyValueSize(key, value));
-  if (s.error) n += LenField(15, StatusSize(s));
+  for (const Attribute& a : e.attributes) n += LenField(9, KeyValueSize(a.key, a.value));
+  if (e.error) n += LenField(15, StatusSize(e));
   return n;
 }
 
-void WriteSpan(std::string& out, const Span& s, size_t size) {
+}  // namespace
+
+void AppendSpan(std::string& buffer, const SpanStart& s, const SpanEnd& e, uint64_t end_unix_nano) {
+  const TraceContext& c = s.context;
+  const size_t size = SpanSize(s, e);
+  Writer out = Extend(buffer, LenField(2, size));
   OpenMessage(out, 2, size);  // ScopeSpans.spans
-  Bytes(out, 1, IdBytes(s.trace_id));
-  Bytes(out, 2, IdBytes(s.span_id));
-  if (!s.tracestate.empty()) Bytes(out, 3, s.tracestate);
-  if (!AllZero(s.parent_span_id)) Bytes(out, 4, IdBytes(s.parent_span_id));
-  Bytes(out, 5, s.name);
-  VarintField(out, 6, static_cast<uint64_t>(s.kind));
+  Bytes(out, 1, IdBytes(c.trace_id));
+  Bytes(out, 2, IdBytes(c.span_id));
+  if (!c.tracestate.empty()) Bytes(out, 3, c.tracestate);
+  if (!AllZero(s.parent)) Bytes(out, 4, IdBytes(s.parent));
+  OpenMessage(out, 5, e.name_prefix.size() + e.name.size());
+  Raw(out, e.name_prefix);
+  Raw(out, e.name);
+  VarintField(out, 6, static_cast<uint64_t>(e.kind));
   Fixed64(out, 7, s.start_unix_nano);
-  Fixed64(out, 8, s.end_unix_nano);
-  for (const auto& [key, value] : s.attributes) WriteKeyValue(out, 9, key, value);
-  if (s.error) {
-    OpenMessage(out, 15, StatusSize(s));
-    if (!s.status_message.empty()) Bytes(out, 2, s.status_message);
+  Fixed64(out, 8, end_unix_nano);
+  for (const Attribute& a : e.attributes) WriteKeyValue(out, 9, a.key, a.value);
+  if (e.error) {
+    OpenMessage(out, 15, StatusSize(e));
+    if (!e.status_message.empty()) Bytes(out, 2, e.status_message);
     VarintField(out, 3, 2);  // STATUS_CODE_ERROR
   }
+  if (out.p != buffer.data() + buffer.size()) std::abort();  // a size computed wrong
 }
-
-}  // namespace
 
 // ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
 // ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
 // Resource { repeated KeyValue attributes = 1; }
 // ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
 // InstrumentationScope { string name = 1; string version = 2; }
-std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
-                                std::string_view service_version) {
-  std::string out;
-  EncodeExportRequest(spans, service_name, service_version, out);
-  return out;
-}
-
-void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
-                         std::string_view service_version, std::string& out) {
+void EncodeExportRequest(std::string_view spans, std::string_view service_name,
+                         std::string_view service_version, std::string& buffer) {
   constexpr std::string_view kScope = "queuebox";
-  const AttributeValue name{std::string(service_name)};
-  const AttributeValue version{std::string(service_version)};
+  const AttributeValue name{service_name};
+  const AttributeValue version{service_version};
   const bool versioned = !service_version.empty();
   const size_t resource = LenField(1, KeyValueSize("service.name", name)) +
                           (versioned ? LenField(1, KeyValueSize("service.version", version)) : 0);
   const size_t scope =
       LenField(1, kScope.size()) + (versioned ? LenField(2, service_version.size()) : 0);
-  std::vector<size_t> sizes;
-  sizes.reserve(spans.size());
-  size_t scope_spans = LenField(1, scope);
-  for (const Span& s : spans) {
-    sizes.push_back(SpanSize(s));
-    scope_spans += LenField(2, sizes.back());
-  }
+  const size_t scope_spans = LenField(1, scope) + spans.size();
   const size_t resource_spans = LenField(1, resource) + LenField(2, scope_spans);
 
-  out.clear();
-  out.reserve(LenField(1, resource_spans));
+  buffer.clear();
+  Writer out = Extend(buffer, LenField(1, resource_spans));
   OpenMessage(out, 1, resource_spans);
   OpenMessage(out, 1, resource);
   WriteKeyValue(out, 1, "service.name", name);
@@ -181,7 +191,7 @@ void EncodeExportRequest(std::span<const Span> spans, std::string_view service_n
   OpenMessage(out, 1, scope);
   Bytes(out, 1, kScope);
   if (versioned) Bytes(out, 2, service_version);
-  for (size_t i = 0; i < spans.size(); ++i) WriteSpan(out, spans[i], sizes[i]);
+  Raw(out, spans);
 }
 
 }  // namespace queuebox::telemetry

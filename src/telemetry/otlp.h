@@ -1,11 +1,12 @@
 // otlp.h: spans as an OTLP ExportTraceServiceRequest in protobuf binary
 // (opentelemetry/proto/collector/trace/v1/trace_service.proto), the body of a POST to a
-// collector's /v1/traces with Content-Type application/x-protobuf.
+// collector's /v1/traces with Content-Type application/x-protobuf. A span is encoded once, when
+// it is recorded (AppendSpan); an export request wraps the encoded spans of a batch.
 //
-// Thread-safety: a pure function.
+// Thread-safety: pure functions.
 #pragma once
 
-#include <span>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -13,13 +14,15 @@
 
 namespace queuebox::telemetry {
 
+// Appends the span `start` opened and `end` closed at `end_unix_nano` to `out` as one
+// ScopeSpans.spans field (its tag, length and Span message).
+void AppendSpan(std::string& out, const SpanStart& start, const SpanEnd& end,
+                uint64_t end_unix_nano);
+
 // One ResourceSpans (resource: service.name, service.version) with one ScopeSpans (scope
-// "queuebox") holding `spans`.
-std::string EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
-                                std::string_view service_version);
-// The same into `out` (its previous content replaced, its capacity kept: an exporter reuses one
-// buffer).
-void EncodeExportRequest(std::span<const Span> spans, std::string_view service_name,
+// "queuebox") holding `spans` (AppendSpan's output, one or more spans end to end), into `out`
+// (its previous content replaced, its capacity kept: an exporter reuses one buffer).
+void EncodeExportRequest(std::string_view spans, std::string_view service_name,
                          std::string_view service_version, std::string& out);
 
 }  // namespace queuebox::telemetry

@@ -1,16 +1,18 @@
-// span.h: one finished span as the relay records it, in the OpenTelemetry data model (the
-// fields OTLP's Span message carries).
+// span.h: a span as the relay records it, in the OpenTelemetry data model (the fields OTLP's Span
+// message carries): `Begin` opens it (its ids and start time), and the recorder hands its end
+// (name, kind, attributes, status) to Tracer::Record, which encodes it at once. Nothing of a span
+// is copied or allocated per span beyond the encoding itself.
 //
-// Thread-safety: plain values.
+// Thread-safety: plain values. Ownership: a SpanEnd and its Attributes are views of the
+// recorder's values, valid for the Record call only (Record keeps no pointer into them).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <variant>
-#include <vector>
 
 #include "telemetry/trace_context.h"
 
@@ -19,23 +21,12 @@ namespace queuebox::telemetry {
 // OTLP SpanKind values.
 enum class SpanKind : int { kInternal = 1, kServer = 2, kClient = 3, kProducer = 4, kConsumer = 5 };
 
-using AttributeValue = std::variant<std::string, int64_t, bool>;
-// Keys are the conventions' names, string literals: a key must outlive the span (static storage).
-using Attributes = std::vector<std::pair<std::string_view, AttributeValue>>;
-
-struct Span {
-  TraceId trace_id{};
-  SpanId span_id{};
-  SpanId parent_span_id{};  // all zeros: a root span
-  uint8_t flags = kSampled;
-  std::string tracestate;
-  std::string name;
-  SpanKind kind = SpanKind::kInternal;
-  uint64_t start_unix_nano = 0;
-  uint64_t end_unix_nano = 0;
-  Attributes attributes;
-  bool error = false;  // OTLP status ERROR (else UNSET)
-  std::string status_message;
+// A string (a view: valid for the Record call only), an integer or a bool.
+using AttributeValue = std::variant<std::string_view, int64_t, bool>;
+// Keys are the conventions' names.
+struct Attribute {
+  std::string_view key;
+  AttributeValue value;
 };
 
 // Nanoseconds since the Unix epoch now (the system clock).
@@ -56,8 +47,16 @@ struct SpanStart {
 // A child of `parent`, or the root of a new trace when `parent` is unset; starts now.
 SpanStart Begin(const std::optional<TraceContext>& parent);
 
-// The finished span of `start`, ending now.
-Span Finish(const SpanStart& start, std::string name, SpanKind kind, Attributes attributes,
-            bool error = false, std::string status_message = {});
+// The end of a span: what the recorder knows when it is done. The span's name is
+// `name_prefix` followed by `name` ("publish " and the destination's name: no string built).
+// Views, valid for the Record call only.
+struct SpanEnd {
+  std::string_view name_prefix;
+  std::string_view name;
+  SpanKind kind = SpanKind::kInternal;
+  std::span<const Attribute> attributes;
+  bool error = false;  // OTLP status ERROR (else UNSET)
+  std::string_view status_message;
+};
 
 }  // namespace queuebox::telemetry

@@ -1,8 +1,10 @@
-// tracer.h: where finished spans go. A bounded queue in front of one export thread that sends
-// them in batches over OTLP/HTTP (protobuf, otlp.h) to telemetry.otlp.endpoint. Record never
-// waits: a full queue drops the span, and a batch the collector refuses, answers late or cannot
-// take (down, 5xx, timeout) is dropped too; both are counted (queuebox_telemetry_spans_total).
-// Without an endpoint spans are counted as recorded and not kept (propagation only).
+// tracer.h: where finished spans go. Record encodes the span (OTLP protobuf, otlp.h) on the
+// recording thread and appends it to a bounded queue of encoded spans in front of one export
+// thread that sends them in batches over OTLP/HTTP to telemetry.otlp.endpoint, on one kept
+// connection. Record never waits on the export: a full queue drops the span, and a batch the
+// collector refuses, answers late or cannot take (down, 5xx, timeout) is dropped too; both are
+// counted (queuebox_telemetry_spans_total). Without an endpoint spans are counted as recorded and
+// not kept (propagation only).
 //
 // Thread-safety: Record and the counters from any thread; Stop once from the owner.
 #pragma once
@@ -13,8 +15,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -45,9 +47,9 @@ class Tracer {
   const TracerOptions& options() const { return options_; }
   bool start_traces() const { return options_.start_traces; }
 
-  // Queues a finished span for export; drops it (counted) when the queue is full. Never blocks
-  // on the export.
-  void Record(Span span);
+  // Queues the span `start` opened, ending now with `end`, for export (encoded at once: nothing
+  // of `end` is kept); drops it (counted) when the queue is full. Never blocks on the export.
+  void Record(const SpanStart& start, const SpanEnd& end);
 
   // Sends what is queued (one last attempt within timeout_ms) and ends the export thread.
   void Stop();
@@ -61,14 +63,17 @@ class Tracer {
   uint64_t failed_exports() const { return failed_exports_.load(std::memory_order_relaxed); }
 
  private:
+  struct Poster;  // the export thread's curl handle (tracer.cc)
   void Run();
-  void Export(std::span<const Span> batch);
+  // Sends `count` encoded spans (`spans`) in one request.
+  void Export(Poster& poster, std::string_view spans, size_t count);
 
   const TracerOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Span> queue_;  // guarded by mu_
-  bool stopping_ = false;    // guarded by mu_
+  std::string queue_;               // encoded spans end to end; guarded by mu_
+  std::vector<size_t> queue_ends_;  // where each queued span ends in queue_; guarded by mu_
+  bool stopping_ = false;           // guarded by mu_
   std::atomic<uint64_t> recorded_{0}, exported_{0}, dropped_{0}, failed_exports_{0};
   std::string body_;  // the export thread's request buffer, kept between exports
   std::thread thread_;

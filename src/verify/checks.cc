@@ -193,6 +193,41 @@ Result<CheckResult> CheckDeadReasons(const CheckContext& c) {
   return result;
 }
 
+namespace {
+
+// PostgreSQL: true when the outbox's id column is a uuid (the bundled schema), so the attempts
+// join on uuids; an adopted table keyed by text joins on text, which sorts both sides.
+Result<bool> IdIsUuid(const CheckContext& c) {
+  if (!c.dialect.postgres) return false;
+  Query q = c.NewQuery();
+  q << "SELECT pg_typeof({id})::text FROM {T} LIMIT 1";
+  QB_ASSIGN_OR_RETURN(ReadTable t, q.Run(c.session));
+  return !t.rows.empty() && t.rows[0][0] && *t.rows[0][0] == "uuid";
+}
+
+// Runs `run` with planner settings local to the read-only transaction, then puts the previous
+// values back. enable_nestloop off: on tables never analysed PostgreSQL estimates a handful of
+// rows and loops over both (17 s for 6,000 rows); jit off: compiling cost 2.8 s of 18.5 s on
+// 1,000,000 attempts, for a statement that runs once.
+Result<ReadTable> WithPlannerSettings(const CheckContext& c, Query& q) {
+  if (!c.dialect.postgres) return q.Run(c.session);
+  QB_ASSIGN_OR_RETURN(ReadTable before,
+                      c.session.Query("SELECT current_setting('enable_nestloop'), "
+                                      "current_setting('jit'), "
+                                      "set_config('enable_nestloop', 'off', true), "
+                                      "set_config('jit', 'off', true)"));
+  const auto& row = before.rows.at(0);
+  Result<ReadTable> table = q.Run(c.session);
+  QB_RETURN_IF_ERROR(c.session
+                         .Query("SELECT set_config('enable_nestloop', $1, true), "
+                                "set_config('jit', $2, true)",
+                                {row[0].value_or("on"), row[1].value_or("on")})
+                         .status());
+  return table;
+}
+
+}  // namespace
+
 Result<CheckResult> CheckAttemptHistory(const CheckContext& c) {
   CheckResult result{"attempt-history",
                      "A sent or dead row's latest recorded attempt has its outcome (the outcome "
@@ -204,21 +239,33 @@ Result<CheckResult> CheckAttemptHistory(const CheckContext& c) {
     return result;
   }
   const Dialect& d = c.dialect;
+  QB_ASSIGN_OR_RETURN(bool uuid_ids, IdIsUuid(c));
+  const std::string id = uuid_ids ? "o.{id}" : d.Text("o.{id}");
+  const std::string message_id = uuid_ids ? "l.message_id" : d.Text("l.message_id");
+  const std::string table(kAttemptHistoryTable);
   Query q = c.NewQuery();
-  // Rows without any recorded attempt (history off, or written before V22) are not judged.
+  // Each message's latest attempt (one aggregate over the history) against its row. SQLite takes
+  // the other columns of a MAX() aggregate from the row holding the maximum; PostgreSQL joins
+  // that attempt back by (message_id, recorded_at), its index. Rows without any recorded
+  // attempt (history off, or written before V22) are not judged.
+  const std::string latest =
+      d.postgres ? "(SELECT message_id, MAX(recorded_at) AS qb_last FROM " + table +
+                       " WHERE row_table = 'outbox' GROUP BY message_id) AS l JOIN " + table +
+                       " AS a ON a.message_id = l.message_id AND a.recorded_at = l.qb_last AND "
+                       "a.row_table = 'outbox'"
+                 : "(SELECT message_id, MAX(recorded_at) AS qb_last, outcome, attempt FROM " +
+                       table + " WHERE row_table = 'outbox' GROUP BY message_id) AS l";
+  const std::string a = d.postgres ? "a." : "l.";
   q << "SELECT " + d.Text("o.{id}") +
-           " AS id, o.{topic} AS topic, o.{key} AS key, o.{state} "
-           "AS state, a.outcome AS latest_attempt_outcome, a.attempt AS latest_attempt, "
-           "count(*) OVER () AS qb_total FROM {T} AS o JOIN (SELECT message_id, outcome, "
-           "attempt, ROW_NUMBER() OVER (PARTITION BY message_id ORDER BY recorded_at DESC) AS "
-           "qb_rn FROM " +
-           std::string(kAttemptHistoryTable) + " WHERE row_table = 'outbox') AS a ON " +
-           d.Text("a.message_id") + " = " + d.Text("o.{id}") +
-           " AND a.qb_rn = 1 WHERE o.{state} IN ('sent', 'dead') AND a.outcome <> o.{state}";
+           " AS id, o.{topic} AS topic, o.{key} AS key, o.{state} AS state, " + a +
+           "outcome AS latest_attempt_outcome, " + a +
+           "attempt AS latest_attempt, count(*) OVER () AS qb_total FROM " + latest +
+           " JOIN {T} AS o ON " + message_id + " = " + id +
+           " WHERE o.{state} IN ('sent', 'dead') AND " + a + "outcome <> o.{state}";
   q << q.OutboxFilter("o", c.options);
   q << " ORDER BY o.{sequence}" + Limit(c);
-  QB_ASSIGN_OR_RETURN(ReadTable table, q.Run(c.session));
-  Collect(table, result);
+  QB_ASSIGN_OR_RETURN(ReadTable rows, WithPlannerSettings(c, q));
+  Collect(rows, result);
   return result;
 }
 

@@ -271,6 +271,50 @@ TEST(OutageE2ETest, ARelayStartedBeforeTheDatabaseProceedsOnceItAnswers) {
   EXPECT_EQ(relay.Wait(20s), std::optional<int>(0)) << relay.Log();
 }
 
+// PostgreSQL restarting under a replica that starts (the chaos test saw it): the connection is
+// lost while the relay migrates. The relay waits for the database and prepares again, within
+// database.startupTimeoutMs, instead of exiting. Deterministic: the test holds the migration's
+// advisory lock, terminates the relay's backend waiting on it, then lets go.
+TEST(OutageE2ETest, AConnectionLostWhileMigratingStartsThePreparationAgain) {
+  std::string admin;
+  QB_REQUIRE_SERVER_ENV("QB_TEST_PG_URL", admin);
+  testing::TempPgDatabase db(admin);
+  PGconn* holder = PQconnectdb(db.url().c_str());
+  ASSERT_EQ(PQstatus(holder), CONNECTION_OK);
+  PQclear(PQexec(holder, "SELECT pg_advisory_lock(hashtext('queuebox_schema_history'))"));
+  HttpReceiver receiver;
+  ASSERT_TRUE(receiver.Start().ok());
+  TempDir dir;
+  int http_port = testing::UnusedLoopbackPort();
+  dir.Write("q.yml", Config(db.url(), receiver.BaseUrl(), http_port, 100));
+  ChildProcess relay(kBinary, {"--config", dir.File("q.yml"), "run"}, {}, dir.File("relay.log"));
+  const std::string waiting =
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+      "wait_event_type = 'Lock' AND query LIKE '%queuebox_schema_history%'";
+  ASSERT_TRUE(WaitFor([&] { return Scalar(db.url(), waiting) == 1; }, 20s)) << relay.Log();
+  EXPECT_EQ(Scalar(db.url(),
+                   "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname "
+                   "= current_database() AND wait_event_type = 'Lock' AND query LIKE "
+                   "'%queuebox_schema_history%'"),
+            1);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return relay.Log().find("lost during start-up") != std::string::npos &&
+               Scalar(db.url(), waiting) == 1;
+      },
+      20s))
+      << relay.Log();
+  EXPECT_TRUE(relay.running());
+  PQclear(PQexec(holder, "SELECT pg_advisory_unlock(hashtext('queuebox_schema_history'))"));
+  PQfinish(holder);
+  ASSERT_TRUE(WaitFor([&] { return ReadyStatus(http_port) == 200; }, 30s)) << relay.Log();
+  db.Exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\":1}')");
+  ASSERT_TRUE(receiver.WaitForRequests(1, 30s)) << relay.Log();
+  EXPECT_EQ(relay.Log().find("did not start"), std::string::npos) << relay.Log();
+  relay.Kill(SIGTERM);
+  EXPECT_EQ(relay.Wait(20s), std::optional<int>(0)) << relay.Log();
+}
+
 // Shutdown (docs/guarantees.md §12): SIGTERM while the destination holds every message of a
 // batch. Readiness turns 503 at once, the relay keeps running until the held messages are
 // answered, writes their outcomes, then exits 0.

@@ -392,5 +392,37 @@ TEST(VerifySqliteE2ETest, KeyOrderLeaseAndDeadReasonCaught) {
   EXPECT_EQ(RunVerify(config, {"--key", "zzz"}).code, 0);
 }
 
+// SQLite's attempt-history statement (the columns of its MAX() row): the latest attempt of a
+// sent row says retry, an earlier one said sent; another row's latest says sent.
+TEST(VerifySqliteE2ETest, AttemptHistoryCaughtWhenTheLatestAttemptDisagrees) {
+  TempDir dir;
+  dir.Write("q.yml", VerifyConfigYaml(dir.File("o.db"), "http://127.0.0.1:9"));
+  std::string config = dir.File("q.yml"), out;
+  ASSERT_EQ(testing::RunCommand(kVerifyBinary, {"--config", config, "migrate"}, {}, &out), 0)
+      << out;
+  const std::string sql =
+      "INSERT INTO outbox (id, topic, key, payload, state) VALUES "
+      "('00000000-0000-7000-8000-000000000001', 't', 'a', '{}', 'sent'), "
+      "('00000000-0000-7000-8000-000000000002', 't', 'b', '{}', 'sent');"
+      "INSERT INTO outbox_attempts (message_id, attempt, outcome, recorded_at) VALUES "
+      "('00000000-0000-7000-8000-000000000001', 0, 'sent', '2026-01-01T00:00:00.000Z'), "
+      "('00000000-0000-7000-8000-000000000001', 1, 'retry', '2026-01-01T00:01:00.000Z'), "
+      "('00000000-0000-7000-8000-000000000002', 0, 'retry', '2026-01-01T00:00:00.000Z'), "
+      "('00000000-0000-7000-8000-000000000002', 1, 'sent', '2026-01-01T00:01:00.000Z');";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("o.db").c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  VerifyRun run = RunVerify(config, {});
+  ASSERT_EQ(run.code, 1) << run.output;
+  auto check = run.Check("attempt-history");
+  EXPECT_EQ(check["outcome"], "broken");
+  ASSERT_EQ(check["count"], 1) << check.dump();
+  EXPECT_EQ(check["rows"][0]["id"], "00000000-0000-7000-8000-000000000001");
+  EXPECT_EQ(check["rows"][0]["latest_attempt_outcome"], "retry");
+  EXPECT_EQ(check["rows"][0]["latest_attempt"], "1");
+}
+
 }  // namespace
 }  // namespace queuebox

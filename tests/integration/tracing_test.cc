@@ -276,7 +276,7 @@ TEST(TracingTest, AFullQueueDropsSpans) {
   o.batch_size = 1000;
   o.export_interval_ms = 60000;
   telemetry::Tracer tracer(o);
-  for (int i = 0; i < 10; ++i) tracer.Record(telemetry::Span{});
+  for (int i = 0; i < 10; ++i) tracer.Record(telemetry::SpanStart{}, telemetry::SpanEnd{});
   EXPECT_EQ(tracer.dropped(), 6u);
   tracer.Stop();
   EXPECT_EQ(tracer.dropped(), 10u);
