@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "core/log.h"
+#include "core/redaction.h"
 #include "sd_notify.h"
 #include "sources/registry.h"
 #include "transforms.h"
@@ -173,6 +174,16 @@ std::optional<Component> BuildRetention(Plant& p) {
 std::optional<Component> BuildActivityRecorder(Plant& p) {
   ConsoleQueries* console = p.store->console();
   if (console == nullptr) return std::nullopt;
+  // A schema made by hand, or kept with database.migrate false, may lack V24's table: the console
+  // then shows this replica's counts, and nothing warns every 30 s about a table never made.
+  if (Status probe = console->Activity(1).status();
+      !probe.ok() && probe.code() != StatusCode::kUnavailable) {
+    log::Info(
+        "The console's per-minute counts cover this replica only: queuebox_console_activity "
+        "cannot be read (`queuebox migrate` creates it, V24)",
+        {{"reason", SanitizeError(probe.message(), 300)}});
+    return std::nullopt;
+  }
   p.activity = std::make_unique<ActivityRecorder>(p.metrics.activity_window(), *console);
   ActivityRecorder* a = p.activity.get();
   return Component{"console-activity",

@@ -69,6 +69,8 @@ TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusTheClaimIndexes) {
            "CREATE INDEX idx_outbox_key_sequence" + on +
                "(key, sequence) WHERE ((state)::text = ANY ((ARRAY['pending'::character varying, "
                "'processing'::character varying])::text[]))"},
+          {"idx_outbox_pending_created",
+           "CREATE INDEX idx_outbox_pending_created" + on + "(created_at)" + pending},
           {"idx_outbox_pending_due",
            "CREATE INDEX idx_outbox_pending_due" + on + "(scheduled_at, sequence)" + pending},
           {"idx_outbox_pending_scheduled",
@@ -184,7 +186,7 @@ TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing
   EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18,
                                           19, 20, 21, 22, 23, 24, 25));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
-            "22");
+            "24");
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
             "add outbox sequence");
   auto second = store_->Migrate(std::nullopt);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sqlite3.h>
 
 #include <fstream>
 #include <map>
@@ -205,6 +206,29 @@ TEST(SwitchE2ETest, ThePortServesEveryInterfaceUnlessRestricted) {
     relay.Kill(SIGTERM);
     EXPECT_EQ(relay.Wait(20s), std::optional<int>(0));
   }
+}
+
+// A schema kept without V24's table (database.migrate false, as a switching user may run): the
+// relay says once that the console's per-minute counts cover this replica only, and neither
+// fails nor warns about the table while it runs.
+TEST(SwitchE2ETest, ASchemaWithoutTheConsoleActivityTableRunsAndSaysSoOnce) {
+  TempDir dir;
+  dir.Write("q.yml", "database:\n  url: " + dir.File("outbox.db") + "\n  migrate: false\n");
+  std::string out;
+  ASSERT_EQ(RunCommand(kBinary, {"migrate", "--config", dir.File("q.yml")}, Hermetic(dir), &out), 0)
+      << out;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("outbox.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE queuebox_console_activity", nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  ASSERT_EQ(RunCommand(kBinary, {"run", "--until-idle", "--config", dir.File("q.yml")},
+                       Hermetic(dir), &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("per-minute counts cover this replica only"));
+  EXPECT_THAT(out, Not(HasSubstr("\"level\":\"warn\"")));
 }
 
 }  // namespace
