@@ -358,12 +358,27 @@ TEST_F(VerifyE2ETest, ChaosRunWithReplicasKilledVerifiesClean) {
 }
 
 // SQLite: the same statements in the other dialect.
+// A migrated SQLite outbox in `dir` (o.db); gives its configuration's path.
+std::string MigratedSqlite(TempDir& dir) {
+  dir.Write("q.yml", VerifyConfigYaml(dir.File("o.db"), "http://127.0.0.1:9"));
+  std::string out;
+  EXPECT_EQ(
+      testing::RunCommand(kVerifyBinary, {"--config", dir.File("q.yml"), "migrate"}, {}, &out), 0)
+      << out;
+  return dir.File("q.yml");
+}
+
+void ExecSqlite(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
 TEST(VerifySqliteE2ETest, KeyOrderLeaseAndDeadReasonCaught) {
   TempDir dir;
-  dir.Write("q.yml", VerifyConfigYaml(dir.File("o.db"), "http://127.0.0.1:9"));
-  std::string config = dir.File("q.yml"), out;
-  ASSERT_EQ(testing::RunCommand(kVerifyBinary, {"--config", config, "migrate"}, {}, &out), 0)
-      << out;
+  const std::string config = MigratedSqlite(dir);
   VerifyRun clean = RunVerify(config, {});
   ASSERT_EQ(clean.code, 0) << clean.output;
   EXPECT_EQ(clean.json["dialect"], "sqlite");
@@ -378,11 +393,7 @@ TEST(VerifySqliteE2ETest, KeyOrderLeaseAndDeadReasonCaught) {
       "UPDATE outbox SET state = 'processing', lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
       "'now', '-1 minutes') WHERE sequence = 3;"
       "UPDATE outbox SET state = 'dead' WHERE sequence = 4;";
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("o.db").c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
+  ExecSqlite(dir.File("o.db"), sql);
   VerifyRun run = RunVerify(config, {});
   ASSERT_EQ(run.code, 1) << run.output;
   EXPECT_EQ(run.Check("key-order")["outcome"], "broken");
@@ -396,10 +407,7 @@ TEST(VerifySqliteE2ETest, KeyOrderLeaseAndDeadReasonCaught) {
 // sent row says retry, an earlier one said sent; another row's latest says sent.
 TEST(VerifySqliteE2ETest, AttemptHistoryCaughtWhenTheLatestAttemptDisagrees) {
   TempDir dir;
-  dir.Write("q.yml", VerifyConfigYaml(dir.File("o.db"), "http://127.0.0.1:9"));
-  std::string config = dir.File("q.yml"), out;
-  ASSERT_EQ(testing::RunCommand(kVerifyBinary, {"--config", config, "migrate"}, {}, &out), 0)
-      << out;
+  const std::string config = MigratedSqlite(dir);
   const std::string sql =
       "INSERT INTO outbox (id, topic, key, payload, state) VALUES "
       "('00000000-0000-7000-8000-000000000001', 't', 'a', '{}', 'sent'), "
@@ -409,11 +417,7 @@ TEST(VerifySqliteE2ETest, AttemptHistoryCaughtWhenTheLatestAttemptDisagrees) {
       "('00000000-0000-7000-8000-000000000001', 1, 'retry', '2026-01-01T00:01:00.000Z'), "
       "('00000000-0000-7000-8000-000000000002', 0, 'retry', '2026-01-01T00:00:00.000Z'), "
       "('00000000-0000-7000-8000-000000000002', 1, 'sent', '2026-01-01T00:01:00.000Z');";
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("o.db").c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
+  ExecSqlite(dir.File("o.db"), sql);
   VerifyRun run = RunVerify(config, {});
   ASSERT_EQ(run.code, 1) << run.output;
   auto check = run.Check("attempt-history");
