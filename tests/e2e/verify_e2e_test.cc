@@ -303,6 +303,12 @@ TEST_F(VerifyE2ETest, ReceivedFileCatchesMissingRowsCountsDuplicatesAndChecksKey
   EXPECT_EQ(lost.Check("duplicates")["count"], 1);
   EXPECT_EQ(lost.Check("duplicates")["outcome"], "holds");
   EXPECT_EQ(lost.Check("received-order")["count"], 0);
+  // A byte order mark before a line (simdjson refuses it, nlohmann reads it), an id that is not
+  // a string and a line that is not an object: r2 is read, the other two are unreadable.
+  dir_.Write("odd.jsonl", "\xEF\xBB\xBF" + line(r2) + "{\"id\":5}\n[1]\n" + line(r1) + line(r3));
+  VerifyRun odd = RunVerify(config_, {"--received", dir_.File("odd.jsonl")});
+  EXPECT_EQ(odd.Check("received")["count"], 0) << odd.output;
+  EXPECT_THAT(odd.Check("duplicates")["detail"].get<std::string>(), HasSubstr("2 unreadable"));
   // r3 first: out of order, a warning under sequence ordering, broken under strict.
   dir_.Write("order.jsonl", line(r3) + line(r1) + line(r2));
   VerifyRun order = RunVerify(config_, {"--received", dir_.File("order.jsonl")});
