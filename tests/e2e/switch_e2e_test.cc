@@ -73,12 +73,16 @@ int HealthStatus(int port) {
   return r ? r->status : -1;
 }
 
+// `queuebox migrate` on dir's q.yml; its output in `out`.
+int Migrate(const TempDir& dir, std::string* out) {
+  return RunCommand(kBinary, {"migrate", "--config", dir.File("q.yml")}, Hermetic(dir), out);
+}
+
 TEST(SwitchE2ETest, ConfigIsAcceptedAfterTheSubcommand) {
   TempDir dir;
   dir.Write("q.yml", "database:\n  url: " + dir.File("outbox.db") + "\n");
   std::string out;
-  EXPECT_EQ(RunCommand(kBinary, {"migrate", "--config", dir.File("q.yml")}, Hermetic(dir), &out), 0)
-      << out;
+  EXPECT_EQ(Migrate(dir, &out), 0) << out;
   EXPECT_EQ(RunCommand(kBinary, {"check-config", "-c", dir.File("q.yml")}, Hermetic(dir), &out), 0)
       << out;
   EXPECT_THAT(out, HasSubstr("# Read from: file " + dir.File("q.yml")));
@@ -193,8 +197,7 @@ TEST(SwitchE2ETest, ThePortServesEveryInterfaceUnlessRestricted) {
   TempDir dir;
   dir.Write("q.yml", "database:\n  url: " + dir.File("outbox.db") + "\n");
   std::string out;
-  ASSERT_EQ(RunCommand(kBinary, {"migrate", "--config", dir.File("q.yml")}, Hermetic(dir), &out), 0)
-      << out;
+  ASSERT_EQ(Migrate(dir, &out), 0) << out;
   for (const std::string address : {"", "127.0.0.1"}) {
     int port = testing::UnusedLoopbackPort();
     Env env = Hermetic(dir, {{"QUEUEBOX_SERVER_HTTPPORT", std::to_string(port)}});
@@ -215,8 +218,7 @@ TEST(SwitchE2ETest, ASchemaWithoutTheConsoleActivityTableRunsAndSaysSoOnce) {
   TempDir dir;
   dir.Write("q.yml", "database:\n  url: " + dir.File("outbox.db") + "\n  migrate: false\n");
   std::string out;
-  ASSERT_EQ(RunCommand(kBinary, {"migrate", "--config", dir.File("q.yml")}, Hermetic(dir), &out), 0)
-      << out;
+  ASSERT_EQ(Migrate(dir, &out), 0) << out;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.File("outbox.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "DROP TABLE queuebox_console_activity", nullptr, nullptr, nullptr),
