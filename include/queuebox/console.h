@@ -54,6 +54,10 @@ struct ConsoleRow {
 struct ConsolePage {
   std::vector<ConsoleRow> rows;
   std::optional<std::string> next;  // cursor of the next page; unset on the last page
+  // With an error-text filter only: the rows of the other filters read for this page, at most
+  // 10,000. A page that read all 10,000 holds the matches among them (perhaps none) and a `next`
+  // to search on from the last row read, so that no page reads the whole table.
+  std::optional<int64_t> searched;
 };
 
 // Rows per state of the outbox or the inbox. `estimated` lists the states whose figure is the

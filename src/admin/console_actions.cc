@@ -95,22 +95,24 @@ Result<int64_t> ConsoleApi::ActOnIds(const std::string& table, const std::vector
   return table == "inbox" ? RunInboxReplay(request, *inbox_) : RunReplay(request, router_, store_);
 }
 
-// By filter: page after page of the matching rows; each page leaves the filter's state once
-// acted on, so the next page starts from the top. Bounded by the count taken first.
+// By filter: page after page of the matching rows, each from where the last one stopped (its
+// `next`); the rows acted on leave the filter's state. A page of an error-text filter may be
+// empty and still have a `next` (it searched its window), so only the last page ends the loop.
 Result<int64_t> ConsoleApi::Act(const Target& t, bool discard) {
   if (t.ids) return ActOnIds(t.table, *t.ids, discard);
-  QB_ASSIGN_OR_RETURN(int64_t expected, console_.Count(t.query));
+  ConsoleQuery query = t.query;
   int64_t done = 0;
-  for (int64_t pages = expected / kActionPage + 2; pages > 0; --pages) {
-    QB_ASSIGN_OR_RETURN(ConsolePage page, console_.List(t.query));
-    if (page.rows.empty()) break;
-    std::vector<std::string> ids;
-    for (const ConsoleRow& r : page.rows) ids.push_back(r.id);
-    QB_ASSIGN_OR_RETURN(int64_t n, ActOnIds(t.table, ids, discard));
-    done += n;
-    if (n == 0) break;
+  for (;;) {
+    QB_ASSIGN_OR_RETURN(ConsolePage page, console_.List(query));
+    if (!page.rows.empty()) {
+      std::vector<std::string> ids;
+      for (const ConsoleRow& r : page.rows) ids.push_back(r.id);
+      QB_ASSIGN_OR_RETURN(int64_t n, ActOnIds(t.table, ids, discard));
+      done += n;
+    }
+    if (!page.next) return done;
+    query.cursor = page.next;
   }
-  return done;
 }
 
 void ConsoleApi::Action(const std::string& body, httplib::Response& res, bool discard) {

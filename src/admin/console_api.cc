@@ -143,7 +143,9 @@ void ConsoleApi::Messages(const httplib::Request& req, httplib::Response& res) {
   if (!page.ok()) return ConsoleFailure(res, page.status());
   ordered_json rows = ordered_json::array();
   for (const ConsoleRow& r : page->rows) rows.push_back(ConsoleRowJson(r, DestinationOf(r.topic)));
-  ConsoleAnswer(res, 200, {{"rows", rows}, {"next", page->next ? json(*page->next) : json()}});
+  ordered_json answer{{"rows", rows}, {"next", page->next ? json(*page->next) : json()}};
+  if (page->searched) answer["searched"] = *page->searched;
+  ConsoleAnswer(res, 200, answer);
 }
 
 void ConsoleApi::Message(const httplib::Request& req, httplib::Response& res) {

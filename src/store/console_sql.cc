@@ -12,6 +12,8 @@ namespace {
 
 constexpr int kMaxLimit = 500;
 constexpr char kCursorSeparator = '|';
+// Rows an error-text filter reads per page (docs/console.md, "Rows"): about 40 ms on PostgreSQL.
+constexpr int kErrorSearchWindow = 10000;
 
 bool IsOutbox(const std::string& table) { return table == "outbox"; }
 
@@ -102,6 +104,16 @@ ConsoleRow SqlConsole::ReadRow(const std::string& table, const SqlRow& r, bool w
   return row;
 }
 
+std::string SqlConsole::ErrorContains(const std::string& text, Where& w) const {
+  return (pg_ ? "strpos(lower({last_error}), lower(" : "instr(lower({last_error}), lower(") +
+         w.P(text, "::text") + ")) > 0";
+}
+
+std::string SqlConsole::Position(const ConsoleRow& row) {
+  return IsOutbox(row.table) ? row.updated_at + kCursorSeparator + std::to_string(*row.sequence)
+                             : row.created_at + kCursorSeparator + row.id;
+}
+
 Result<bool> SqlConsole::Filters(const ConsoleQuery& q, Where& w) const {
   const std::vector<std::string>& states = ConsoleStates(q.table);
   if (states.empty()) return InvalidArgument("'table' must be outbox or inbox");
@@ -123,12 +135,7 @@ Result<bool> SqlConsole::Filters(const ConsoleQuery& q, Where& w) const {
   }
   if (q.source) w.terms.push_back("{source} = " + w.P(*q.source));
   if (q.key) w.terms.push_back((outbox ? "{key} = " : "{aggregate_id} = ") + w.P(*q.key));
-  if (q.error_contains) {
-    w.terms.push_back((pg_ ? "strpos(lower({last_error}), lower("
-                           : "instr(lower({last_error}), "
-                             "lower(") +
-                      w.P(*q.error_contains, "::text") + ")) > 0");
-  }
+  if (q.error_contains) w.terms.push_back(ErrorContains(*q.error_contains, w));
   for (auto [value, op, name] : {std::tuple{&q.created_after, " > ", "createdAfter"},
                                  std::tuple{&q.created_before, " < ", "createdBefore"}}) {
     if (!*value) continue;
@@ -164,28 +171,67 @@ Result<ConsolePage> SqlConsole::List(const ConsoleQuery& q) {
   if (q.limit < 1 || q.limit > kMaxLimit) {
     return InvalidArgument("'limit' must be 1.." + std::to_string(kMaxLimit));
   }
+  ConsoleQuery others = q;  // the error text is searched within a window (SearchErrors)
+  others.error_contains.reset();
   Where w{pg_, {}, {}};
-  QB_ASSIGN_OR_RETURN(bool matches, Filters(q, w));
+  QB_ASSIGN_OR_RETURN(bool matches, Filters(others, w));
   QB_RETURN_IF_ERROR(Cursor(q, w));
-  ConsolePage page;
-  if (!matches) return page;
-  const bool outbox = IsOutbox(q.table);
-  const std::string order = outbox ? " ORDER BY {updated_at} DESC, {sequence} DESC"
-                                   : " ORDER BY {created_at} DESC, {id} DESC";
+  if (!matches) return ConsolePage{};
+  if (q.error_contains) return SearchErrors(q, w);
   const std::string limit = w.P(int64_t{q.limit} + 1, "::int");
   QB_ASSIGN_OR_RETURN(SqlRows rows,
                       read_(Render(q.table, "SELECT " + Columns(q.table, false) + " FROM {T}" +
-                                                w.Sql() + order + " LIMIT " + limit),
+                                                w.Sql() + Order(q.table) + " LIMIT " + limit),
                             w.params));
+  ConsolePage page;
   for (const SqlRow& r : rows) {
     if (static_cast<int>(page.rows.size()) == q.limit) {
-      const ConsoleRow& last = page.rows.back();
-      page.next = outbox ? last.updated_at + kCursorSeparator + std::to_string(*last.sequence)
-                         : last.created_at + kCursorSeparator + last.id;
+      page.next = Position(page.rows.back());
       break;
     }
     page.rows.push_back(ReadRow(q.table, r, false));
   }
+  return page;
+}
+
+std::string SqlConsole::Order(const std::string& table) {
+  return IsOutbox(table) ? " ORDER BY {updated_at} DESC, {sequence} DESC"
+                         : " ORDER BY {created_at} DESC, {id} DESC";
+}
+
+// One statement: the window (the next kErrorSearchWindow rows of the other filters, in page order)
+// is read once; from it come the matches (limit + 1, to know of a next page) and its last row with
+// the count read, marked `edge`. Columns: the row's (0-12), hit, o1, o2, edge, read.
+Result<ConsolePage> SqlConsole::SearchErrors(const ConsoleQuery& q, Where& w) {
+  const bool outbox = IsOutbox(q.table);
+  const std::string hit = ErrorContains(*q.error_contains, w);
+  const std::string window = w.P(int64_t{kErrorSearchWindow}, "::int");
+  const std::string limit = w.P(int64_t{q.limit} + 1, "::int");
+  const std::string sql =
+      "WITH scan AS (SELECT " + Columns(q.table, false) + ", " + hit + " AS hit, " +
+      (outbox ? "{updated_at} AS o1, {sequence} AS o2" : "{created_at} AS o1, {id} AS o2") +
+      " FROM {T}" + w.Sql() + Order(q.table) + " LIMIT " + window +
+      ") SELECT * FROM (SELECT *, 0 AS edge, 0 AS done FROM scan WHERE hit ORDER BY o1 DESC, o2 "
+      "DESC LIMIT " +
+      limit +
+      ") m UNION ALL SELECT * FROM (SELECT *, 1, (SELECT count(*) FROM scan) FROM scan ORDER BY "
+      "o1, o2 LIMIT 1) e";
+  QB_ASSIGN_OR_RETURN(SqlRows rows, read_(Render(q.table, sql), w.params));
+  ConsolePage page;
+  page.searched = 0;
+  std::optional<ConsoleRow> edge;
+  for (const SqlRow& r : rows) {
+    if (r.size() < 18) return Internal("the console's error search returned a short row");
+    if (IntOr(r[16], 0) == 1) {
+      edge = ReadRow(q.table, r, false);
+      page.searched = IntOr(r[17], 0);
+    } else if (static_cast<int>(page.rows.size()) == q.limit) {
+      page.next = Position(page.rows.back());
+    } else {
+      page.rows.push_back(ReadRow(q.table, r, false));
+    }
+  }
+  if (!page.next && edge && *page.searched >= kErrorSearchWindow) page.next = Position(*edge);
   return page;
 }
 

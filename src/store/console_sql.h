@@ -59,6 +59,13 @@ class SqlConsole final : public ConsoleQueries {
   // WHERE of a query's filters (not its cursor); false when a filter matches nothing.
   Result<bool> Filters(const ConsoleQuery& query, Where& where) const;
   Status Cursor(const ConsoleQuery& query, Where& where) const;
+  // `last_error` contains `text`, ASCII case ignored.
+  std::string ErrorContains(const std::string& text, Where& where) const;
+  // A page of a query with an error-text filter: the matches within a bounded window of rows.
+  Result<ConsolePage> SearchErrors(const ConsoleQuery& query, Where& where);
+  // The keyset order of a table's pages, and a row's place in it (the cursor text).
+  static std::string Order(const std::string& table);
+  static std::string Position(const ConsoleRow& row);
   Result<std::optional<ConsoleRow>> One(const std::string& table, const std::string& where_sql,
                                         const std::vector<SqlParam>& params);
   // SQLite: the row count of the table's statistics (sqlite_stat1); -1 when there are none.

@@ -273,6 +273,33 @@ TEST_P(ConsoleApiTest, ListsFilterAndPageNewestFirst) {
             "Invalid request: 'cursor' is not a cursor this API gave");
 }
 
+// An error-text filter reads at most 10,000 rows per page: the page after them holds no match and
+// a `next` that searches on; following it finds the oldest row, and replay by that filter finds it.
+TEST_P(ConsoleApiTest, AnErrorSearchReadsAWindowPerPageAndItsNextSearchesOn) {
+  const std::string needle = Dead("order.created", "TLS: certificate has expired", 3600);
+  const bool pg = GetParam() == "postgresql";
+  db_->Exec(std::string("INSERT INTO outbox (topic, payload, state, last_error) ") +
+            (pg ? "SELECT 'bulk', '{}', 'dead', 'HTTP 500' FROM generate_series(1, 10000)"
+                : "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000) "
+                  "SELECT 'bulk', '{}', 'dead', 'HTTP 500' FROM n"));
+  StartConsole();
+  json first = Get("/admin/api/messages?state=dead&error=CERTIFICATE");
+  EXPECT_EQ(first["rows"].size(), 0u);
+  EXPECT_EQ(first["searched"], 10000);
+  ASSERT_TRUE(first["next"].is_string());
+  json second = Get("/admin/api/messages?state=dead&error=CERTIFICATE&cursor=" +
+                    httplib::detail::encode_query_param(first["next"].get<std::string>()));
+  EXPECT_EQ(Ids(second), std::vector<std::string>{needle});
+  EXPECT_EQ(second["searched"], 1);
+  EXPECT_TRUE(second["next"].is_null());
+  // Without an error filter there is no window, and no `searched`.
+  EXPECT_FALSE(Get("/admin/api/messages?state=dead&limit=1").contains("searched"));
+  json filter = {{"filter", {{"error", "certificate"}}}, {"confirm", true}};
+  EXPECT_EQ(Post("/admin/api/replay", filter), json::parse(R"({"moved":1,"confirmed":true})"));
+  EXPECT_EQ(db_->Field(needle, "state"), "pending");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE state = 'dead'"), "10000");
+}
+
 TEST_P(ConsoleApiTest, OneMessageShowsPayloadRedactedHeadersAttemptsAndItsKeysBacklog) {
   NewOutboxRow r;
   r.topic = "order.created";

@@ -199,6 +199,13 @@ function actionBar(root, p, table, filter, next) {
   return actions;
 }
 
+// An error-text filter searches a window of rows per page: say so when the window ran out first.
+function searchedNote(page) {
+  if (page.searched == null || !page.next) return null;
+  return el('p', 'Searched ' + page.searched + ' rows for this page; ' + page.rows.length +
+            ' matched. Next page searches older rows.', { 'data-field': 'searched' });
+}
+
 async function renderDead(root, p) {
   root.appendChild(el('h2', 'Dead letters'));
   root.appendChild(filterForm(p, 'dead', DEAD_FILTERS));
@@ -208,6 +215,8 @@ async function renderDead(root, p) {
   const page = await api('messages?' + query.toString());
   root.appendChild(table(['', 'Id', 'Topic', 'Destination', 'Reason', 'Attempt', 'Dead since', ''],
                          page.rows.map(deadRow)));
+  const note = searchedNote(page);
+  if (note) root.appendChild(note);
   root.appendChild(actionBar(root, p, 'outbox', filter, page.next));
 }
 
@@ -252,6 +261,8 @@ async function renderInbox(root, p) {
   if (p.get('cursor')) query.set('cursor', p.get('cursor'));
   const page = await api('messages?' + query.toString());
   root.appendChild(table(INBOX_COLUMNS, page.rows.map(inboxRow)));
+  const note = searchedNote(page);
+  if (note) root.appendChild(note);
   root.appendChild(actionBar(root, p, 'inbox', filter, page.next));
 }
 
