@@ -141,7 +141,7 @@ plans() {  # dialect cursor_time cursor_sequence message_id
   cols="$id_col, state, topic, key, NULL, NULL, attempt, max_attempts, sequence, last_error, created_at, updated_at, scheduled_at"
   local dead="SELECT $cols FROM outbox WHERE state = 'dead'"
   local order="ORDER BY updated_at DESC, sequence DESC LIMIT 51"
-  local topic error lower_err age
+  local topic error age
   if [ "$d" = pg ]; then
     topic="topic = ANY('{order.paid}'::text[])"
     error="strpos(lower(last_error), lower('timeout'::text)) > 0"
@@ -151,7 +151,11 @@ plans() {  # dialect cursor_time cursor_sequence message_id
     error="instr(lower(last_error), lower('timeout')) > 0"
     age="(julianday('now') - julianday(min(created_at))) * 86400.0"
   fi
-  lower_err=$error
+  # The console's error search (SqlConsole::SearchErrors): the window once, its matches and its
+  # last row with the count read.
+  search() {  # extra-where
+    echo "WITH scan AS (SELECT $cols, $error AS hit, updated_at AS o1, sequence AS o2 FROM outbox WHERE state = 'dead'$1 ORDER BY updated_at DESC, sequence DESC LIMIT 10000) SELECT * FROM (SELECT *, 0 AS edge, 0 AS done FROM scan WHERE hit ORDER BY o1 DESC, o2 DESC LIMIT 51) m UNION ALL SELECT * FROM (SELECT *, 1, (SELECT count(*) FROM scan) FROM scan ORDER BY o1, o2 LIMIT 1) e;"
+  }
   cat <<SQL
 -- dead letters: first page
 $dead $order;
@@ -161,10 +165,10 @@ $dead AND (updated_at, sequence) < ($time_cursor, $seq) $order;
 $dead AND $topic $order;
 -- dead letters: topic filter, deep
 $dead AND $topic AND (updated_at, sequence) < ($time_cursor, $seq) $order;
--- dead letters: error-text filter, first page
-$dead AND $lower_err $order;
+-- dead letters: error-text filter, first page (a window of 10,000 rows, as the console reads it)
+$(search "")
 -- dead letters: error-text filter, deep
-$dead AND $lower_err AND (updated_at, sequence) < ($time_cursor, $seq) $order;
+$(search " AND (updated_at, sequence) < ($time_cursor, $seq)")
 -- overview: exact counts (PostgreSQL: sent is the planner's estimate, below)
 SELECT (SELECT count(*) FROM outbox WHERE state = 'pending'), (SELECT count(*) FROM outbox WHERE state = 'processing'), (SELECT count(*) FROM outbox WHERE state = 'dead')$([ "$d" = pg ] || echo ", (SELECT count(*) FROM outbox WHERE state = 'sent')");
 -- overview: oldest pending age
@@ -300,5 +304,5 @@ for d in $DIALECTS; do
   id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["message"])' "$found")
   explain "$d" "$target" "$RESULTS/console_plans_$d.txt" "${cursor%|*}" "${cursor##*|}" "$id"
   echo "== $d: plans in bench/results/console_plans_$d.txt; $(uptime)"
-  [ "$d" = pg ] && stop_pg
+  if [ "$d" = pg ]; then stop_pg; fi  # not `&&`: as the loop's last command it failed the script
 done
