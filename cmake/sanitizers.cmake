@@ -23,3 +23,32 @@ if(QUEUEBOX_SANITIZE)
     add_compile_options(-fno-sanitize-recover=undefined)
   endif()
 endif()
+
+# ThreadSanitizer only: glibc's C11 threads on pthreads (cmake/tsan_c11_threads.c says why),
+# whose objects qb_sanitizer_executables() links into every executable.
+if("thread" IN_LIST QUEUEBOX_SANITIZE)
+  add_library(qb_tsan_c11_threads OBJECT ${CMAKE_CURRENT_LIST_DIR}/tsan_c11_threads.c)
+  target_compile_options(qb_tsan_c11_threads PRIVATE -Wall -Wextra -Wpedantic -Werror)
+  set_target_properties(qb_tsan_c11_threads PROPERTIES C_STANDARD 11 UNITY_BUILD OFF)
+endif()
+
+# Called once every target is defined (the end of CMakeLists.txt): an object library's files
+# reach only the targets that link it directly, so each executable of every folder links it.
+function(qb_sanitizer_executables)
+  if(NOT TARGET qb_tsan_c11_threads)
+    return()
+  endif()
+  set(dirs ${PROJECT_SOURCE_DIR})
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(sub DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${sub})
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t ${targets})
+      get_target_property(type ${t} TYPE)
+      if(type STREQUAL "EXECUTABLE")
+        target_link_libraries(${t} PRIVATE qb_tsan_c11_threads)
+      endif()
+    endforeach()
+  endwhile()
+endfunction()

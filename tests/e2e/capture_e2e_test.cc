@@ -31,7 +31,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 constexpr int64_t kHour = 3600000;
 
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 60s) {

@@ -32,7 +32,7 @@ using testing::ChaosEvent;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 constexpr auto kChaos = 60s;
 
 class ChaosE2ETest : public ::testing::Test {

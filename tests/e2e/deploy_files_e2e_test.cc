@@ -31,7 +31,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kDeployBinary = QB_QUEUEBOX_BIN;
+const char* const kDeployBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 const std::string kCompose = QUEUEBOX_SOURCE_DIR "/packaging/compose/";
 const std::string kKube = QUEUEBOX_SOURCE_DIR "/packaging/kubernetes/";
 

@@ -25,7 +25,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 class FlywayAdoptionE2ETest : public ::testing::Test {
  protected:

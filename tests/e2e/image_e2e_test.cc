@@ -46,7 +46,7 @@ using testing::TempPgDatabase;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* kImgBinary = QB_QUEUEBOX_BIN;
+const char* const kImgBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 #ifdef QB_JSONATA_MODULE
 constexpr const char* kImgModule = QB_JSONATA_MODULE;
 #else

@@ -33,7 +33,7 @@ using testing::TempPgDatabase;
 using testing::WaitUntil;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 int GetStatus(int port, const std::string& path) {
   httplib::Client c("127.0.0.1", port);

@@ -29,7 +29,7 @@ using testing::HttpReceiver;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -21,7 +21,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 // Far above the 2 s this test allows a delivery: only a wake-up can deliver in time.
 constexpr int kPollIntervalMs = 30000;
 

@@ -31,7 +31,7 @@ using testing::HttpReceiver;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 // queuebox_behaviour: the destination's circuitBreaker.enabled false (every failure spends an
 // attempt).

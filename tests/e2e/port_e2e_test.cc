@@ -20,7 +20,7 @@ using ::testing::Not;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 // A relay on its own SQLite file; `extra_server` adds lines under `server:`.
 std::string Config(const TempDir& dir, const std::string& name, int http_port,

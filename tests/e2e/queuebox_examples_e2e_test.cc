@@ -41,7 +41,7 @@ using testing::TempDir;
 using Env = std::map<std::string, std::string>;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 std::string Vendored(const std::string& name) {
   return std::string(QUEUEBOX_SOURCE_DIR) + "/tests/e2e/queuebox_examples/" + name;

@@ -28,7 +28,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 struct RelaySettings {
   int batch_size = 50;

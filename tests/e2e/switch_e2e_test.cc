@@ -29,7 +29,7 @@ using testing::TempDir;
 using Env = std::map<std::string, std::string>;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 // Every run names a default file in its own folder, so this host's /etc/queuebox never counts.
 Env Hermetic(const TempDir& dir, Env env = {}) {

@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 // A bound AF_UNIX datagram socket at `path`.
 class NotifySocket {

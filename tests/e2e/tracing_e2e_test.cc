@@ -42,7 +42,7 @@ TEST(TracingE2ETest, WebhookTraceReachesTheHttpDestinationThroughInboxAndOutbox)
       {"QUEUEBOX_TELEMETRY_OTLP_EXPORTINTERVALMS", "100"},
       {"QUEUEBOX_CPP_DEFAULT_CONFIG_FILE", dir.File("none.yml")}};
   const std::string config = std::string(QUEUEBOX_SOURCE_DIR) + "/examples/webhook-quickstart.yml";
-  testing::ChildProcess relay(QB_QUEUEBOX_BIN, {"--config", config, "run"}, env,
+  testing::ChildProcess relay(testing::QueueboxBinary(QB_QUEUEBOX_BIN), {"--config", config, "run"}, env,
                               dir.File("relay.log"));
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(10);

@@ -40,7 +40,7 @@ using testing::TempPgDatabase;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* kBinary = QB_QUEUEBOX_BIN;
+const char* const kBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 constexpr const char* kExamples =
     QUEUEBOX_SOURCE_DIR "/tests/vendor/queuebox/transform_examples.json";
 

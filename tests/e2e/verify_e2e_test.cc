@@ -29,7 +29,7 @@ using testing::TempDir;
 using testing::TempPgDatabase;
 using namespace std::chrono_literals;
 
-constexpr const char* kVerifyBinary = QB_QUEUEBOX_BIN;
+const char* const kVerifyBinary = testing::QueueboxBinary(QB_QUEUEBOX_BIN);
 
 // The configuration of `url`: one HTTP route to `base_url`, the lease `lease_ms` (the reclaim
 // interval a fifth of it).

@@ -1,6 +1,7 @@
 #include "testing/process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,10 +15,56 @@
 extern char** environ;
 
 namespace queuebox::testing {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizedBuild = true;
+#else
+constexpr bool kSanitizedBuild = false;
+#endif
+
+// Whether children may write sanitizer reports: this build's, or a sanitized binary's that a
+// Release test runs (scripts/sanitizers.sh sets QB_SANITIZED_CHILDREN=1).
+bool SanitizedChildren() {
+  const char* flag = std::getenv("QB_SANITIZED_CHILDREN");
+  return kSanitizedBuild || (flag != nullptr && std::string(flag) == "1");
+}
+
+// The sanitizer runtimes append `.<pid>` to log_path.
+std::string ReportPrefix(const std::string& log_file) { return log_file + ".sanitizer"; }
+
+// Adds log_path to the child's sanitizer options (its own, else the test's), keeping the rest.
+void SendReportsToFile(std::map<std::string, std::string>& env, const std::string& log_file) {
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    std::string value;
+    if (auto it = env.find(name); it != env.end()) {
+      value = it->second;
+    } else if (const char* inherited = std::getenv(name); inherited != nullptr) {
+      value = inherited;
+    }
+    if (!value.empty()) value += ':';
+    env[name] = value + "log_path=" + ReportPrefix(log_file);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+const char* QueueboxBinary(const char* built) {
+  const char* chosen = std::getenv("QB_QUEUEBOX_BIN");
+  return chosen != nullptr && *chosen != '\0' ? chosen : built;
+}
 
 ChildProcess::ChildProcess(std::string program, std::vector<std::string> args,
                            std::map<std::string, std::string> env, std::string log_file)
-    : log_file_(std::move(log_file)) {
+    : program_(program), log_file_(std::move(log_file)) {
+  if (SanitizedChildren()) SendReportsToFile(env, log_file_);
   pid_ = fork();
   if (pid_ == 0) {
     int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -62,6 +109,7 @@ std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
     pid_t r = waitpid(pid_, &st, WNOHANG);
     if (r == pid_) {
       status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      FailOnSanitizerReport();
       return status_;
     }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
@@ -74,11 +122,24 @@ bool ChildProcess::running() {
   return !Wait(std::chrono::milliseconds(0)).has_value();
 }
 
-std::string ChildProcess::Log() const {
-  std::ifstream in(log_file_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string ChildProcess::Log() const { return ReadFile(log_file_); }
+
+// Once, when the child is reaped: its report file, and any UBSan report it printed (ASan's
+// runtime writes UBSan's reports to stderr whatever log_path says).
+void ChildProcess::FailOnSanitizerReport() const {
+  if (!SanitizedChildren()) return;
+  std::string report = ReadFile(ReportPrefix(log_file_) + "." + std::to_string(pid_));
+  std::istringstream log(Log());
+  bool in_ubsan = false;  // a UBSan line and its stack (print_stacktrace=1)
+  for (std::string line; std::getline(log, line);) {
+    in_ubsan = line.find("runtime error:") != std::string::npos ||
+               (in_ubsan && line.rfind("    #", 0) == 0);
+    if (in_ubsan) report += line + "\n";
+  }
+  if (report.empty()) return;
+  ADD_FAILURE() << "sanitizer report of " << program_ << " (pid " << pid_ << ", exit " << *status_
+                << "):\n"
+                << report;
 }
 
 int RunCommand(const std::string& program, const std::vector<std::string>& args,

@@ -1,6 +1,17 @@
 // process.h: runs a child process (the queuebox binary in e2e tests) with arguments and extra
 // environment, its stdout+stderr sent to a log file. Kill() sends a signal; Wait() reaps.
 //
+// QueueboxBinary(): the binary an e2e test runs: QB_QUEUEBOX_BIN from the environment when set
+// (scripts/sanitizers.sh points the Release e2e tests at the AddressSanitizer build's binary),
+// else the one this test was built beside.
+//
+// In a sanitizer build, or with QB_SANITIZED_CHILDREN=1 in the environment (a Release test
+// running a sanitized binary), the child's sanitizer reports go to a file of
+// their own (`log_path=<log file>.sanitizer`), and reaping a child that wrote one, or printed a
+// UBSan `runtime error:` report (ASan's runtime prints those to stderr), fails the running test
+// with the report: a finding in the binary under test fails the test even where the test reads
+// no output.
+//
 // Thread-safety: one owner thread.
 #pragma once
 
@@ -13,6 +24,10 @@
 #include <vector>
 
 namespace queuebox::testing {
+
+// `built` (the build's QB_QUEUEBOX_BIN), unless the environment's QB_QUEUEBOX_BIN names another.
+// The pointer lives as long as the process (the environment's or `built`).
+const char* QueueboxBinary(const char* built);
 
 class ChildProcess {
  public:
@@ -31,6 +46,9 @@ class ChildProcess {
   std::string Log() const;
 
  private:
+  void FailOnSanitizerReport() const;
+
+  std::string program_;
   pid_t pid_ = -1;
   std::optional<int> status_;
   std::string log_file_;
