@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# The sanitizer builds (issue 17 item 5, issue 39 item 3), each in its own build directory:
-#   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the unit, contract,
-#          integration and e2e tests, the e2e tests against a queuebox binary built with them
-#   tsan   ThreadSanitizer: the unit tests of the libraries that run threads (core, transform,
-#          admin, sources) and every contract and integration test, broker callbacks included
+# The sanitizer builds (issue 17 item 5, issue 39 item 3), each in its own build directory, in two
+# scopes (QB_SANITIZER_SCOPE):
+#   ci (default, what .ci/run runs)
+#     asan  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the unit, contract and
+#           integration tests
+#     tsan  ThreadSanitizer: the relay's unit tests (unit_core) and every contract test, where the
+#           poller, the workers and the lease keeper share state
+#   wide (issue 39 item 3; too long for CI's 60 minutes, docs/testing.md "Cost, and what CI runs")
+#     asan  also the e2e tests: the Release tree's e2e programs running the asan tree's binary
+#     tsan  also unit_transform, unit_admin, unit_sources and every integration test (the broker
+#           libraries' callback threads)
 # Only the targets a job runs are built. The servers must be up and their env exported (as
 # scripts/test.sh does). A finding fails the job: ASan and TSan exit non-zero, UBSan halts, and
 # a report of the binary under test fails its e2e test (tests/testing/process.h).
@@ -11,6 +17,7 @@
 #   bash scripts/sanitizers.sh            # both
 #   bash scripts/sanitizers.sh asan       # one; extra arguments go to ctest
 #   bash scripts/sanitizers.sh build all  # only build (asan, tsan or all); no servers needed
+#   QB_SANITIZER_SCOPE=wide bash scripts/sanitizers.sh tsan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -19,9 +26,18 @@ SUPP="$PWD/scripts/sanitizers"
 JOBS=$(nproc)
 # Tests that run no C++ of ours (the npm JSONata package under Node): nothing to instrument.
 NOT_CXX='^transform_golden_node$'
-# Tests run at once: most of them wait on the servers and their own timers, so more than the
-# cores (docs/testing.md, "Cost, and what CI runs"). RESOURCE_LOCK and RUN_SERIAL still hold.
-TEST_JOBS=${QB_SANITIZER_TEST_JOBS:-3}
+# Tests run at once: 2 in CI's scope, as the Release run; 3 in the wide one, whose added tests
+# mostly wait on the servers and their timers. RESOURCE_LOCK and RUN_SERIAL still hold.
+SCOPE=${QB_SANITIZER_SCOPE:-ci}
+case $SCOPE in
+ci) default_jobs=2 ;;
+wide) default_jobs=3 ;;
+*)
+  echo "QB_SANITIZER_SCOPE must be ci or wide, not '$SCOPE'" >&2
+  exit 2
+  ;;
+esac
+TEST_JOBS=${QB_SANITIZER_TEST_JOBS:-$default_jobs}
 
 # A unity build, as scripts/test.sh's (docs/testing.md, "Build time"); QB_SANITIZER_UNITY_BUILD=OFF
 # for a build directory edited incrementally.
@@ -50,7 +66,8 @@ ASAN_DIR=build-asan ASAN_LABELS='^(unit|contract|integration)$'
 RELEASE_DIR=${BUILD_DIR:-build}
 E2E_SKIP='^(package_deb|e2e_image_e2e_test|e2e_console_browser_test)$'
 TSAN_DIR=build-tsan TSAN_LABELS='^(unit|contract|integration)$'
-TSAN_NAMES='^(unit_(core|transform|admin|sources)|contract_|integration_)'
+TSAN_NAMES='^(unit_core|contract_)'
+[ "$SCOPE" = wide ] && TSAN_NAMES='^(unit_(core|transform|admin|sources)|contract_|integration_)'
 TSAN_SKIP=$NOT_CXX
 
 # Each step says how long it took, for docs/testing.md's figures and CI's log.
@@ -65,7 +82,8 @@ timed() {  # what command...
 build_asan() {
   configure "$ASAN_DIR" "address;undefined"
   mapfile -t t < <(targets "$ASAN_DIR" "$ASAN_LABELS" .)
-  timed "asan build" cmake --build "$ASAN_DIR" -j "$JOBS" --target queuebox "${t[@]}"
+  [ "$SCOPE" = wide ] && t+=(queuebox)  # the binary the e2e tests run
+  timed "asan build" cmake --build "$ASAN_DIR" -j "$JOBS" --target "${t[@]}"
 }
 
 # The Release tree's e2e test programs, configured as scripts/test.sh does when it is not yet;
@@ -87,13 +105,14 @@ build_tsan() {
 
 run_asan() {
   build_asan
-  build_release_e2e
+  [ "$SCOPE" = wide ] && build_release_e2e
   export ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1"
   export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   local rc=0
   timed "asan tests" ctest --test-dir "$ASAN_DIR" -L "$ASAN_LABELS" -E "$NOT_CXX" \
     --output-on-failure --timeout 1800 -j "$TEST_JOBS" "$@" || rc=$?
+  [ "$SCOPE" = wide ] || return "$rc"
   QB_QUEUEBOX_BIN="$PWD/$ASAN_DIR/apps/queuebox/queuebox" QB_SANITIZED_CHILDREN=1 \
     timed "asan e2e tests (Release test programs, asan binary)" ctest --test-dir "$RELEASE_DIR" \
     -L '^e2e$' -E "$E2E_SKIP" --output-on-failure --timeout 1800 -j "$TEST_JOBS" "$@" || rc=$?

@@ -40,8 +40,7 @@ constexpr const char* kWritesAReportFile =
        echo "ERROR: AddressSanitizer: heap-use-after-free on address 0x1" > "$p.$$")";
 
 TEST_F(SanitizerReportsTest, AReportFileOfTheChildFailsTheTest) {
-  EXPECT_NONFATAL_FAILURE(RunToExit(kWritesAReportFile),
-                          "AddressSanitizer: heap-use-after-free");
+  EXPECT_NONFATAL_FAILURE(RunToExit(kWritesAReportFile), "AddressSanitizer: heap-use-after-free");
 }
 
 TEST_F(SanitizerReportsTest, AUbsanLineInTheChildsOutputFailsTheTest) {

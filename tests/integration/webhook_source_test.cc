@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -17,7 +18,6 @@
 #include <string>
 #include <thread>
 
-#include "webhook_test_support.h"
 #include "auth/request_auth.h"
 #include "config/load.h"
 #include "core/log.h"
@@ -26,6 +26,7 @@
 #include "testing/log_capture.h"
 #include "testing/pg_server.h"
 #include "testing/tcp_forwarder.h"
+#include "webhook_test_support.h"
 
 namespace queuebox {
 namespace {
@@ -148,7 +149,7 @@ class WebhookSourceTest : public testing::WebhookSourcesTest {
   void StartWithSources(const std::string& url, OutboxStore* store) {
     sources::WebhookOptions options;
     options.now_ms = [] { return kNowMs; };
-    options.steady_now = [this] { return steady_; };
+    options.steady_now = [this] { return steady_.now(); };
     StartSources(LoadSources(url), store, options, &metrics_);
   }
 
@@ -170,7 +171,17 @@ class WebhookSourceTest : public testing::WebhookSourcesTest {
   std::string Exposition() { return metrics_.Render(); }
 
   queuebox::Metrics metrics_;
-  std::chrono::steady_clock::time_point steady_{};
+  // The sources' steady clock, read on the server's threads and moved on by the test (the
+  // request between them orders that, over a socket ThreadSanitizer cannot see): atomic.
+  class ManualSteadyClock {
+   public:
+    std::chrono::steady_clock::time_point now() const { return t_.load(); }
+    void operator+=(std::chrono::steady_clock::duration d) { t_.store(t_.load() + d); }
+
+   private:
+    std::atomic<std::chrono::steady_clock::time_point> t_{};
+  };
+  ManualSteadyClock steady_;
 };
 
 TEST_P(WebhookSourceTest, StoresThenAnswersDuplicate) {
