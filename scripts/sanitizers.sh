@@ -44,7 +44,7 @@ TEST_JOBS=${QB_SANITIZER_TEST_JOBS:-$default_jobs}
 configure() {  # dir sanitizers
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUEUEBOX_SANITIZE="$2" \
     -DQUEUEBOX_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD="${QB_SANITIZER_UNITY_BUILD:-ON}" \
-    -DCMAKE_UNITY_BUILD_BATCH_SIZE="${QB_SANITIZER_UNITY_BATCH:-8}" >/dev/null
+    -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
 }
 
 # The executables ctest would run for a label regex and a name regex, so nothing else builds.
@@ -68,7 +68,6 @@ E2E_SKIP='^(package_deb|e2e_image_e2e_test|e2e_console_browser_test)$'
 TSAN_DIR=build-tsan TSAN_LABELS='^(unit|contract|integration)$'
 TSAN_NAMES='^(unit_core|contract_)'
 [ "$SCOPE" = wide ] && TSAN_NAMES='^(unit_(core|transform|admin|sources)|contract_|integration_)'
-TSAN_SKIP=$NOT_CXX
 
 # Each step says how long it took, for docs/testing.md's figures and CI's log.
 timed() {  # what command...
@@ -99,7 +98,7 @@ build_release_e2e() {
 
 build_tsan() {
   configure "$TSAN_DIR" "thread"
-  mapfile -t t < <(NOT_CXX=$TSAN_SKIP targets "$TSAN_DIR" "$TSAN_LABELS" "$TSAN_NAMES")
+  mapfile -t t < <(targets "$TSAN_DIR" "$TSAN_LABELS" "$TSAN_NAMES")
   timed "tsan build" cmake --build "$TSAN_DIR" -j "$JOBS" --target "${t[@]}"
 }
 
@@ -123,7 +122,7 @@ run_tsan() {
   build_tsan
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
     timed "tsan tests" ctest --test-dir "$TSAN_DIR" -L "$TSAN_LABELS" -R "$TSAN_NAMES" \
-    -E "$TSAN_SKIP" --output-on-failure --timeout 1800 -j "$TEST_JOBS" "$@"
+    -E "$NOT_CXX" --output-on-failure --timeout 1800 -j "$TEST_JOBS" "$@"
 }
 
 case $which in
