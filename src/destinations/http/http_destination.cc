@@ -17,6 +17,7 @@
 
 #include "core/redaction.h"
 #include "destinations/broker_common.h"
+#include "destinations/http/http1_client.h"
 
 namespace queuebox {
 namespace {
@@ -515,6 +516,10 @@ bool IsOutage(CURLcode result) {
 class HttpDestination::Worker {
  public:
   explicit Worker(HttpDestination& owner) : owner_(owner), settings_(owner.settings_) {
+    if (owner.plain_) {
+      plain_ = std::make_unique<Http1Exchanges>(*owner.plain_);
+      return;
+    }
     multi_ = curl_multi_init();
     // Idle connections kept: by default 4 x the handles in the multi handle now, so as a batch's
     // last requests finish the cache shrinks and closes connections the next batch reopens.
@@ -550,16 +555,26 @@ class HttpDestination::Worker {
   void StartMore(Pass& pass);
   // Starts the request of pass.next (which holds a permit); reports it when it cannot start.
   void StartOne(Pass& pass);
+  void StartPlain(Pass& pass);
+  // Gives the permit back and reports request i, which can never start (`why`).
+  void ReportUnsendable(Pass& pass, size_t i, const Status& why);
   // Reports every request curl finished.
   void CollectFinished(Pass& pass);
+  // Reports the requests the plain HTTP/1.1 transport finished within wait_ms.
+  void CollectPlain(Pass& pass, int wait_ms);
   // The multi handle is broken: fails what is in flight and what is left (retried later).
   void FailTheRest(Pass& pass, CURLMcode mc);
 
   CURL* TakeEasy() { return static_cast<CURL*>(owner_.TakeEasy()); }
   void GiveBack(CURL* e) { owner_.GiveBackEasy(e); }
 
+  // The header lines of the request for `message` (signed when the destination signs);
+  // kInvalidArgument when it can never be sent.
+  Result<std::vector<std::string>> RequestLines(const OutboundMessage& message) const;
   Status Prepare(const OutboundMessage& message, Request& r);
-  Outcome Finish(Request& r, CURLcode result);
+  // What curl's transfer came to, as the plain transport says it.
+  Http1Answer CurlAnswer(Request& r, CURLcode result) const;
+  Outcome Finish(Http1Answer answer);
   // Removes the auth secrets from a failure text (no-op without auth).
   std::string Scrub(std::string text) const {
     return owner_.auth_ ? owner_.auth_->Scrub(std::move(text)) : text;
@@ -570,10 +585,14 @@ class HttpDestination::Worker {
 
   HttpDestination& owner_;
   const HttpDestinationSettings& settings_;
-  CURLM* multi_ = nullptr;
+  CURLM* multi_ = nullptr;                 // https:// (libcurl)
+  std::unique_ptr<Http1Exchanges> plain_;  // http:// (http1_client.h)
+  std::string head_;                       // the header text of the request being started
+  std::vector<std::pair<size_t, Http1Answer>> finished_;
 };
 
-Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request& r) {
+Result<std::vector<std::string>> HttpDestination::Worker::RequestLines(
+    const OutboundMessage& message) const {
   const OutboxRow& row = *message.row;
   if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
   Result<std::vector<std::string>> lines =
@@ -582,6 +601,12 @@ Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request&
   if (owner_.signer_) {
     QB_RETURN_IF_ERROR(AppendSignature(*owner_.signer_, row.id, message.body(), *lines));
   }
+  return lines;
+}
+
+Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request& r) {
+  Result<std::vector<std::string>> lines = RequestLines(message);
+  if (!lines.ok()) return lines.status();
   curl_slist* list = nullptr;
   for (const std::string& line : *lines) {
     curl_slist* next = curl_slist_append(list, line.c_str());
@@ -614,13 +639,42 @@ Status HttpDestination::Worker::Prepare(const OutboundMessage& message, Request&
   return Status::Ok();
 }
 
-Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
-  const size_t max = static_cast<size_t>(settings_.max_error_body_bytes);
-  if (r.cancelled && result == CURLE_ABORTED_BY_CALLBACK) return Outcome::Cancelled();
-  if (result == CURLE_OK) {
+Http1Answer HttpDestination::Worker::CurlAnswer(Request& r, CURLcode result) const {
+  Http1Answer a;
+  if (r.cancelled && result == CURLE_ABORTED_BY_CALLBACK) {
+    a.kind = Http1Answer::Kind::kCancelled;
+  } else if (result == CURLE_OK) {
     long code = 0;
     curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &code);
-    if (settings_.on_response) settings_.on_response(static_cast<int>(code));
+    a.kind = Http1Answer::Kind::kAnswered;
+    a.status = static_cast<int>(code);
+    a.reason = std::move(r.reason);
+    a.body = std::move(r.body);
+    curl_off_t retry_after_s = 0;
+    if (curl_easy_getinfo(r.easy, CURLINFO_RETRY_AFTER, &retry_after_s) == CURLE_OK) {
+      a.retry_after_s = retry_after_s;
+    }
+  } else if (result == CURLE_OPERATION_TIMEDOUT) {
+    // No connection within the time: the receiver is out.
+    curl_off_t connect_us = 0;
+    const bool connected =
+        curl_easy_getinfo(r.easy, CURLINFO_CONNECT_TIME_T, &connect_us) != CURLE_OK ||
+        connect_us != 0;
+    a.kind = connected ? Http1Answer::Kind::kTimeout : Http1Answer::Kind::kConnectTimeout;
+  } else {
+    a.kind = Http1Answer::Kind::kFailed;
+    a.error = r.error[0] != '\0' ? std::string(r.error) : curl_easy_strerror(result);
+    a.outage = IsOutage(result);
+  }
+  return a;
+}
+
+Outcome HttpDestination::Worker::Finish(Http1Answer a) {
+  const size_t max = static_cast<size_t>(settings_.max_error_body_bytes);
+  if (a.kind == Http1Answer::Kind::kCancelled) return Outcome::Cancelled();
+  if (a.kind == Http1Answer::Kind::kAnswered) {
+    const int code = a.status;
+    if (settings_.on_response) settings_.on_response(code);
     std::string answer = "HTTP " + std::to_string(code);
     if (code >= 200 && code < 300) {
       Outcome delivered = Outcome::Delivered();
@@ -630,18 +684,14 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     // The receiver refused the credentials: an OAuth2 token is dropped, the retry gets a new one.
     if (code == 401 && auth_header_) owner_.auth_->Rejected(auth_header_->second);
     std::string text = "HTTP " + std::to_string(code) + ": " +
-                       (r.reason.empty() ? std::string(StandardReason(code)) : r.reason);
-    if (!IsBlankText(r.body)) text += " - " + SanitizeError(Scrub(r.body), max);
+                       (a.reason.empty() ? std::string(StandardReason(code)) : a.reason);
+    if (!IsBlankText(a.body)) text += " - " + SanitizeError(Scrub(a.body), max);
     std::string error = SanitizeError(Scrub(text), max);
     // The receiver is out or asks us to slow down (honouring Retry-After): an outage. Any other
     // answer is about the message and spends an attempt.
     if (code == 408 || code == 429 || code == 502 || code == 503 || code == 504) {
-      curl_off_t retry_after_s = 0;
-      if (curl_easy_getinfo(r.easy, CURLINFO_RETRY_AFTER, &retry_after_s) != CURLE_OK) {
-        retry_after_s = 0;
-      }
       Outcome out = Outcome::Unavailable(std::move(error),
-                                         std::clamp<int64_t>(retry_after_s, 0, 24 * 3600) * 1000);
+                                         std::clamp<int64_t>(a.retry_after_s, 0, 24 * 3600) * 1000);
       out.answer = std::move(answer);
       return out;
     }
@@ -650,28 +700,24 @@ Outcome HttpDestination::Worker::Finish(Request& r, CURLcode result) {
     return out;
   }
   if (settings_.on_response) settings_.on_response(0);
-  if (result == CURLE_OPERATION_TIMEDOUT) {
-    // No connection within the time: the receiver is out. A request that connected and then
-    // ran out of time spends an attempt (the message may be what makes it slow).
-    curl_off_t connect_us = 0;
-    if (curl_easy_getinfo(r.easy, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK &&
-        connect_us == 0) {
-      return Outcome::Unavailable(SanitizeError(
-          "Connect timeout after " + std::to_string(ConnectTimeoutMs(settings_.timeout_ms)) + "ms",
-          max));
-    }
+  if (a.kind == Http1Answer::Kind::kConnectTimeout) {
+    return Outcome::Unavailable(SanitizeError(
+        "Connect timeout after " + std::to_string(ConnectTimeoutMs(settings_.timeout_ms)) + "ms",
+        max));
+  }
+  if (a.kind == Http1Answer::Kind::kTimeout) {
+    // Connected, then out of time: spends an attempt (the message may be what makes it slow).
     return Outcome::Retry(
         SanitizeError("Request timeout after " + std::to_string(settings_.timeout_ms) + "ms", max));
   }
-  std::string detail = r.error[0] != '\0' ? std::string(r.error) : curl_easy_strerror(result);
-  std::string error = SanitizeError(Scrub("Publish failed: " + detail), max);
-  if (IsOutage(result)) return Outcome::Unavailable(std::move(error));
+  std::string error = SanitizeError(Scrub("Publish failed: " + a.error), max);
+  if (a.outage) return Outcome::Unavailable(std::move(error));
   return Outcome::Retry(std::move(error));
 }
 
 bool HttpDestination::Worker::BeginBatch(std::span<const OutboundMessage> batch,
                                          OutcomeSink& sink) {
-  if (multi_ == nullptr) {
+  if (multi_ == nullptr && !plain_) {
     for (size_t i = 0; i < batch.size(); ++i) {
       sink.Report(i, Outcome::Retry("Publish failed: curl_multi_init failed"));
     }
@@ -719,20 +765,52 @@ void HttpDestination::Worker::StartMore(Pass& pass) {
   }
 }
 
+void HttpDestination::Worker::ReportUnsendable(Pass& pass, size_t i, const Status& why) {
+  owner_.ReleasePermit();
+  Outcome o = why.code() == StatusCode::kInvalidArgument
+                  ? Outcome::Reject(SanitizeError(why.message(), settings_.max_error_body_bytes))
+                  : Outcome::Retry("Publish failed: " + why.message());
+  pass.sink.Report(i, std::move(o));
+}
+
+namespace {
+
+bool CancelRequested(const void* message) {
+  return static_cast<const OutboundMessage*>(message)->cancel_requested();
+}
+
+}  // namespace
+
+void HttpDestination::Worker::StartPlain(Pass& pass) {
+  const size_t i = pass.next++;
+  const OutboundMessage& message = pass.batch[i];
+  Result<std::vector<std::string>> lines = RequestLines(message);
+  if (!lines.ok()) return ReportUnsendable(pass, i, lines.status());
+  head_.clear();
+  for (const std::string& line : *lines) {
+    // HttpRequestHeaders writes an empty value in curl's "Name;" form; on the wire it is "Name:".
+    if (!line.empty() && line.back() == ';' && line.find(':') == std::string::npos) {
+      head_.append(line, 0, line.size() - 1);
+      head_ += ':';
+    } else {
+      head_ += line;
+    }
+    head_ += "\r\n";
+  }
+  const size_t body_cap = static_cast<size_t>(settings_.max_error_body_bytes) * 4;
+  plain_->Start(i, head_, message.body(), body_cap, CancelRequested, &message);
+  ++pass.in_flight;
+}
+
 void HttpDestination::Worker::StartOne(Pass& pass) {
+  if (plain_) return StartPlain(pass);
   size_t i = pass.next++;
   auto r = std::make_unique<Request>();
   r->index = i;
   Status prepared = Prepare(pass.batch[i], *r);
   if (!prepared.ok()) {
     if (r->easy != nullptr) GiveBack(r->easy);
-    owner_.ReleasePermit();
-    Outcome o =
-        prepared.code() == StatusCode::kInvalidArgument
-            ? Outcome::Reject(SanitizeError(prepared.message(), settings_.max_error_body_bytes))
-            : Outcome::Retry("Publish failed: " + prepared.message());
-    pass.sink.Report(i, std::move(o));
-    return;
+    return ReportUnsendable(pass, i, prepared);
   }
   CURLMcode added = curl_multi_add_handle(multi_, r->easy);
   if (added != CURLM_OK) {
@@ -756,7 +834,7 @@ void HttpDestination::Worker::CollectFinished(Pass& pass) {
     curl_multi_remove_handle(multi_, r->easy);
     --pass.in_flight;
     owner_.ReleasePermit();
-    Outcome outcome = Finish(*r, result);
+    Outcome outcome = Finish(CurlAnswer(*r, result));
     GiveBack(r->easy);
     size_t index = r->index;
     pass.requests[index].reset();
@@ -778,10 +856,28 @@ void HttpDestination::Worker::FailTheRest(Pass& pass, CURLMcode mc) {
   while (pass.next < pass.batch.size()) pass.sink.Report(pass.next++, Outcome::Retry(reason));
 }
 
+void HttpDestination::Worker::CollectPlain(Pass& pass, int wait_ms) {
+  finished_.clear();
+  plain_->Poll(wait_ms, finished_);
+  for (auto& [index, answer] : finished_) {
+    --pass.in_flight;
+    owner_.ReleasePermit();
+    pass.sink.Report(index, Finish(std::move(answer)));
+  }
+}
+
 void HttpDestination::Worker::Run(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
   if (!BeginBatch(batch, sink)) return;
   Pass pass(batch, sink);
   StartMore(pass);
+  if (plain_) {
+    while (pass.in_flight > 0) {
+      // A starved batch looks for freed permits every 5 ms (other batches do not wake it).
+      CollectPlain(pass, pass.starved ? 5 : 1000);
+      StartMore(pass);
+    }
+    return;
+  }
   while (pass.in_flight > 0) {
     int running = 0;
     CURLMcode mc = curl_multi_perform(multi_, &running);
@@ -844,6 +940,16 @@ Result<std::unique_ptr<HttpDestination>> HttpDestination::Create(HttpDestination
       new HttpDestination(std::move(settings), std::move(url).value()));
   d->auth_ = std::move(auth);
   d->signer_ = std::move(signer);
+  // http://: the HTTP/1.1 transport of our own (http1_client.h); https:// stays on libcurl.
+  if (Result<Http1Endpoint> endpoint = ParseHttp1Endpoint(d->url_); endpoint.ok()) {
+    Http1Client::Options o;
+    o.endpoint = std::move(endpoint).value();
+    o.user_agent = "queuebox-cpp/" QUEUEBOX_VERSION;
+    o.timeout_ms = d->settings_.timeout_ms;
+    o.connect_timeout_ms = ConnectTimeoutMs(d->settings_.timeout_ms);
+    o.max_idle = static_cast<size_t>(d->settings_.max_in_flight);
+    d->plain_ = std::make_unique<Http1Client>(std::move(o));
+  }
   return d;
 }
 
@@ -943,6 +1049,7 @@ void HttpDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
 void HttpDestination::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   idle_.clear();
+  if (plain_) plain_->CloseIdle();
   for (void* e : free_easy_) curl_easy_cleanup(static_cast<CURL*>(e));
   free_easy_.clear();
 }

@@ -1,7 +1,9 @@
 // http_destination.h: the `http` destination (QueueBox reference §7.1, §9.1). POSTs each message
-// to baseUrl + path with libcurl's multi interface: a batch's requests are sent at once, up to
-// max_in_flight requests to this destination in all batches together (`maxInFlight`), and
-// connections are kept alive and reused between batches.
+// to baseUrl + path: a batch's requests are sent at once, up to max_in_flight requests to this
+// destination in all batches together (`maxInFlight`), and connections are kept alive and reused
+// between batches. Transport: http:// receivers through the HTTP/1.1 client of our own
+// (http1_client.h: one buffer a request, no generic header machinery); https:// through
+// libcurl's multi interface (TLS). Both give the same outcomes and texts below.
 //
 // Request: method POST, body = the row's payload bytes verbatim, headers in this order:
 //   Content-Type: application/json, X-Message-Id, X-Topic, X-Attempt, X-Message-Key (only when
@@ -21,20 +23,23 @@
 //   a topic or key with CR, LF or NUL (X-Topic, X-Message-Key), a payload that is not JSON.
 // Reasons (already redacted, cut to max_error_body_bytes):
 //   "HTTP <code>: <reason phrase>" [+ " - <body>"] (the body cut, redacted, then the whole cut),
-//   "Request timeout after <timeoutMs>ms", "Publish failed: <curl error>".
+//   "Request timeout after <timeoutMs>ms", "Connect timeout after <ms>ms", "Publish failed:
+//   <transport error>" (http1_client.h's texts, or curl's for https).
 // Timeouts: request = timeoutMs, connect = timeoutMs / 2 (at least 1 ms).
 // Cancellation (OutboundMessage::cancel, a lost claim): a message not yet started (waiting for a
 //   maxInFlight permit) or whose connection is still being set up is never sent and is reported
-//   Cancelled; the check runs right before the request is written (CURLOPT_PREREQFUNCTION). A
-//   request already written is not called back: it finishes and is reported as usual.
+//   Cancelled; the check runs right before the request is written (CURLOPT_PREREQFUNCTION, or
+//   the plain transport's cancel check). A request already written is not called back: it
+//   finishes and is reported as usual.
 //
-// Memory: each request in flight costs about 12 KiB in libcurl (easy handle, receive buffer,
-// request buffers), so max_in_flight bounds the destination's memory; bench/README.md "Memory".
+// Memory: each https request in flight costs about 12 KiB in libcurl (easy handle, receive
+// buffer, request buffers); an http one its request head and a kept socket. max_in_flight bounds
+// the destination's memory; bench/README.md "Memory".
 //
 // Thread-safety: PublishBatch may be called from several threads at once; each call borrows its
-// own curl multi handle from a pool (connections are cached per multi handle and reused). The
-// calls share the max_in_flight permits (a call that holds none waits for one) and one pool of
-// easy handles.
+// own worker from a pool (https: a curl multi handle, whose connections are cached per handle;
+// http: an Http1Exchanges over the destination's one pool of kept connections). The calls share
+// the max_in_flight permits (a call that holds none waits for one) and one pool of easy handles.
 #pragma once
 
 #include <condition_variable>
@@ -120,6 +125,8 @@ Result<std::vector<std::string>> HttpRequestHeaders(
 Status AppendSignature(const HttpSigner& signer, std::string_view id, std::string_view body,
                        std::vector<std::string>& lines);
 
+class Http1Client;
+
 class HttpDestination final : public Destination {
  public:
   // kInvalidArgument when the URL is not valid (same rules as ValidateHttpBlock).
@@ -155,6 +162,7 @@ class HttpDestination final : public Destination {
   std::string url_;
   std::unique_ptr<HttpAuth> auth_;      // nullptr without an auth block
   std::unique_ptr<HttpSigner> signer_;  // nullptr without a signing block
+  std::unique_ptr<Http1Client> plain_;  // http:// receivers; nullptr for https:// (curl)
   std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_;  // guarded by mu_
   std::vector<void*> free_easy_;               // CURL*, guarded by mu_
