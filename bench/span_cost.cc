@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
                       .name = dest,
                       .kind = SpanKind::kProducer,
                       .attributes = a,
+                      .encoded_attributes = {},
                       .error = false,
                       .status_message = {}});
     // Keep the export in step (a relay records far slower): waiting costs no CPU.

@@ -435,6 +435,7 @@ class InboxRelayImpl final : public InboxRelay {
                                         .name = s.source,
                                         .kind = telemetry::SpanKind::kConsumer,
                                         .attributes = a,
+                                        .encoded_attributes = {},
                                         .error = false,
                                         .status_message = {}});
     }

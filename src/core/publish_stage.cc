@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/outcome.h"
 #include "core/redaction.h"
+#include "telemetry/otlp.h"
 #include "telemetry/tracer.h"
 
 namespace queuebox {
@@ -55,11 +56,29 @@ std::string_view OutcomeName(Outcome::Kind kind) {
 
 }  // namespace
 
+namespace {
+
+// A destination's publish-span attributes that never change (OpenTelemetry messaging
+// conventions), encoded once.
+std::string FixedSpanAttributes(const Destination& d) {
+  const telemetry::Attribute fixed[] = {
+      {"messaging.system", d.type()},
+      {"messaging.operation.name", std::string_view("publish")},
+      {"messaging.operation.type", std::string_view("send")},
+      {"messaging.destination.name", std::string_view(d.name())},
+      {"queuebox.destination", std::string_view(d.name())},
+  };
+  return telemetry::EncodeSpanAttributes(fixed);
+}
+
+}  // namespace
+
 PublishStage::PublishStage(const RelayOptions& options,
                            const std::map<std::string, std::unique_ptr<Destination>>& destinations,
                            RelayObserver* observer)
     : transforms_(options.transforms), observer_(observer), tracer_(options.tracer) {
   for (const auto& [name, d] : destinations) {
+    if (tracer_) span_attributes_[d.get()] = FixedSpanAttributes(*d);
     auto found = options.circuit_breakers.find(name);
     CircuitBreakerConfig c =
         found != options.circuit_breakers.end() ? found->second : CircuitBreakerConfig{};
@@ -213,19 +232,18 @@ void PublishStage::BeginSpans(Messages& m, Traces& traces) const {
 // One PRODUCER span per delivery attempt, by the OpenTelemetry messaging conventions.
 void PublishStage::EndSpans(const DeliveryTask& task, const Messages& m, Traces& traces) const {
   const Destination& d = *task.destination;
+  auto found = span_attributes_.find(&d);
+  const std::string made = found == span_attributes_.end() ? FixedSpanAttributes(d) : "";
+  const std::string_view fixed = found != span_attributes_.end() ? found->second : made;
   for (size_t j = 0; j < m.messages.size(); ++j) {
     if (!traces.spans[j]) continue;
     const OutboxRow& row = *m.messages[j].row;
     const Outcome& o = task.attempts[m.index[j]].outcome;
     const bool delivered = o.kind == Outcome::Kind::kDelivered;
+    // The destination's five attributes are encoded once (span_attributes_), these four per span.
     const telemetry::Attribute a[] = {
-        {"messaging.system", d.type()},
-        {"messaging.operation.name", std::string_view("publish")},
-        {"messaging.operation.type", std::string_view("send")},
-        {"messaging.destination.name", std::string_view(d.name())},
         {"messaging.message.id", std::string_view(row.id)},
         {"queuebox.topic", std::string_view(row.topic)},
-        {"queuebox.destination", std::string_view(d.name())},
         {"queuebox.attempt", static_cast<int64_t>(row.attempt)},
         {"queuebox.outcome", OutcomeName(o.kind)},
     };
@@ -234,6 +252,7 @@ void PublishStage::EndSpans(const DeliveryTask& task, const Messages& m, Traces&
                      .name = d.name(),
                      .kind = telemetry::SpanKind::kProducer,
                      .attributes = a,
+                     .encoded_attributes = fixed,
                      .error = !delivered,
                      .status_message = delivered ? std::string_view() : std::string_view(o.error)});
   }

@@ -84,6 +84,8 @@ class PublishStage {
   std::shared_ptr<const DeliveryTransforms> transforms_;  // null: no stages
   RelayObserver* observer_;
   std::shared_ptr<telemetry::Tracer> tracer_;  // null: tracing off
+  // Each destination's publish-span attributes that never change, encoded once (tracing on).
+  std::map<const Destination*, std::string> span_attributes_;
   // By destination name, for destinations whose breaker is enabled; fixed after construction.
   std::map<std::string, std::unique_ptr<CircuitBreaker>> breakers_;
 };

@@ -135,6 +135,7 @@ void Intake::EndSpan(const telemetry::SpanStart& span, const Intaken& out) const
                                 .name = rules_->source,
                                 .kind = telemetry::SpanKind::kConsumer,
                                 .attributes = std::span(a, n),
+                                .encoded_attributes = {},
                                 .error = refused,
                                 .status_message = refused ? std::string_view(out.error) : ""});
 }

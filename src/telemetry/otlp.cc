@@ -132,6 +132,7 @@ size_t SpanSize(const SpanStart& s, const SpanEnd& e) {
   n += LenField(5, e.name_prefix.size() + e.name.size());
   n += TagSize(6) + VarintSize(static_cast<uint64_t>(e.kind));
   n += 2 * (TagSize(7) + 8);
+  n += e.encoded_attributes.size();
   for (const Attribute& a : e.attributes) n += LenField(9, KeyValueSize(a.key, a.value));
   if (e.error) n += LenField(15, StatusSize(e));
   return n;
@@ -154,6 +155,7 @@ void AppendSpan(std::string& buffer, const SpanStart& s, const SpanEnd& e, uint6
   VarintField(out, 6, static_cast<uint64_t>(e.kind));
   Fixed64(out, 7, s.start_unix_nano);
   Fixed64(out, 8, end_unix_nano);
+  Raw(out, e.encoded_attributes);
   for (const Attribute& a : e.attributes) WriteKeyValue(out, 9, a.key, a.value);
   if (e.error) {
     OpenMessage(out, 15, StatusSize(e));
@@ -161,6 +163,15 @@ void AppendSpan(std::string& buffer, const SpanStart& s, const SpanEnd& e, uint6
     VarintField(out, 3, 2);  // STATUS_CODE_ERROR
   }
   if (out.p != buffer.data() + buffer.size()) std::abort();  // a size computed wrong
+}
+
+std::string EncodeSpanAttributes(std::span<const Attribute> attributes) {
+  size_t size = 0;
+  for (const Attribute& a : attributes) size += LenField(9, KeyValueSize(a.key, a.value));
+  std::string buffer;
+  Writer out = Extend(buffer, size);
+  for (const Attribute& a : attributes) WriteKeyValue(out, 9, a.key, a.value);
+  return buffer;
 }
 
 // ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }

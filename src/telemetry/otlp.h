@@ -19,6 +19,10 @@ namespace queuebox::telemetry {
 void AppendSpan(std::string& out, const SpanStart& start, const SpanEnd& end,
                 uint64_t end_unix_nano);
 
+// `attributes` encoded as a Span's attributes fields (repeated KeyValue, field 9), for
+// SpanEnd::encoded_attributes: attributes shared by many spans are encoded once.
+std::string EncodeSpanAttributes(std::span<const Attribute> attributes);
+
 // One ResourceSpans (resource: service.name, service.version) with one ScopeSpans (scope
 // "queuebox") holding `spans` (AppendSpan's output, one or more spans end to end), into `out`
 // (its previous content replaced, its capacity kept: an exporter reuses one buffer).

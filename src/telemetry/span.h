@@ -55,6 +55,9 @@ struct SpanEnd {
   std::string_view name;
   SpanKind kind = SpanKind::kInternal;
   std::span<const Attribute> attributes;
+  // Attributes the recorder encoded once (EncodeSpanAttributes, otlp.h): the same for many
+  // spans, say a destination's; written before `attributes`.
+  std::string_view encoded_attributes;
   bool error = false;  // OTLP status ERROR (else UNSET)
   std::string_view status_message;
 };

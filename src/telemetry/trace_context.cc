@@ -149,14 +149,24 @@ std::string Hex(const uint8_t* bytes, size_t n) {
 }
 
 std::string FormatTraceparent(const TraceId& trace_id, const SpanId& span_id, uint8_t flags) {
-  std::string out;
-  out.reserve(kTraceparentLength);
-  out += "00-";
-  out += Hex(trace_id);
-  out += '-';
-  out += Hex(span_id);
-  out += '-';
-  out += Hex(&flags, 1);
+  // Written in place: one allocation, no temporary per id (this runs once per traced delivery).
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(kTraceparentLength, '-');
+  char* p = out.data();
+  auto hex = [&p](const uint8_t* bytes, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      *p++ = kDigits[bytes[i] >> 4];
+      *p++ = kDigits[bytes[i] & 0x0f];
+    }
+  };
+  *p++ = '0';
+  *p++ = '0';
+  ++p;  // '-'
+  hex(trace_id.data(), trace_id.size());
+  ++p;
+  hex(span_id.data(), span_id.size());
+  ++p;
+  hex(&flags, 1);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "core/redaction.h"
 #include "destinations/broker_common.h"
 #include "destinations/http/http1_client.h"
+#include "telemetry/trace_context.h"
 
 namespace queuebox {
 namespace {
@@ -282,65 +284,129 @@ bool FramesTheRequest(std::string_view lower_name) {
   return std::find(std::begin(kFraming), std::end(kFraming), lower_name) != std::end(kFraming);
 }
 
-Result<std::vector<std::string>> HttpRequestHeaders(
-    const OutboxRow& row, const std::map<std::string, std::string>& statics,
-    const std::optional<std::pair<std::string, std::string>>& auth, const TraceHeaders* trace) {
+namespace {
+
+struct HeaderView {
+  std::string_view name;
+  std::string_view value;
+};
+
+bool SameHeaderName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+bool FramesTheRequestAnyCase(std::string_view name) {
+  static constexpr std::string_view kFraming[] = {"connection", "content-length",    "expect",
+                                                  "keep-alive", "proxy-connection",  "te",
+                                                  "trailer",    "transfer-encoding", "upgrade"};
+  return std::any_of(std::begin(kFraming), std::end(kFraming),
+                     [&](std::string_view f) { return SameHeaderName(f, name); });
+}
+
+// Drops the headers named like h (any letter case), then appends h.
+void ReplaceHeader(std::vector<HeaderView>& merged, HeaderView h) {
+  std::erase_if(merged, [&](const HeaderView& m) { return SameHeaderName(m.name, h.name); });
+  merged.push_back(h);
+}
+
+// "Name: value\r\n", or "Name:\r\n" for a value of blanks only.
+void AppendHeaderText(std::string& out, std::string_view name, std::string_view value) {
+  out += name;
+  if (value.find_first_not_of(" \t\v\f") == std::string_view::npos) {
+    out += ":\r\n";
+    return;
+  }
+  out += ": ";
+  out += value;
+  out += "\r\n";
+}
+
+}  // namespace
+
+Status AppendHttpRequestHeaderText(std::string& out, const OutboxRow& row,
+                                   const std::map<std::string, std::string>& statics,
+                                   const std::optional<std::pair<std::string, std::string>>& auth,
+                                   const TraceHeaders* trace) {
   // The standard headers carry the row's topic and key as they are.
   if (Status s = CheckHeaderText("topic", row.topic); !s.ok()) return s;
   if (row.key.has_value()) {
     if (Status s = CheckHeaderText("key", *row.key); !s.ok()) return s;
   }
-  std::vector<std::string> lines = {
-      "Content-Type: application/json",
-      HeaderLine("X-Message-Id", row.id),
-      HeaderLine("X-Topic", row.topic),
-      HeaderLine("X-Attempt", std::to_string(row.attempt)),
-  };
-  if (row.key.has_value()) lines.push_back(HeaderLine("X-Message-Key", *row.key));
-
-  nlohmann::ordered_json row_headers = nlohmann::ordered_json::parse(
-      row.headers.empty() ? std::string_view("{}") : std::string_view(row.headers), nullptr,
-      /*allow_exceptions=*/false);
-  if (row_headers.is_discarded() || !row_headers.is_object()) {
-    return InvalidArgument("invalid row headers: expected a JSON object of string values");
+  // The row's headers, in their order; "{}" (the common case) needs no parse.
+  nlohmann::ordered_json row_headers;
+  const std::string_view text = row.headers;
+  if (!text.empty() && text != "{}") {
+    row_headers = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (row_headers.is_discarded() || !row_headers.is_object()) {
+      return InvalidArgument("invalid row headers: expected a JSON object of string values");
+    }
   }
-  std::vector<std::pair<std::string, std::string>> merged;
-  for (const auto& [name, value] : statics) merged.emplace_back(name, value);
-  if (auth) {
-    std::string lower = Lower(auth->first);
-    std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
-    merged.push_back(*auth);
-  }
+  std::vector<HeaderView> merged;
+  merged.reserve(statics.size() + row_headers.size() + 3);
+  for (const auto& [name, value] : statics) merged.push_back({name, value});
+  if (auth) ReplaceHeader(merged, {auth->first, auth->second});
   for (const auto& [name, value] : row_headers.items()) {
     if (!value.is_string()) {
       return InvalidArgument("invalid row headers: the value of \"" + Truncate(name, 64) +
                              "\" is not a string (expected a JSON object of string values)");
     }
-    std::string text = value.get<std::string>();
-    std::string lower = Lower(name);
-    // curl sends a custom header in place of its own: a row's Content-Length or
-    // Transfer-Encoding would make the receiver cut the body (or read the next request) wrongly.
-    if (FramesTheRequest(lower)) {
+    // A row's Content-Length or Transfer-Encoding would make the receiver cut the body (or read
+    // the next request) wrongly.
+    if (FramesTheRequestAnyCase(name)) {
       return InvalidArgument("invalid row header \"" + Truncate(name, 64) +
                              "\": it frames the request or the connection, which the relay "
                              "does itself");
     }
-    std::erase_if(merged, [&](const auto& h) { return Lower(h.first) == lower; });
-    merged.emplace_back(name, std::move(text));
+    ReplaceHeader(merged, {name, value.get_ref<const std::string&>()});
   }
-  ApplyTraceHeaders(merged, trace);
-  for (const auto& [name, value] : merged) {
-    if (name.empty() || HasLineBreak(name) || name.find(':') != std::string::npos ||
-        name.find(';') != std::string::npos || name.find(' ') != std::string::npos) {
-      return InvalidArgument("invalid header name \"" + Truncate(name, 64) +
+  if (trace != nullptr) {  // as ApplyTraceHeaders (broker_common.h)
+    std::erase_if(merged, [](const HeaderView& h) { return telemetry::IsTraceHeader(h.name); });
+    if (!trace->traceparent.empty()) {
+      merged.push_back({telemetry::kTraceparent, trace->traceparent});
+      if (!trace->tracestate.empty()) merged.push_back({telemetry::kTracestate, trace->tracestate});
+    }
+  }
+  for (const HeaderView& h : merged) {
+    if (h.name.empty() || HasLineBreak(h.name) ||
+        h.name.find_first_of(":; ") != std::string_view::npos) {
+      return InvalidArgument("invalid header name \"" + Truncate(h.name, 64) +
                              "\": it must be a non-empty token without ':', ';', spaces or "
                              "line breaks");
     }
-    if (HasLineBreak(value)) {
-      return InvalidArgument("invalid value of header \"" + name + "\": it contains a " +
-                             (value.find('\0') != std::string::npos ? "NUL byte" : "line break"));
+    if (HasLineBreak(h.value)) {
+      return InvalidArgument(
+          "invalid value of header \"" + std::string(h.name) + "\": it contains a " +
+          (h.value.find('\0') != std::string_view::npos ? "NUL byte" : "line break"));
     }
-    lines.push_back(HeaderLine(name, value));
+  }
+  out += "Content-Type: application/json\r\n";
+  AppendHeaderText(out, "X-Message-Id", row.id);
+  AppendHeaderText(out, "X-Topic", row.topic);
+  char attempt[24];
+  auto [attempt_end, ec] = std::to_chars(attempt, attempt + sizeof attempt, row.attempt);
+  (void)ec;
+  AppendHeaderText(out, "X-Attempt", std::string_view(attempt, attempt_end - attempt));
+  if (row.key.has_value()) AppendHeaderText(out, "X-Message-Key", *row.key);
+  for (const HeaderView& h : merged) AppendHeaderText(out, h.name, h.value);
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> HttpRequestHeaders(
+    const OutboxRow& row, const std::map<std::string, std::string>& statics,
+    const std::optional<std::pair<std::string, std::string>>& auth, const TraceHeaders* trace) {
+  std::string text;
+  QB_RETURN_IF_ERROR(AppendHttpRequestHeaderText(text, row, statics, auth, trace));
+  // One line each; an empty value in curl's "Name;" form (curl drops "Name:").
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find("\r\n", at);
+    std::string line = text.substr(at, end - at);
+    if (line.find(':') == line.size() - 1) line.back() = ';';
+    lines.push_back(std::move(line));
+    at = end + 2;
   }
   return lines;
 }
@@ -784,18 +850,27 @@ bool CancelRequested(const void* message) {
 void HttpDestination::Worker::StartPlain(Pass& pass) {
   const size_t i = pass.next++;
   const OutboundMessage& message = pass.batch[i];
-  Result<std::vector<std::string>> lines = RequestLines(message);
-  if (!lines.ok()) return ReportUnsendable(pass, i, lines.status());
   head_.clear();
-  for (const std::string& line : *lines) {
-    // HttpRequestHeaders writes an empty value in curl's "Name;" form; on the wire it is "Name:".
-    if (!line.empty() && line.back() == ';' && line.find(':') == std::string::npos) {
-      head_.append(line, 0, line.size() - 1);
-      head_ += ':';
-    } else {
-      head_ += line;
+  if (owner_.signer_) {
+    // Signing works on the lines (AppendSignature); an empty value is curl's "Name;" there.
+    Result<std::vector<std::string>> lines = RequestLines(message);
+    if (!lines.ok()) return ReportUnsendable(pass, i, lines.status());
+    for (const std::string& line : *lines) {
+      if (line.find(':') == std::string::npos && !line.empty() && line.back() == ';') {
+        head_.append(line, 0, line.size() - 1);
+        head_ += ':';
+      } else {
+        head_ += line;
+      }
+      head_ += "\r\n";
     }
-    head_ += "\r\n";
+  } else {
+    Status body = CheckPayloadIsJson(message.body());
+    if (body.ok()) {
+      body = AppendHttpRequestHeaderText(head_, *message.row, settings_.static_headers,
+                                         auth_header_, message.trace);
+    }
+    if (!body.ok()) return ReportUnsendable(pass, i, body);
   }
   const size_t body_cap = static_cast<size_t>(settings_.max_error_body_bytes) * 4;
   plain_->Start(i, head_, message.body(), body_cap, CancelRequested, &message);

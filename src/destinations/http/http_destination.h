@@ -115,6 +115,13 @@ Result<std::string> JoinHttpUrl(std::string_view base_url, std::string_view path
 // host).
 bool FramesTheRequest(std::string_view lower_name);
 
+// The same headers as text for the wire: "Name: value\r\n" each ("Name:\r\n" for an empty value),
+// appended to `out` (which is left as it was on an error). What the http:// transport sends.
+Status AppendHttpRequestHeaderText(std::string& out, const OutboxRow& row,
+                                   const std::map<std::string, std::string>& statics,
+                                   const std::optional<std::pair<std::string, std::string>>& auth,
+                                   const TraceHeaders* trace = nullptr);
+
 Result<std::vector<std::string>> HttpRequestHeaders(
     const OutboxRow& row, const std::map<std::string, std::string>& statics,
     const std::optional<std::pair<std::string, std::string>>& auth,
