@@ -238,13 +238,10 @@ bool ConnectNext(X& x) {
 void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_view body,
                            size_t body_cap, CancelCheck cancel, const void* cancel_context) {
   Exchange* x = nullptr;
-  for (auto& e : exchanges_) {
-    if (!e->live) {
-      x = e.get();
-      break;
-    }
-  }
-  if (x == nullptr) {
+  if (!spare_.empty()) {
+    x = spare_.back();
+    spare_.pop_back();
+  } else {
     exchanges_.push_back(std::make_unique<Exchange>());
     x = exchanges_.back().get();
   }
@@ -289,6 +286,7 @@ void Http1Exchanges::Finish(Exchange& x, Http1Answer answer) {
   x.live = false;
   --live_;
   x.addrs.reset();
+  spare_.push_back(&x);
   finished_.emplace_back(x.tag, std::move(answer));
 }
 

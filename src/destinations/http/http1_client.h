@@ -129,7 +129,8 @@ class Http1Exchanges {
   void Finish(Exchange& x, Http1Answer answer);
 
   Http1Client& client_;
-  std::vector<std::unique_ptr<Exchange>> exchanges_;  // live ones; finished ones are reused
+  std::vector<std::unique_ptr<Exchange>> exchanges_;  // every exchange made, live or spare
+  std::vector<Exchange*> spare_;                      // finished ones, reused by Start
   size_t live_ = 0;
   std::vector<std::pair<size_t, Http1Answer>> finished_;  // not yet handed to Poll's caller
   std::vector<pollfd> fds_;                               // Poll's, kept between rounds
