@@ -691,5 +691,44 @@ TEST(Http1TransportTest, AConnectThatNeverCompletesIsAConnectTimeoutOfHalfTheTim
   EXPECT_LT(took, std::chrono::milliseconds(550));
 }
 
+// ---- Review: found defects ----------------------------------------------------------------------
+
+// A row may name a virtual host (http_url_test.cc) and a destination may set its own User-Agent or
+// Accept: curl sent those instead of its own. Two Host fields make a receiver answer 400 (RFC 9112
+// 3.2), so the caller's Host, User-Agent and Accept replace the transport's.
+TEST(Http1TransportTest, ARowHostOrStaticUserAgentReplacesTheTransportsOwn) {
+  ScriptedServer server([](int, int) { return Reply{kNoContent}; });
+  HttpDestinationSettings s;
+  s.name = "webhook";
+  s.base_url = server.Url();
+  s.path = "/hooks";
+  s.static_headers = {{"user-agent", "billing-relay/2"}, {"Accept", "application/json"}};
+  auto d = std::move(HttpDestination::Create(std::move(s))).value();
+  std::vector<OutboxRow> rows = {::queuebox::testing::BrokerRow(
+      "one", "orders.created", std::string("k"), R"({"n":1})", R"({"Host":"orders.internal"})")};
+  std::vector<OutboundMessage> batch = BatchOf(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  ASSERT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+  ASSERT_EQ(server.heads().size(), 1u);
+  const std::string head = server.heads()[0];
+  auto count = [&](const std::string& lower_name) {
+    int n = 0;
+    std::string lower = head;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (size_t p = lower.find("\r\n" + lower_name + ":"); p != std::string::npos;
+         p = lower.find("\r\n" + lower_name + ":", p + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("host"), 1) << head;
+  EXPECT_EQ(count("user-agent"), 1) << head;
+  EXPECT_EQ(count("accept"), 1) << head;
+  EXPECT_THAT(head, HasSubstr("\r\nHost: orders.internal\r\n"));
+  EXPECT_THAT(head, HasSubstr("\r\nuser-agent: billing-relay/2\r\n"));
+  EXPECT_THAT(head, HasSubstr("\r\nAccept: application/json\r\n"));
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -235,6 +235,42 @@ bool ConnectNext(X& x) {
 
 }  // namespace
 
+namespace {
+
+// True when a line of `headers` ("Name: value\r\n" each) names `name` (any letter case).
+bool NamesField(std::string_view headers, std::string_view name) {
+  for (size_t at = 0; at < headers.size();) {
+    std::string_view line = headers.substr(at, headers.find('\n', at) - at);
+    if (line.size() > name.size() && line[name.size()] == ':' &&
+        std::equal(name.begin(), name.end(), line.begin(),
+                   [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
+      return true;
+    }
+    at += line.size() + 1;
+  }
+  return false;
+}
+
+// The request line and the transport's Host, User-Agent and Accept, but not those the caller's
+// `headers` set themselves (a row's virtual Host, a destination's own User-Agent): curl sent
+// those instead of its own, and two Host fields make a receiver answer 400 (RFC 9112 3.2).
+void AppendHeadPrefix(const Http1Client& client, std::string_view headers, std::string& head) {
+  const bool host = NamesField(headers, "host");
+  const bool agent = NamesField(headers, "user-agent");
+  const bool accept = NamesField(headers, "accept");
+  if (!host && !agent && !accept) {
+    head.assign(client.head_prefix());
+    return;
+  }
+  const Http1Client::Options& o = client.options();
+  head.assign("POST ").append(o.endpoint.target).append(" HTTP/1.1\r\n");
+  if (!host) head.append("Host: ").append(o.endpoint.host_header).append("\r\n");
+  if (!agent) head.append("User-Agent: ").append(o.user_agent).append("\r\n");
+  if (!accept) head.append("Accept: */*\r\n");
+}
+
+}  // namespace
+
 void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_view body,
                            size_t body_cap, CancelCheck cancel, const void* cancel_context) {
   Exchange* x = nullptr;
@@ -258,7 +294,7 @@ void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_vie
   x->reusable = true;
   x->connect_deadline_ms = now + std::min(o.connect_timeout_ms, o.timeout_ms);
   x->deadline_ms = now + o.timeout_ms;
-  x->head.assign(client_.head_prefix());
+  AppendHeadPrefix(client_, headers, x->head);
   x->head.append(headers);
   x->head.append("Content-Length: ");
   char digits[24];

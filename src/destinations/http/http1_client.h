@@ -5,7 +5,8 @@
 // (bench/README.md, "Relay CPU a message"); here a request is one buffer written with the body.
 //
 // What a request is: "POST <target> HTTP/1.1", Host, User-Agent, Accept, the caller's header
-// lines, Content-Length, then the body, written with one sendmsg when the socket takes it.
+// lines, Content-Length, then the body, written with one sendmsg when the socket takes it. A
+// caller's Host, User-Agent or Accept line replaces the transport's own (as curl does).
 // What is read: the status line and headers of the answer (1xx answers skipped), the body by
 // Content-Length, chunked, or to the end of the connection, keeping its first body_cap bytes.
 // Connections: an answer that leaves the connection usable (HTTP/1.1 without "Connection: close",
