@@ -730,5 +730,36 @@ TEST(Http1TransportTest, ARowHostOrStaticUserAgentReplacesTheTransportsOwn) {
   EXPECT_THAT(head, HasSubstr("\r\nAccept: application/json\r\n"));
 }
 
+// A receiver that writes a second answer (or a stray line end) after the first one, a moment
+// later, on a kept connection. Those bytes belong to no request: the next request on that
+// connection must not take them for its answer. Here the stale answer is a 204 and the real answer
+// to the next request a 500: reading the stale one would report a refused message Delivered.
+TEST(Http1TransportTest, BytesAfterTheAnswerOnAKeptConnectionAreNotTheNextAnswer) {
+  ScriptedServer server([](int request, int) {
+    if (request == 0) {
+      return Reply{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, kNoContent, 20};
+    }
+    return Reply{"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"};
+  });
+  auto d = Make(server.Url());
+  ASSERT_EQ(PublishOne(*d, "one").kind, Outcome::Kind::kDelivered);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the stray answer arrives
+  Outcome two = PublishOne(*d, "two");
+  EXPECT_EQ(two.kind, Outcome::Kind::kRetry) << two.answer;
+  EXPECT_EQ(two.error, "HTTP 500: Internal Server Error");
+}
+
+TEST(Http1TransportTest, AStrayLineEndAfterAnAnswerIsNotAnInvalidNextAnswer) {
+  ScriptedServer server([](int request, int) {
+    if (request == 0) return Reply{kNoContent, false, "\r\n", 20};
+    return Reply{kNoContent};
+  });
+  auto d = Make(server.Url());
+  ASSERT_EQ(PublishOne(*d, "one").kind, Outcome::Kind::kDelivered);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  Outcome two = PublishOne(*d, "two");
+  EXPECT_EQ(two.kind, Outcome::Kind::kDelivered) << two.error;
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -109,11 +109,23 @@ Http1Client::Http1Client(Options options) : options_(std::move(options)) {
 Http1Client::~Http1Client() { CloseIdle(); }
 
 int Http1Client::TakeIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.empty()) return -1;
-  int fd = idle_.back();
-  idle_.pop_back();
-  return fd;
+  for (;;) {
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.empty()) return -1;
+      fd = idle_.back();
+      idle_.pop_back();
+    }
+    // An idle connection has nothing to read. Bytes there belong to no request (a receiver that
+    // answered twice, a stray line end): the next request would take them for its answer. An
+    // end of stream is a receiver that closed it (keep-alive timeout). Either way it is dropped,
+    // as curl does with a kept connection that turned readable.
+    char byte;
+    ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return fd;
+    ::close(fd);
+  }
 }
 
 void Http1Client::GiveBack(int fd) {

@@ -84,7 +84,8 @@ class Http1Client {
   // Accept, each line ending in CRLF.
   const std::string& head_prefix() const { return head_prefix_; }
 
-  // An idle connection (a socket), or -1.
+  // An idle connection (a socket), or -1. Idle connections with bytes to read (stray bytes that
+  // belong to no request, or the receiver's close) are closed, not handed out.
   int TakeIdle();
   // Keeps `fd` for the next request, or closes it when max_idle are kept.
   void GiveBack(int fd);
