@@ -761,5 +761,26 @@ TEST(Http1TransportTest, AStrayLineEndAfterAnAnswerIsNotAnInvalidNextAnswer) {
   EXPECT_EQ(two.kind, Outcome::Kind::kDelivered) << two.error;
 }
 
+// A receiver may send an interim answer (100 Continue) unasked while it reads the body (RFC 9110
+// 15.2: a client must be able to take 1xx answers it did not expect). The body must still be
+// written whole, or the receiver waits for it and the exchange times out.
+TEST(Http1TransportTest, AnInterimAnswerWhileTheBodyIsWrittenDoesNotStopTheBody) {
+  RawServer server([](int c, int) {
+    std::string data;
+    long length = ReadHead(c, data);
+    if (length < 0 || !WriteAll(c, "HTTP/1.1 100 Continue\r\n\r\n")) return;
+    if (!ReadBody(c, data, length)) return;
+    WriteAll(c, kNoContent);
+    char b;
+    (void)::read(c, &b, 1);  // until the client closes
+  });
+  auto d = Make(server.Url(), /*timeout_ms=*/3000);
+  std::vector<OutboxRow> rows = {BigRow("big", 16 << 20)};
+  std::vector<OutboundMessage> batch = BatchOf(rows);
+  CollectingSink sink;
+  d->PublishBatch(batch, sink);
+  EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -191,7 +191,6 @@ struct Http1Exchanges::Exchange {
   bool reused = false;     // fd came from the pool
   bool retried = false;    // already replaced a kept connection that had died
   bool connected = false;  // fd is connected (for the timeout kinds)
-  bool reusable = true;    // false once the receiver answered before the request was written
   Phase phase = Phase::kConnect;
   int64_t connect_deadline_ms = 0;
   int64_t deadline_ms = 0;
@@ -303,7 +302,6 @@ void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_vie
   ++live_;
   x->fd = -1;
   x->reused = x->retried = x->connected = x->cancel_checked = x->got_any = false;
-  x->reusable = true;
   x->connect_deadline_ms = now + std::min(o.connect_timeout_ms, o.timeout_ms);
   x->deadline_ms = now + o.timeout_ms;
   AppendHeadPrefix(client_, headers, x->head);
@@ -363,7 +361,6 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
     x.retried = true;
     x.connected = false;
     x.written = 0;
-    x.reusable = true;
     x.cancel_checked = false;  // a new send: the claim is checked again
     x.parser.Reset(x.parser.body_cap());
     return true;
@@ -388,6 +385,7 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
       revents = 0;
       if (x.phase == Exchange::Phase::kConnect) return;  // poll says when it is connected
     }
+    const size_t total = x.head.size() + x.body.size();
     switch (x.phase) {
       case Exchange::Phase::kConnect: {
         if (revents == 0) return;
@@ -417,12 +415,11 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
           }
         }
         if ((revents & POLLIN) != 0 && x.written > 0) {
-          // The receiver answers before taking the whole request: read that answer.
-          x.reusable = false;
+          // The receiver speaks before taking the whole request: read what it says (an interim
+          // answer sends the reader back here, a final one ends the writing).
           x.phase = Exchange::Phase::kRead;
           continue;
         }
-        const size_t total = x.head.size() + x.body.size();
         while (x.written < total) {
           iovec iov[2];
           int n = 0;
@@ -456,6 +453,9 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
       }
       case Exchange::Phase::kRead: {
         char buf[16384];
+        // Read while the request is still being written, and no final answer has begun (only
+        // an interim one, 100 Continue sent unasked, RFC 9110 15.2): the body is written on.
+        auto write_on = [&] { return x.written < total && !x.parser.has_status(); };
         for (;;) {
           ssize_t n = ::recv(x.fd, buf, sizeof buf, 0);
           if (n > 0) {
@@ -466,8 +466,9 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
               return Finish(x, FailedAnswer("Invalid response: " + problem, /*outage=*/false));
             }
             if (x.parser.done()) {
+              // A connection whose request was not written whole cannot carry the next one.
               const bool keep =
-                  x.reusable && x.parser.keep_alive() && used == static_cast<size_t>(n);
+                  x.written == total && x.parser.keep_alive() && used == static_cast<size_t>(n);
               Http1Answer a = x.parser.TakeAnswer();
               if (keep) {
                 client_.GiveBack(x.fd);
@@ -477,7 +478,10 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
             }
             continue;
           }
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (write_on()) x.phase = Exchange::Phase::kWrite;  // poll for both again
+            return;
+          }
           if (n < 0 && errno == EINTR) continue;
           const int err = n < 0 ? errno : 0;
           if (n == 0 && x.parser.EndOfStream()) {

@@ -15,6 +15,8 @@
 // by a new one, with the request sent again (as curl does; the message is at least once).
 // Timeouts (ms, from the moment the request starts): connect_timeout_ms to have a connection,
 // timeout_ms for the whole exchange, connect included.
+// An interim answer (1xx) while the body is being written does not stop the writing; a final
+// answer does (the connection is then not kept).
 #pragma once
 
 #include <poll.h>
