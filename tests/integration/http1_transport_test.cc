@@ -782,5 +782,28 @@ TEST(Http1TransportTest, AnInterimAnswerWhileTheBodyIsWrittenDoesNotStopTheBody)
   EXPECT_EQ(sink.at(0).kind, Outcome::Kind::kDelivered) << sink.at(0).error;
 }
 
+// A kept connection the receiver closes without answering after more than the connect timeout
+// (timeoutMs / 2): the request goes out again on a new connection, which gets its own connect
+// time. Before, the replacement was judged against the first connection's connect deadline and
+// reported "Connect timeout" at once, though the receiver was up and never slow to accept.
+TEST(Http1TransportTest, AKeptConnectionThatDiesLateIsReplacedWithItsOwnConnectTime) {
+  RawServer server([](int c, int connection) {
+    std::string data;
+    for (int request = 0;; ++request) {
+      long length = ReadHead(c, data);
+      if (length < 0 || !ReadBody(c, data, length)) return;
+      if (connection == 0 && request == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        return;  // closed unanswered
+      }
+      if (!WriteAll(c, kNoContent)) return;
+    }
+  });
+  auto d = Make(server.Url(), /*timeout_ms=*/1000);
+  ASSERT_EQ(PublishOne(*d, "one").kind, Outcome::Kind::kDelivered);
+  Outcome two = PublishOne(*d, "two");
+  EXPECT_EQ(two.kind, Outcome::Kind::kDelivered) << two.error;
+}
+
 }  // namespace
 }  // namespace queuebox

@@ -360,6 +360,11 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
     x.reused = false;
     x.retried = true;
     x.connected = false;
+    // The new connection gets its own connect time (within the exchange's deadline): the kept
+    // one may have died after longer than connect_timeout_ms, which says nothing of this one.
+    const Http1Client::Options& o = client_.options();
+    x.connect_deadline_ms =
+        std::min(SteadyNowMs() + std::min(o.connect_timeout_ms, o.timeout_ms), x.deadline_ms);
     x.written = 0;
     x.cancel_checked = false;  // a new send: the claim is checked again
     x.parser.Reset(x.parser.body_cap());

@@ -14,7 +14,8 @@
 // kept connection the receiver closed before answering (idle timeout, restart) is replaced once
 // by a new one, with the request sent again (as curl does; the message is at least once).
 // Timeouts (ms, from the moment the request starts): connect_timeout_ms to have a connection,
-// timeout_ms for the whole exchange, connect included.
+// timeout_ms for the whole exchange, connect included. A replacement for a dead kept connection
+// has connect_timeout_ms from when it is opened (still within timeout_ms).
 // An interim answer (1xx) while the body is being written does not stop the writing; a final
 // answer does (the connection is then not kept).
 #pragma once
