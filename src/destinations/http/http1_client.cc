@@ -109,11 +109,23 @@ Http1Client::Http1Client(Options options) : options_(std::move(options)) {
 Http1Client::~Http1Client() { CloseIdle(); }
 
 int Http1Client::TakeIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.empty()) return -1;
-  int fd = idle_.back();
-  idle_.pop_back();
-  return fd;
+  for (;;) {
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.empty()) return -1;
+      fd = idle_.back();
+      idle_.pop_back();
+    }
+    // An idle connection has nothing to read. Bytes there belong to no request (a receiver that
+    // answered twice, a stray line end): the next request would take them for its answer. An
+    // end of stream is a receiver that closed it (keep-alive timeout). Either way it is dropped,
+    // as curl does with a kept connection that turned readable.
+    char byte;
+    ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return fd;
+    ::close(fd);
+  }
 }
 
 void Http1Client::GiveBack(int fd) {
@@ -179,7 +191,6 @@ struct Http1Exchanges::Exchange {
   bool reused = false;     // fd came from the pool
   bool retried = false;    // already replaced a kept connection that had died
   bool connected = false;  // fd is connected (for the timeout kinds)
-  bool reusable = true;    // false once the receiver answered before the request was written
   Phase phase = Phase::kConnect;
   int64_t connect_deadline_ms = 0;
   int64_t deadline_ms = 0;
@@ -235,6 +246,42 @@ bool ConnectNext(X& x) {
 
 }  // namespace
 
+namespace {
+
+// True when a line of `headers` ("Name: value\r\n" each) names `name` (any letter case).
+bool NamesField(std::string_view headers, std::string_view name) {
+  for (size_t at = 0; at < headers.size();) {
+    std::string_view line = headers.substr(at, headers.find('\n', at) - at);
+    if (line.size() > name.size() && line[name.size()] == ':' &&
+        std::equal(name.begin(), name.end(), line.begin(),
+                   [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
+      return true;
+    }
+    at += line.size() + 1;
+  }
+  return false;
+}
+
+// The request line and the transport's Host, User-Agent and Accept, but not those the caller's
+// `headers` set themselves (a row's virtual Host, a destination's own User-Agent): curl sent
+// those instead of its own, and two Host fields make a receiver answer 400 (RFC 9112 3.2).
+void AppendHeadPrefix(const Http1Client& client, std::string_view headers, std::string& head) {
+  const bool host = NamesField(headers, "host");
+  const bool agent = NamesField(headers, "user-agent");
+  const bool accept = NamesField(headers, "accept");
+  if (!host && !agent && !accept) {
+    head.assign(client.head_prefix());
+    return;
+  }
+  const Http1Client::Options& o = client.options();
+  head.assign("POST ").append(o.endpoint.target).append(" HTTP/1.1\r\n");
+  if (!host) head.append("Host: ").append(o.endpoint.host_header).append("\r\n");
+  if (!agent) head.append("User-Agent: ").append(o.user_agent).append("\r\n");
+  if (!accept) head.append("Accept: */*\r\n");
+}
+
+}  // namespace
+
 void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_view body,
                            size_t body_cap, CancelCheck cancel, const void* cancel_context) {
   Exchange* x = nullptr;
@@ -252,10 +299,9 @@ void Http1Exchanges::Start(size_t tag, std::string_view headers, std::string_vie
   ++live_;
   x->fd = -1;
   x->reused = x->retried = x->connected = x->cancel_checked = x->got_any = false;
-  x->reusable = true;
   x->connect_deadline_ms = now + std::min(o.connect_timeout_ms, o.timeout_ms);
   x->deadline_ms = now + o.timeout_ms;
-  x->head.assign(client_.head_prefix());
+  AppendHeadPrefix(client_, headers, x->head);
   x->head.append(headers);
   x->head.append("Content-Length: ");
   char digits[24];
@@ -312,8 +358,12 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
     x.reused = false;
     x.retried = true;
     x.connected = false;
+    // The new connection gets its own connect time (within the exchange's deadline): the kept
+    // one may have died after longer than connect_timeout_ms, which says nothing of this one.
+    const Http1Client::Options& o = client_.options();
+    x.connect_deadline_ms =
+        std::min(SteadyNowMs() + std::min(o.connect_timeout_ms, o.timeout_ms), x.deadline_ms);
     x.written = 0;
-    x.reusable = true;
     x.cancel_checked = false;  // a new send: the claim is checked again
     x.parser.Reset(x.parser.body_cap());
     return true;
@@ -338,6 +388,7 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
       revents = 0;
       if (x.phase == Exchange::Phase::kConnect) return;  // poll says when it is connected
     }
+    const size_t total = x.head.size() + x.body.size();
     switch (x.phase) {
       case Exchange::Phase::kConnect: {
         if (revents == 0) return;
@@ -367,12 +418,11 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
           }
         }
         if ((revents & POLLIN) != 0 && x.written > 0) {
-          // The receiver answers before taking the whole request: read that answer.
-          x.reusable = false;
+          // The receiver speaks before taking the whole request: read what it says (an interim
+          // answer sends the reader back here, a final one ends the writing).
           x.phase = Exchange::Phase::kRead;
           continue;
         }
-        const size_t total = x.head.size() + x.body.size();
         while (x.written < total) {
           iovec iov[2];
           int n = 0;
@@ -406,6 +456,9 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
       }
       case Exchange::Phase::kRead: {
         char buf[16384];
+        // Read while the request is still being written, and no final answer has begun (only
+        // an interim one, 100 Continue sent unasked, RFC 9110 15.2): the body is written on.
+        auto write_on = [&] { return x.written < total && !x.parser.has_status(); };
         for (;;) {
           ssize_t n = ::recv(x.fd, buf, sizeof buf, 0);
           if (n > 0) {
@@ -416,8 +469,9 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
               return Finish(x, FailedAnswer("Invalid response: " + problem, /*outage=*/false));
             }
             if (x.parser.done()) {
+              // A connection whose request was not written whole cannot carry the next one.
               const bool keep =
-                  x.reusable && x.parser.keep_alive() && used == static_cast<size_t>(n);
+                  x.written == total && x.parser.keep_alive() && used == static_cast<size_t>(n);
               Http1Answer a = x.parser.TakeAnswer();
               if (keep) {
                 client_.GiveBack(x.fd);
@@ -427,7 +481,10 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
             }
             continue;
           }
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (write_on()) x.phase = Exchange::Phase::kWrite;  // poll for both again
+            return;
+          }
           if (n < 0 && errno == EINTR) continue;
           const int err = n < 0 ? errno : 0;
           if (n == 0 && x.parser.EndOfStream()) {

@@ -5,7 +5,8 @@
 // (bench/README.md, "Relay CPU a message"); here a request is one buffer written with the body.
 //
 // What a request is: "POST <target> HTTP/1.1", Host, User-Agent, Accept, the caller's header
-// lines, Content-Length, then the body, written with one sendmsg when the socket takes it.
+// lines, Content-Length, then the body, written with one sendmsg when the socket takes it. A
+// caller's Host, User-Agent or Accept line replaces the transport's own (as curl does).
 // What is read: the status line and headers of the answer (1xx answers skipped), the body by
 // Content-Length, chunked, or to the end of the connection, keeping its first body_cap bytes.
 // Connections: an answer that leaves the connection usable (HTTP/1.1 without "Connection: close",
@@ -13,7 +14,10 @@
 // kept connection the receiver closed before answering (idle timeout, restart) is replaced once
 // by a new one, with the request sent again (as curl does; the message is at least once).
 // Timeouts (ms, from the moment the request starts): connect_timeout_ms to have a connection,
-// timeout_ms for the whole exchange, connect included.
+// timeout_ms for the whole exchange, connect included. A replacement for a dead kept connection
+// has connect_timeout_ms from when it is opened (still within timeout_ms).
+// An interim answer (1xx) while the body is being written does not stop the writing; a final
+// answer does (the connection is then not kept).
 #pragma once
 
 #include <poll.h>
@@ -83,7 +87,8 @@ class Http1Client {
   // Accept, each line ending in CRLF.
   const std::string& head_prefix() const { return head_prefix_; }
 
-  // An idle connection (a socket), or -1.
+  // An idle connection (a socket), or -1. Idle connections with bytes to read (stray bytes that
+  // belong to no request, or the receiver's close) are closed, not handed out.
   int TakeIdle();
   // Keeps `fd` for the next request, or closes it when max_idle are kept.
   void GiveBack(int fd);

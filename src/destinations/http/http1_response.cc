@@ -164,6 +164,7 @@ void Http1ResponseParser::EndOfHead() {
     return;
   }
   if (close_) keep_alive_ = false;
+  head_bytes_ = 0;  // the head is done: each chunk line (and the trailers) is bounded on its own
   if (status_ == 204 || status_ == 304) {
     state_ = State::kDone;
   } else if (chunked_ && !transfer_to_close_) {

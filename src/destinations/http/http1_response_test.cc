@@ -159,5 +159,26 @@ TEST(Http1ResponseTest, MalformedAnswersAreProblemsNamed) {
             "head or chunk line longer than 64 KiB");
 }
 
+// The 64 KiB bound is the head's, and each chunk line's on its own: a head just under the bound
+// must not make the first chunk-size line of a chunked body "longer than 64 KiB".
+TEST(Http1ResponseTest, AHeadNearTheBoundDoesNotCountAgainstTheFirstChunkLine) {
+  std::string head = "HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\nX: ";
+  head += std::string(Http1ResponseParser::kMaxHead - head.size() - 4, 'a');
+  head += "\r\n\r\n";
+  ASSERT_EQ(head.size(), Http1ResponseParser::kMaxHead);
+  const std::string wire = head + "4\r\nboom\r\n0\r\n\r\n";
+  Read r = Parse(wire, 0);
+  EXPECT_EQ(r.problem, "");
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.answer.body, "boom");
+  ExpectSame(wire, r);
+  // A head over the bound is still refused.
+  EXPECT_EQ(
+      Parse("HTTP/1.1 200 OK\r\nX: " + std::string(Http1ResponseParser::kMaxHead, 'a') + "\r\n\r\n",
+            0)
+          .problem,
+      "head or chunk line longer than 64 KiB");
+}
+
 }  // namespace
 }  // namespace queuebox
