@@ -65,8 +65,12 @@ class ScriptedServer {
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
     if (accept_.joinable()) accept_.join();
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int c : open_) ::shutdown(c, SHUT_RDWR);
+    {
+      // Only sockets still open are in open_ (Close takes them out), so no number is shut
+      // down after the kernel gave it to another descriptor.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int c : open_) ::shutdown(c, SHUT_RDWR);
+    }
     for (auto& t : serving_) t.join();
   }
   int port() const { return port_; }
@@ -90,7 +94,15 @@ class ScriptedServer {
       serving_.emplace_back([this, c, n] { Serve(c, n); });
     }
   }
-  static void Close(int c) { ::close(c); }
+  void Close(int c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase(open_, c);
+    ::close(c);
+  }
+  // MSG_NOSIGNAL: a client that went away must not kill the test with SIGPIPE.
+  static bool Send(int c, const std::string& bytes) {
+    return ::send(c, bytes.data(), bytes.size(), MSG_NOSIGNAL) >= 0;
+  }
   void Serve(int c, int connection) {
     std::string data;
     char buf[65536];
@@ -116,12 +128,12 @@ class ScriptedServer {
       }
       data.erase(0, head_end + 4 + length);
       Reply reply = script_(requests_.fetch_add(1), connection);
-      if (!reply.bytes.empty() && ::write(c, reply.bytes.data(), reply.bytes.size()) < 0) {
+      if (!reply.bytes.empty() && !Send(c, reply.bytes)) {
         return Close(c);
       }
       if (!reply.later.empty()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(reply.later_ms));
-        if (::write(c, reply.later.data(), reply.later.size()) < 0) return Close(c);
+        if (!Send(c, reply.later)) return Close(c);
       }
       if (reply.close) {
         ::shutdown(c, SHUT_RDWR);
@@ -168,6 +180,8 @@ class RawServer {
         open_.push_back(c);
         threads_.emplace_back([this, c, n] {
           serve_(c, n);
+          std::lock_guard<std::mutex> closing(mu_);
+          std::erase(open_, c);
           ::close(c);
         });
       }
@@ -177,8 +191,10 @@ class RawServer {
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
     if (accept_.joinable()) accept_.join();
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int c : open_) ::shutdown(c, SHUT_RDWR);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int c : open_) ::shutdown(c, SHUT_RDWR);
+    }
     for (auto& t : threads_) t.join();
   }
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
