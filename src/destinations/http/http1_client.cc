@@ -148,10 +148,16 @@ void Http1Client::CloseIdle() {
   for (int fd : idle) ::close(fd);
 }
 
-std::shared_ptr<const Http1Client::Addresses> Http1Client::Resolve(bool again, std::string& error) {
-  if (!again) {
+void Http1Client::ForgetAddresses() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // At most once a second: a receiver that is down would otherwise cost a lookup per message.
+  if (addrs_ && SteadyNowMs() - resolved_ms_ >= 1000) addrs_.reset();
+}
+
+std::shared_ptr<const Http1Client::Addresses> Http1Client::Resolve(std::string& error) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    if (addrs_) return addrs_;
+    if (addrs_ && SteadyNowMs() - resolved_ms_ < kAddressTtlMs) return addrs_;
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -178,6 +184,7 @@ std::shared_ptr<const Http1Client::Addresses> Http1Client::Resolve(bool again, s
   }
   std::lock_guard<std::mutex> lock(mu_);
   addrs_ = addrs;
+  resolved_ms_ = SteadyNowMs();
   return addrs;
 }
 
@@ -374,13 +381,12 @@ void Http1Exchanges::Step(Exchange& x, short revents) {
     if (x.fd < 0) {  // a new connection
       if (!x.addrs) {
         std::string error;
-        x.addrs = client_.Resolve(/*again=*/false, error);
+        x.addrs = client_.Resolve(error);
         if (!x.addrs) return Finish(x, FailedAnswer(std::move(error), /*outage=*/true));
       }
       if (!ConnectNext(x)) {
         const Http1Endpoint& e = client_.options().endpoint;
-        std::string error;
-        client_.Resolve(/*again=*/true, error);  // the next request resolves afresh
+        client_.ForgetAddresses();  // the next connection resolves afresh
         return Finish(x, FailedAnswer("Failed to connect to " + e.host + " port " +
                                           std::to_string(e.port) + ": " + x.connect_error,
                                       /*outage=*/true));

@@ -92,10 +92,15 @@ class Http1Client {
   int TakeIdle();
   // Keeps `fd` for the next request, or closes it when max_idle are kept.
   void GiveBack(int fd);
-  // The resolved addresses of the endpoint (resolved on first use, again after a failure to
-  // connect). Empty with `error` set when the host does not resolve. Blocking (DNS).
+  // The resolved addresses of the endpoint: kept for kAddressTtlMs, and resolved again on the
+  // next use after ForgetAddresses (a failed connect). So a receiver that moved is found, and a
+  // batch to a receiver that is down looks its name up at most once a second, not per message.
+  // nullptr with `error` set when the host does not resolve (nothing is kept). Blocking (DNS):
+  // it runs on the publishing thread, once per TTL while the receiver answers.
+  static constexpr int64_t kAddressTtlMs = 30000;
   struct Addresses;
-  std::shared_ptr<const Addresses> Resolve(bool again, std::string& error);
+  std::shared_ptr<const Addresses> Resolve(std::string& error);
+  void ForgetAddresses();
   // Closes every idle connection.
   void CloseIdle();
 
@@ -105,6 +110,7 @@ class Http1Client {
   std::mutex mu_;
   std::vector<int> idle_;                   // guarded by mu_
   std::shared_ptr<const Addresses> addrs_;  // guarded by mu_
+  int64_t resolved_ms_ = 0;                 // when addrs_ was resolved; guarded by mu_
 };
 
 // Many requests at once over one client, driven by one thread (not thread-safe; one per
