@@ -41,23 +41,30 @@ struct Reply {
   int later_ms = 0;
 };
 
+// A listening socket on 127.0.0.1 at a port the kernel picks (set in `port`; 0 when a call
+// failed). A backlog of 512: a batch opens up to maxInFlight connections at once.
+int ListenOnLoopback(int& port) {
+  port = 0;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd, 512) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  return fd;
+}
+
 // A raw HTTP server on 127.0.0.1: reads each request (head and Content-Length body) and answers
 // with script(request number, connection number). Counts connections and requests.
 class ScriptedServer {
  public:
   using Script = std::function<Reply(int request, int connection)>;
   explicit ScriptedServer(Script script) : script_(std::move(script)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd_, 512) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(port_);
+    if (port_ == 0) return;
     accept_ = std::thread([this] { AcceptLoop(); });
   }
   ~ScriptedServer() {
@@ -161,17 +168,8 @@ class RawServer {
  public:
   using Serve = std::function<void(int fd, int connection)>;
   explicit RawServer(Serve serve) : serve_(std::move(serve)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd_, 512) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(port_);
+    if (port_ == 0) return;
     accept_ = std::thread([this] {
       for (int n = 0;; ++n) {
         int c = ::accept(fd_, nullptr, nullptr);

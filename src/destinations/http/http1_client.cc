@@ -355,161 +355,190 @@ Http1Answer FailedAnswer(std::string error, bool outage) {
 
 }  // namespace
 
-// Advances one exchange as far as its socket allows. revents: poll's events for its socket (0
-// when called without a poll, e.g. right after Start).
-void Http1Exchanges::Step(Exchange& x, short revents) {
-  // A kept connection the receiver closed before answering is replaced by a new one, once.
-  auto replace_dead_connection = [&]() -> bool {
-    if (!x.reused || x.retried || x.got_any) return false;
-    CloseSocket(x.fd);
-    x.reused = false;
-    x.retried = true;
-    x.connected = false;
-    // The new connection gets its own connect time (within the exchange's deadline): the kept
-    // one may have died after longer than connect_timeout_ms, which says nothing of this one.
-    const Http1Client::Options& o = client_.options();
-    x.connect_deadline_ms =
-        std::min(SteadyNowMs() + std::min(o.connect_timeout_ms, o.timeout_ms), x.deadline_ms);
-    x.written = 0;
-    x.cancel_checked = false;  // a new send: the claim is checked again
-    x.parser.Reset(x.parser.body_cap());
-    return true;
-  };
+// A kept connection the receiver closed before answering is replaced by a new one, once. True
+// when x was reset for a new connection (its socket closed: the caller connects again).
+bool Http1Exchanges::ReplaceDeadConnection(Exchange& x) {
+  if (!x.reused || x.retried || x.got_any) return false;
+  CloseSocket(x.fd);
+  x.reused = false;
+  x.retried = true;
+  x.connected = false;
+  // The new connection gets its own connect time (within the exchange's deadline): the kept
+  // one may have died after longer than connect_timeout_ms, which says nothing of this one.
+  const Http1Client::Options& o = client_.options();
+  x.connect_deadline_ms =
+      std::min(SteadyNowMs() + std::min(o.connect_timeout_ms, o.timeout_ms), x.deadline_ms);
+  x.written = 0;
+  x.cancel_checked = false;  // a new send: the claim is checked again
+  x.parser.Reset(x.parser.body_cap());
+  return true;
+}
 
-  // Each pass moves one phase on; a kept connection is replaced at most once, so this ends.
+// x has no socket: resolves the name (once) and connects to its next address.
+Http1Exchanges::Next Http1Exchanges::OpenConnection(Exchange& x) {
+  if (!x.addrs) {
+    std::string error;
+    x.addrs = client_.Resolve(error);
+    if (!x.addrs) {
+      Finish(x, FailedAnswer(std::move(error), /*outage=*/true));
+      return Next::kDone;
+    }
+  }
+  if (!ConnectNext(x)) {
+    const Http1Endpoint& e = client_.options().endpoint;
+    client_.ForgetAddresses();  // the next connection resolves afresh
+    Finish(x, FailedAnswer("Failed to connect to " + e.host + " port " + std::to_string(e.port) +
+                               ": " + x.connect_error,
+                           /*outage=*/true));
+    return Next::kDone;
+  }
+  // Connected at once, or poll says when it is.
+  return x.phase == Exchange::Phase::kConnect ? Next::kWait : Next::kAgain;
+}
+
+// A connect in progress: done, failed (the next address), or not yet.
+Http1Exchanges::Next Http1Exchanges::FinishConnect(Exchange& x, short revents) {
+  if (revents == 0) return Next::kWait;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(x.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == EINPROGRESS || err == EALREADY) return Next::kWait;
+  if (err != 0) {
+    x.connect_error = SocketErrorText(err);
+    CloseSocket(x.fd);  // OpenConnection tries the next address, or fails
+    return Next::kAgain;
+  }
+  x.connected = true;
+  x.phase = Exchange::Phase::kWrite;
+  return Next::kAgain;
+}
+
+// Writes what the socket takes of the request; checks the claim before its first byte.
+Http1Exchanges::Next Http1Exchanges::Write(Exchange& x, short revents) {
+  if (!x.cancel_checked) {
+    x.cancel_checked = true;
+    if (x.cancel != nullptr && x.cancel(x.cancel_context)) {
+      Http1Answer a;
+      a.kind = Http1Answer::Kind::kCancelled;
+      client_.GiveBack(x.fd);  // connected and unused: good for the next request
+      x.fd = -1;
+      Finish(x, std::move(a));
+      return Next::kDone;
+    }
+  }
+  if ((revents & POLLIN) != 0 && x.written > 0) {
+    // The receiver speaks before taking the whole request: read what it says (an interim
+    // answer sends the reader back here, a final one ends the writing).
+    x.phase = Exchange::Phase::kRead;
+    return Next::kAgain;
+  }
+  const size_t total = x.head.size() + x.body.size();
+  while (x.written < total) {
+    iovec iov[2];
+    int n = 0;
+    if (x.written < x.head.size()) {
+      iov[n++] = {x.head.data() + x.written, x.head.size() - x.written};
+      if (!x.body.empty()) iov[n++] = {const_cast<char*>(x.body.data()), x.body.size()};
+    } else {
+      const size_t off = x.written - x.head.size();
+      iov[n++] = {const_cast<char*>(x.body.data()) + off, x.body.size() - off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(x.fd, &msg, MSG_NOSIGNAL);
+    if (sent > 0) {
+      x.written += static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Next::kWait;
+    if (sent < 0 && errno == EINTR) continue;
+    const int err = sent < 0 ? errno : EPIPE;
+    if (ReplaceDeadConnection(x)) return Next::kAgain;
+    Finish(x, FailedAnswer("Send failure: " + SocketErrorText(err), /*outage=*/true));
+    return Next::kDone;
+  }
+  x.phase = Exchange::Phase::kRead;
+  return Next::kAgain;
+}
+
+// Reads what the socket holds of the answer; finishes x when it is whole or cannot be.
+Http1Exchanges::Next Http1Exchanges::Read(Exchange& x) {
+  const size_t total = x.head.size() + x.body.size();
+  char buf[16384];
   for (;;) {
-    if (x.fd < 0) {  // a new connection
-      if (!x.addrs) {
-        std::string error;
-        x.addrs = client_.Resolve(error);
-        if (!x.addrs) return Finish(x, FailedAnswer(std::move(error), /*outage=*/true));
+    ssize_t n = ::recv(x.fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      x.got_any = true;
+      std::string problem;
+      size_t used = x.parser.Feed(std::string_view(buf, static_cast<size_t>(n)), problem);
+      if (!problem.empty()) {
+        Finish(x, FailedAnswer("Invalid response: " + problem, /*outage=*/false));
+        return Next::kDone;
       }
-      if (!ConnectNext(x)) {
-        const Http1Endpoint& e = client_.options().endpoint;
-        client_.ForgetAddresses();  // the next connection resolves afresh
-        return Finish(x, FailedAnswer("Failed to connect to " + e.host + " port " +
-                                          std::to_string(e.port) + ": " + x.connect_error,
-                                      /*outage=*/true));
+      if (!x.parser.done()) continue;
+      // A connection whose request was not written whole cannot carry the next one.
+      const bool keep =
+          x.written == total && x.parser.keep_alive() && used == static_cast<size_t>(n);
+      Http1Answer a = x.parser.TakeAnswer();
+      if (keep) {
+        client_.GiveBack(x.fd);
+        x.fd = -1;
       }
+      Finish(x, std::move(a));
+      return Next::kDone;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // Still writing, and no final answer has begun (only an interim one, 100 Continue sent
+      // unasked, RFC 9110 15.2): the body is written on, poll watches both ways again.
+      if (x.written < total && !x.parser.has_status()) x.phase = Exchange::Phase::kWrite;
+      return Next::kWait;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int err = n < 0 ? errno : 0;
+    if (n == 0 && x.parser.EndOfStream()) {
+      Finish(x, x.parser.TakeAnswer());
+      return Next::kDone;
+    }
+    if (ReplaceDeadConnection(x)) return Next::kAgain;
+    if (!x.got_any) {
+      Finish(x, err == 0 ? FailedAnswer("Empty reply from server", /*outage=*/true)
+                         : FailedAnswer("Recv failure: " + SocketErrorText(err), true));
+    } else {
+      // Part of an answer, then the end: curl's "transfer closed" (spends an attempt).
+      Finish(x, FailedAnswer(err == 0 ? "Connection closed before the whole answer"
+                                      : "Recv failure: " + SocketErrorText(err),
+                             /*outage=*/!x.parser.has_status()));
+    }
+    return Next::kDone;
+  }
+}
+
+// Advances one exchange as far as its socket allows. revents: poll's events for its socket (0
+// when called without a poll, e.g. right after Start, or after a phase moved on). Each pass
+// moves one phase on; a kept connection is replaced at most once and each address tried once,
+// so this ends.
+void Http1Exchanges::Step(Exchange& x, short revents) {
+  for (;;) {
+    Next next = Next::kAgain;
+    if (x.fd < 0) {
+      next = OpenConnection(x);
       revents = 0;
-      if (x.phase == Exchange::Phase::kConnect) return;  // poll says when it is connected
+      if (next != Next::kAgain) return;
     }
-    const size_t total = x.head.size() + x.body.size();
     switch (x.phase) {
-      case Exchange::Phase::kConnect: {
-        if (revents == 0) return;
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (::getsockopt(x.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-        if (err == EINPROGRESS || err == EALREADY) return;
-        if (err != 0) {
-          x.connect_error = SocketErrorText(err);
-          CloseSocket(x.fd);
-          continue;  // the next address, or the failure
-        }
-        x.connected = true;
-        x.phase = Exchange::Phase::kWrite;
-        revents = 0;
-        continue;
-      }
-      case Exchange::Phase::kWrite: {
-        if (!x.cancel_checked) {
-          x.cancel_checked = true;
-          if (x.cancel != nullptr && x.cancel(x.cancel_context)) {
-            Http1Answer a;
-            a.kind = Http1Answer::Kind::kCancelled;
-            client_.GiveBack(x.fd);  // connected and unused: good for the next request
-            x.fd = -1;
-            return Finish(x, std::move(a));
-          }
-        }
-        if ((revents & POLLIN) != 0 && x.written > 0) {
-          // The receiver speaks before taking the whole request: read what it says (an interim
-          // answer sends the reader back here, a final one ends the writing).
-          x.phase = Exchange::Phase::kRead;
-          continue;
-        }
-        while (x.written < total) {
-          iovec iov[2];
-          int n = 0;
-          if (x.written < x.head.size()) {
-            iov[n++] = {x.head.data() + x.written, x.head.size() - x.written};
-            if (!x.body.empty()) {
-              iov[n++] = {const_cast<char*>(x.body.data()), x.body.size()};
-            }
-          } else {
-            const size_t off = x.written - x.head.size();
-            iov[n++] = {const_cast<char*>(x.body.data()) + off, x.body.size() - off};
-          }
-          msghdr msg{};
-          msg.msg_iov = iov;
-          msg.msg_iovlen = static_cast<size_t>(n);
-          ssize_t sent = ::sendmsg(x.fd, &msg, MSG_NOSIGNAL);
-          if (sent > 0) {
-            x.written += static_cast<size_t>(sent);
-            continue;
-          }
-          if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-          if (sent < 0 && errno == EINTR) continue;
-          const int err = sent < 0 ? errno : EPIPE;
-          if (replace_dead_connection()) break;
-          return Finish(x, FailedAnswer("Send failure: " + SocketErrorText(err), /*outage=*/true));
-        }
-        if (x.fd < 0) continue;  // replaced: connect again
-        x.phase = Exchange::Phase::kRead;
-        revents = 0;
-        [[fallthrough]];
-      }
-      case Exchange::Phase::kRead: {
-        char buf[16384];
-        // Read while the request is still being written, and no final answer has begun (only
-        // an interim one, 100 Continue sent unasked, RFC 9110 15.2): the body is written on.
-        auto write_on = [&] { return x.written < total && !x.parser.has_status(); };
-        for (;;) {
-          ssize_t n = ::recv(x.fd, buf, sizeof buf, 0);
-          if (n > 0) {
-            x.got_any = true;
-            std::string problem;
-            size_t used = x.parser.Feed(std::string_view(buf, static_cast<size_t>(n)), problem);
-            if (!problem.empty()) {
-              return Finish(x, FailedAnswer("Invalid response: " + problem, /*outage=*/false));
-            }
-            if (x.parser.done()) {
-              // A connection whose request was not written whole cannot carry the next one.
-              const bool keep =
-                  x.written == total && x.parser.keep_alive() && used == static_cast<size_t>(n);
-              Http1Answer a = x.parser.TakeAnswer();
-              if (keep) {
-                client_.GiveBack(x.fd);
-                x.fd = -1;
-              }
-              return Finish(x, std::move(a));
-            }
-            continue;
-          }
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (write_on()) x.phase = Exchange::Phase::kWrite;  // poll for both again
-            return;
-          }
-          if (n < 0 && errno == EINTR) continue;
-          const int err = n < 0 ? errno : 0;
-          if (n == 0 && x.parser.EndOfStream()) {
-            return Finish(x, x.parser.TakeAnswer());
-          }
-          if (replace_dead_connection()) break;
-          if (!x.got_any) {
-            return Finish(x, err == 0
-                                 ? FailedAnswer("Empty reply from server", /*outage=*/true)
-                                 : FailedAnswer("Recv failure: " + SocketErrorText(err), true));
-          }
-          // Part of an answer, then the end: curl's "transfer closed" (spends an attempt).
-          return Finish(x, FailedAnswer(err == 0 ? "Connection closed before the whole answer"
-                                                 : "Recv failure: " + SocketErrorText(err),
-                                        /*outage=*/!x.parser.has_status()));
-        }
-        continue;  // replaced: connect again
-      }
+      case Exchange::Phase::kConnect:
+        next = FinishConnect(x, revents);
+        break;
+      case Exchange::Phase::kWrite:
+        next = Write(x, revents);
+        break;
+      case Exchange::Phase::kRead:
+        next = Read(x);
+        break;
     }
+    if (next != Next::kAgain) return;
+    revents = 0;
   }
 }
 

@@ -136,7 +136,14 @@ class Http1Exchanges {
 
  private:
   struct Exchange;
+  // What a phase of Step left: wait for the socket, go on at once, or the exchange finished.
+  enum class Next { kWait, kAgain, kDone };
   void Step(Exchange& x, short revents);
+  Next OpenConnection(Exchange& x);
+  Next FinishConnect(Exchange& x, short revents);
+  Next Write(Exchange& x, short revents);
+  Next Read(Exchange& x);
+  bool ReplaceDeadConnection(Exchange& x);
   void Finish(Exchange& x, Http1Answer answer);
 
   Http1Client& client_;
