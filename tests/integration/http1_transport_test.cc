@@ -343,7 +343,7 @@ TEST(Http1TransportTest, AnAnswerWithoutLengthEndsWithTheConnection) {
   EXPECT_EQ(o.error, "HTTP 503: Service Unavailable - busy");
 }
 
-TEST(Http1TransportTest, InterimAnswersAreSkipped) {
+TEST(Http1TransportTest, InterimAnswersArePassedOver) {
   ScriptedServer server([](int, int) {
     return Reply{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"};
   });

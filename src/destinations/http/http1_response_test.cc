@@ -78,7 +78,7 @@ TEST(Http1ResponseTest, TheBodyIsKeptUpToItsCapAndReadWhole) {
   EXPECT_TRUE(r.keep_alive);
 }
 
-TEST(Http1ResponseTest, InterimAnswersAreSkipped) {
+TEST(Http1ResponseTest, InterimAnswersArePassedOver) {
   const std::string wire =
       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
       "HTTP/1.1 204 No Content\r\n\r\n";
