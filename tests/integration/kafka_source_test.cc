@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include "admin/metrics.h"
 #include "admin_test_support.h"
 #include "core/log.h"
+#include "sources/kafka/kafka_commit.h"
 #include "testing/broker_servers.h"
 #include "testing/http_receiver.h"
 #include "testing/kafka_reader.h"
@@ -678,6 +680,47 @@ TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
   source->Stop();
   EXPECT_EQ(logs.Count("reaches no broker"), 2);
   rd_kafka_destroy(producer);
+}
+
+// rd_kafka_commit(..., 0) waits for an absent coordinator (45 s here, past 145 s with every broker
+// down); in the source's rebalance callbacks that held the consumer thread: health stayed up and
+// Stop() waited. CommitWithin gives up at its bound, and commits once the coordinator is back.
+TEST(KafkaCommitTest, ACommitWithTheCoordinatorDownGivesUpAtItsBound) {
+  testing::MockKafkaCluster mock(3);
+  const std::string topic = "qb.commit";
+  const std::string group = "qb-commit";
+  ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), topic.c_str(), 1, 3),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(mock.get(), topic.c_str(), 0, 2),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_mock_coordinator_set(mock.get(), "group", group.c_str(), 1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_t* consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, {{"bootstrap.servers", mock.bootstraps()},
+                                         {"group.id", group},
+                                         {"enable.auto.commit", "false"}});
+  rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(offsets, topic.c_str(), 0)->offset = 7;
+  auto committed = [&] {
+    return testing::CommittedKafkaOffsets(mock.bootstraps(), group, topic, 1);
+  };
+
+  ASSERT_EQ(sources::CommitWithin(consumer, offsets, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  EXPECT_EQ(committed(), std::vector<int64_t>{7});
+
+  rd_kafka_mock_broker_set_down(mock.get(), 1);  // the coordinator; two brokers answer
+  offsets->elems[0].offset = 9;
+  std::future<rd_kafka_resp_err_t> answer = std::async(
+      std::launch::async, [&] { return sources::CommitWithin(consumer, offsets, 2000); });
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the commit waits for the coordinator";
+  EXPECT_EQ(answer.get(), RD_KAFKA_RESP_ERR__TIMED_OUT);
+
+  rd_kafka_mock_broker_set_up(mock.get(), 1);
+  EXPECT_EQ(sources::CommitWithin(consumer, offsets, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  EXPECT_EQ(committed(), std::vector<int64_t>{9});
+  rd_kafka_topic_partition_list_destroy(offsets);
+  rd_kafka_destroy(consumer);
 }
 
 }  // namespace

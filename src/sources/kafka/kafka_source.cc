@@ -20,6 +20,7 @@
 #include "core/redaction.h"
 #include "destinations/kafka/kafka_security.h"
 #include "sources/broker_intake.h"
+#include "sources/kafka/kafka_commit.h"
 
 namespace queuebox::sources {
 namespace {
@@ -30,6 +31,8 @@ constexpr int kFirstPollMs = 200;           // wait for the first record of a ba
 constexpr int64_t kProbeIntervalMs = 1000;  // while no broker answers: one metadata probe a second
 constexpr int kProbeTimeoutMs = 500;
 constexpr int kSeekTimeoutMs = 10000;
+// A synchronous commit (in a rebalance, so also in the close) waits no longer than this.
+constexpr int kCommitTimeoutMs = 5000;
 constexpr int64_t kStoreBackoffInitialMs = 250;
 constexpr int64_t kStoreBackoffCapMs = 10000;  // short of max.poll.interval.ms (5 min)
 
@@ -434,7 +437,9 @@ void KafkaSource::ProbeBrokers(rd_kafka_t* rk) {
 
 void KafkaSource::Close(rd_kafka_t* rk) {
   if (up_) {
-    rd_kafka_consumer_close(rk);  // revokes the partitions: commits what was stored
+    // Revokes the partitions (commits what was stored, CommitWithin) and leaves the group;
+    // librdkafka waits at most session.timeout.ms for an absent coordinator.
+    rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
   } else {
     // No broker answers: leaving the group would only wait. What was stored and not committed
@@ -490,7 +495,7 @@ void KafkaSource::OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
     if (error == nullptr && ahead.list->cnt > 0) {
       // Stored too, so a later offset-less commit (a revoke, the close) includes them.
       rd_kafka_offsets_store(rk, ahead.list);
-      rd_kafka_resp_err_t c = rd_kafka_commit(rk, ahead.list, 0);
+      rd_kafka_resp_err_t c = CommitWithin(rk, ahead.list, kCommitTimeoutMs);
       if (c != RD_KAFKA_RESP_ERR_NO_ERROR) {
         self->WarnLimited(
             "Kafka source cannot commit what it stored before the rebalance (a later commit "
@@ -503,7 +508,7 @@ void KafkaSource::OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
               {{"source", self->settings_.name}, {"partitions", std::to_string(partitions->cnt)}});
     if (!rd_kafka_assignment_lost(rk)) {
       // Hand the next owner everything stored: a synchronous commit before letting go.
-      rd_kafka_resp_err_t c = rd_kafka_commit(rk, nullptr, 0);
+      rd_kafka_resp_err_t c = CommitWithin(rk, nullptr, kCommitTimeoutMs);
       if (c != RD_KAFKA_RESP_ERR_NO_ERROR && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         self->WarnLimited(
             "Kafka source cannot commit before a rebalance (the next owner "

@@ -7,7 +7,7 @@
 // records, stores them with ONE InboxIntake::Store (filtered records skipped), and only after
 // that call succeeded marks the offsets past the batch as consumed and commits them
 // (asynchronously; synchronously before partitions are revoked, so a rebalance hands the next
-// owner what was stored). The source remembers per partition how far it stored: when librdkafka
+// owner what was stored, waiting at most 5 s: CommitWithin, kafka_commit.h). The source remembers per partition how far it stored: when librdkafka
 // dropped an assignment as lost (a commit refused for a stale generation, as while the group
 // rebalances), and with it the offsets stored and not committed, the partition given back starts
 // there and that offset is committed in the assign callback (not left to a re-read that a stop
