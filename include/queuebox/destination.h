@@ -123,6 +123,13 @@ class Destination {
   // it is handed over is not sent (Outcome::Cancelled()). Never throws.
   virtual void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) = 0;
 
+  // True when PublishBatch puts its whole batch on one ordered channel and reads the broker's
+  // answers pipelined (RabbitMQ: publisher confirms), so a large batch costs about one round
+  // trip. The relay then hands it a task's rows (different keys, at most outbox.batchSize) in one
+  // call and counts the call as ONE of outbox.concurrency's publishes (docs/compatibility.md).
+  // False (the default): a call counts one publish per message.
+  virtual bool PipelinesBatch() const { return false; }
+
   // Health of the destination's connection, for /health/ready (brokers). Bounded; OK by default.
   virtual Status Health() { return Status::Ok(); }
 

@@ -6,8 +6,10 @@
 //                 many fit under the claim-ahead limit (ClaimAheadLimit), dead-letters unroutable
 //                 rows, groups the rest by destination and queues one task per group.
 //   workers       publish a task's rows in slices with at most `concurrency` messages in
-//                 Destination::PublishBatch at once across the replica; the worker that publishes
-//                 a task's last slice has its outcomes written, one fenced statement per kind.
+//                 Destination::PublishBatch at once across the replica (a destination that
+//                 PipelinesBatch takes a task in one call, counted as one); the worker that
+//                 publishes a task's last slice has its outcomes written, one fenced statement
+//                 per kind.
 //   lease keeper  renews every held claim in one statement every lease/3; a claim it did not
 //                 renew is lost: its publish is cancelled, it is counted once, nothing is written.
 // Per-key order needs no logic here: a claim never returns two rows of one key, and a key's
@@ -379,20 +381,23 @@ class RelayImpl final : public Relay {
     const auto concurrency = static_cast<size_t>(options_.outbox.concurrency);
     while (true) {
       std::shared_ptr<QueuedTask> queued;
-      size_t begin = 0, end = 0;
+      size_t begin = 0, end = 0, slots = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
         task_cv_.wait(
             lock, [&] { return workers_stop_ || (!tasks_.empty() && publishing_ < concurrency); });
         if (workers_stop_) return;
-        // The next slice of the oldest task, as many rows as there are free publish slots.
+        // The next slice of the oldest task: as many rows as there are free publish slots, or
+        // the rest of the task in one slot for a destination that pipelines a batch.
         queued = tasks_.front();
         const size_t size = queued->task.rows.size();
         begin = queued->next;
-        end = begin + std::min(size - begin, concurrency - publishing_);
+        const bool pipelined = queued->task.destination->PipelinesBatch();
+        end = pipelined ? size : begin + std::min(size - begin, concurrency - publishing_);
+        slots = pipelined ? 1 : end - begin;
         queued->next = end;
         queued->publishing += end - begin;
-        publishing_ += end - begin;
+        publishing_ += slots;
         if (end == size) tasks_.pop_front();
         // One waiting worker per slice that can start (no herd on every change).
         if (!tasks_.empty() && publishing_ < concurrency) task_cv_.notify_one();
@@ -401,7 +406,7 @@ class RelayImpl final : public Relay {
       size_t written = 0;  // rows whose outcomes this worker writes: the task's published ones
       {
         std::lock_guard<std::mutex> lock(mu_);
-        publishing_ -= end - begin;
+        publishing_ -= slots;
         queued->publishing -= end - begin;
         if (queued->publishing == 0 &&
             (queued->next == queued->task.rows.size() || queued->abandoned)) {
@@ -477,7 +482,8 @@ class RelayImpl final : public Relay {
   int64_t in_flight_ = 0;
   int64_t abandoned_ = 0;
   std::deque<std::shared_ptr<QueuedTask>> tasks_;  // tasks with rows not yet handed to a publish
-  size_t publishing_ = 0;                          // messages in PublishBatch now, <= concurrency
+  size_t publishing_ =
+      0;  // publish slots taken now (a message, or a pipelined call), <= concurrency
   Clock::time_point last_cycle_;
   Clock::time_point last_reclaim_{};  // the poller's
 

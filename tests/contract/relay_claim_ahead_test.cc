@@ -83,14 +83,17 @@ class RecordingClaims : public OutboxClaims {
 class GatedDestination : public Destination {
  public:
   // `count`: messages published, kept by the test beyond the relay that owns this destination.
-  explicit GatedDestination(std::shared_ptr<std::atomic<size_t>> count)
-      : count_(std::move(count)) {}
+  // `pipelined`: what PipelinesBatch answers.
+  explicit GatedDestination(std::shared_ptr<std::atomic<size_t>> count, bool pipelined = false)
+      : count_(std::move(count)), pipelined_(pipelined) {}
 
   const std::string& name() const override { return name_; }
   std::string_view type() const override { return "gated"; }
   Status Start() override { return Status::Ok(); }
+  bool PipelinesBatch() const override { return pipelined_; }
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override {
     std::unique_lock<std::mutex> lock(mu_);
+    batch_sizes_.push_back(batch.size());
     in_flight_ += batch.size();
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
     for (const OutboundMessage& m : batch) {
@@ -131,6 +134,11 @@ class GatedDestination : public Destination {
     std::lock_guard<std::mutex> lock(mu_);
     return max_in_flight_;
   }
+  // The size of each PublishBatch call, in call order.
+  std::vector<size_t> batch_sizes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batch_sizes_;
+  }
   int key_overlaps() {
     std::lock_guard<std::mutex> lock(mu_);
     return key_overlaps_;
@@ -138,6 +146,8 @@ class GatedDestination : public Destination {
 
  private:
   std::shared_ptr<std::atomic<size_t>> count_;
+  const bool pipelined_;
+  std::vector<size_t> batch_sizes_;
   std::string name_ = "sink";
   std::mutex mu_;
   std::condition_variable cv_;
@@ -204,7 +214,7 @@ class RelayClaimAheadTest : public ::testing::TestWithParam<std::string> {
   }
 
   void Start(const RelayOptions& o) {
-    auto d = std::make_unique<GatedDestination>(published_count_);
+    auto d = std::make_unique<GatedDestination>(published_count_, pipelined_);
     destination_ = d.get();
     std::map<std::string, std::unique_ptr<Destination>> ds;
     ds.emplace("sink", std::move(d));
@@ -232,6 +242,7 @@ class RelayClaimAheadTest : public ::testing::TestWithParam<std::string> {
   GatedDestination* destination_ = nullptr;  // owned by relay_
   std::shared_ptr<std::atomic<size_t>> published_count_ = std::make_shared<std::atomic<size_t>>(0);
   bool gate_closed_ = false;
+  bool pipelined_ = false;  // the destination PipelinesBatch
   std::unique_ptr<Relay> relay_;
 };
 
@@ -245,6 +256,23 @@ TEST_P(RelayClaimAheadTest, AtConcurrencyOneEachClaimTakesTheWholeBatch) {
               ElementsAre(std::pair<int, size_t>{100, 100}, std::pair<int, size_t>{100, 100},
                           std::pair<int, size_t>{100, 50}));
   EXPECT_EQ(destination_->max_in_flight(), 1u) << "concurrency 1: one message in a publish";
+  EXPECT_EQ(destination_->published().size(), 250u);
+  EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+// A destination that pipelines a batch (RabbitMQ) takes each claimed task whole, and the call
+// counts as one publish: at concurrency 1 one call at a time, 100 messages in it.
+TEST_P(RelayClaimAheadTest, APipeliningDestinationTakesEachTaskInOneCall) {
+  outbox_->InsertRows(
+      250, [](int n) -> std::optional<std::string> { return "key-" + std::to_string(n % 50); });
+  pipelined_ = true;
+  Start(Options(100, 1));
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+  // 50 keys: each claim takes one row of each key (a key's next row waits for its outcome).
+  EXPECT_THAT(destination_->batch_sizes(), ::testing::Each(50u));
+  EXPECT_EQ(destination_->max_in_flight(), 50u) << "one call at a time, the whole task in it";
+  EXPECT_EQ(destination_->key_overlaps(), 0);
   EXPECT_EQ(destination_->published().size(), 250u);
   EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
   EXPECT_EQ(relay_->Stop(), 0);

@@ -453,19 +453,11 @@ struct RabbitMqDestination::Batch {
 void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) {
   Batch b(batch, settings_.max_error_body_bytes);
   Prepare(b);
-  // Waits for the channel (another batch may await its confirms for up to confirmTimeoutMs),
-  // checking for lost claims: a batch with nothing left to publish returns without waiting more.
-  // try_lock and a 20 ms sleep, not timed_mutex::try_lock_for: ThreadSanitizer (g++ 12) does not
-  // see pthread_mutex_clocklock and reported the unlock as one of an unlocked mutex.
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  while (!lock.try_lock()) {
-    channel_waits_.fetch_add(1);
-    if (b.CancelLost()) {
-      b.Report(sink);
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!TakeChannel(b)) {
+    b.Report(sink);
+    return;
   }
+  std::unique_lock<std::mutex> lock(mu_);  // a reconnect or Stop() may hold it, bounded
   b.CancelLost();  // lost while waiting: not connected for, nor counted as an outage
   DropIfClosedWhileIdle();
   if (DeclareExchanges(b)) {
@@ -473,7 +465,31 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
     AwaitConfirms(b);
     Finish(b);
   }
+  lock.unlock();
+  ReleaseChannel();
   b.Report(sink);
+}
+
+bool RabbitMqDestination::TakeChannel(Batch& b) {
+  // Another batch may await its confirms for up to confirmTimeoutMs: the wait wakes when the
+  // channel is released, and every 20 ms to see lost claims. A condition variable, not
+  // timed_mutex::try_lock_for: ThreadSanitizer (g++ 12) does not see pthread_mutex_clocklock.
+  std::unique_lock<std::mutex> lock(channel_mu_);
+  while (channel_taken_) {
+    channel_waits_.fetch_add(1);
+    if (b.CancelLost()) return false;  // nothing left to publish
+    channel_free_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  channel_taken_ = true;
+  return true;
+}
+
+void RabbitMqDestination::ReleaseChannel() {
+  {
+    std::lock_guard<std::mutex> lock(channel_mu_);
+    channel_taken_ = false;
+  }
+  channel_free_.notify_one();
 }
 
 HeaderList RabbitMqStringHeaders(const std::string& topic, HeaderList merged,

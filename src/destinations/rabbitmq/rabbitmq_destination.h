@@ -20,16 +20,19 @@
 //   broken connection => Retry with the reason. A message RabbitMQ can never take => Reject
 //   (dead at once, the batch goes on; broker_common.h): row headers not a JSON object of
 //   strings, a payload that is not JSON, an exchange, routing key or header name over 255 bytes.
-// Throughput: the whole batch is published, then the confirms are read (pipelined).
+// Throughput: the whole batch is published, then the confirms are read (pipelined); the relay
+//   hands it a whole claimed task in one call (PipelinesBatch), so a round of confirms carries up
+//   to outbox.batchSize messages, not outbox.concurrency.
 //
 // Thread-safety: a connection is not thread-safe, so PublishBatch calls on one destination run
-// one at a time (a mutex); Health() does not wait for a running batch.
+// one at a time (TakeChannel); Health() does not wait for a running batch.
 #pragma once
 
 #include <amqp.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -95,6 +98,8 @@ class RabbitMqDestination final : public Destination {
   // path meanwhile. kUnavailable naming the destination when the broker refuses the exchange.
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // One confirm channel keeps the batch's order and its confirms are read pipelined.
+  bool PipelinesBatch() const override { return true; }
   // OK while the connection is open; kUnavailable with the last error otherwise.
   Status Health() override;
   void Stop() override;
@@ -111,6 +116,10 @@ class RabbitMqDestination final : public Destination {
   // 1 (no lock): exchange, headers, message id and routing key of every message; a message that
   //   can never be sent (bad row headers or AMQP property) is rejected here.
   void Prepare(Batch& b) const;
+  // Waits until no other batch holds the channel and takes it; false (nothing taken) when every
+  // message of `b` was cancelled meanwhile. ReleaseChannel hands it to the next batch.
+  bool TakeChannel(Batch& b);
+  void ReleaseChannel();
   // Replaces a connection the broker closed while idle (under mu_ from here on).
   void DropIfClosedWhileIdle();
   // 2: declares each exchange once per connection; a failed declare closes the channel, so its
@@ -138,8 +147,12 @@ class RabbitMqDestination final : public Destination {
   std::string host_;
   int port_ = 5672;
 
-  // One batch at a time; guards conn_ and the backoff state. A batch waiting for it polls
-  // (try_lock) and checks for lost claims.
+  // One batch at a time holds the channel (TakeChannel), so a batch waits on channel_free_ and
+  // can see its lost claims meanwhile.
+  std::mutex channel_mu_;
+  std::condition_variable channel_free_;
+  bool channel_taken_ = false;  // guarded by channel_mu_
+  // Guards conn_ and the backoff state (a batch, the reconnect loop, Stop).
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
   int failures_ = 0;
