@@ -19,7 +19,8 @@
 //   not a JSON object of strings, a payload that is not JSON, a topic longer than 249
 //   characters or with a character outside [a-zA-Z0-9._-].
 // Throughput: the whole batch is produced at once; delivery reports are matched to their message
-//   through the message opaque and collected until all arrived or timeoutMs (+2 s) passed.
+//   through the message opaque and collected until all arrived or timeoutMs (+2 s) passed. The
+//   relay hands it a whole claimed task in one call (PipelinesBatch).
 //
 // Thread-safety: PublishBatch may run on several threads at once (librdkafka is thread-safe;
 // any thread's poll may serve another batch's reports, which go to that batch's shared state).
@@ -86,6 +87,8 @@ class KafkaDestination final : public Destination {
   // kInvalidArgument when librdkafka refuses a property.
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // The batch is produced at once and its delivery reports collected together.
+  bool PipelinesBatch() const override { return true; }
   // Unavailable while every broker is down (librdkafka _ALL_BROKERS_DOWN until a delivery or
   // a broker comes back) or after a fatal producer error.
   Status Health() override;

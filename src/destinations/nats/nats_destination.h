@@ -35,7 +35,8 @@
 // Throughput: the batch is published asynchronously (js_PublishMsgAsync); PubAcks are matched
 //   to their message by Nats-Msg-Id through a registry of in-flight messages. Each message has
 //   its own PubAck deadline (timeoutMs, nats.c's jsPubOptions.MaxWait): a late PubAck costs
-//   only its own message, never the other batches in flight on the connection.
+//   only its own message, never the other batches in flight on the connection. The relay hands
+//   it a whole claimed task in one call (PipelinesBatch).
 // Teardown: Stop waits for nats.c's closed callback (its connection callbacks run on the
 //   library's thread after Close returns); the PubAck handler's closure is never freed and
 //   reaches the registry only while the destination holds it.
@@ -108,6 +109,8 @@ class NatsDestination final : public Destination {
   // cannot be set up at all (bad options).
   Status Start() override;
   void PublishBatch(std::span<const OutboundMessage> batch, OutcomeSink& sink) override;
+  // The batch is published asynchronously and its PubAcks awaited together.
+  bool PipelinesBatch() const override { return true; }
   // OK while connected; kUnavailable while reconnecting or closed.
   Status Health() override;
   void Stop() override;
