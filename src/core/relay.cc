@@ -60,9 +60,16 @@ struct ThrottledRows {
 };
 
 // The most rows a replica holds (claimed, outcome not yet written): a batch being written, a
-// batch queued, and `concurrency` in flight. The poller claims only when a whole batch fits.
-int64_t ClaimAheadLimit(const OutboxConfig& o) {
-  return 2 * static_cast<int64_t>(o.batch_size) + o.concurrency;
+// batch queued, and what is in flight: `concurrency` messages, or a whole batch when a destination
+// PipelinesBatch (its task is one publish). The poller claims only when a whole batch fits.
+int64_t ClaimAheadLimit(const OutboxConfig& o, bool pipelined) {
+  const int64_t batch = o.batch_size;
+  return 2 * batch + (pipelined ? std::max<int64_t>(batch, o.concurrency) : o.concurrency);
+}
+
+bool AnyPipelines(const std::map<std::string, std::unique_ptr<Destination>>& destinations) {
+  return std::any_of(destinations.begin(), destinations.end(),
+                     [](const auto& d) { return d.second->PipelinesBatch(); });
 }
 
 class RelayImpl final : public Relay {
@@ -75,6 +82,7 @@ class RelayImpl final : public Relay {
         replicas_(replicas),
         router_(std::move(router)),
         destinations_(std::move(destinations)),
+        claim_ahead_limit_(ClaimAheadLimit(options_.outbox, AnyPipelines(destinations_))),
         observer_(observer != nullptr ? observer : &noop_),
         publisher_(options_, destinations_, observer_),
         writer_({options_.outbox.retry_base_delay_ms, options_.outbox.claim_timeout_ms,
@@ -205,7 +213,7 @@ class RelayImpl final : public Relay {
         if (stopping_) break;
         wake_ = false;
         cycle = ++cycle_seq_;
-        room = ClaimAheadLimit(options_.outbox) - in_flight_;
+        room = claim_ahead_limit_ - in_flight_;
         started_idle = in_flight_ == 0 && tasks_.empty();
       }
       Status cycle_status = ReclaimWhenDue();
@@ -465,6 +473,7 @@ class RelayImpl final : public Relay {
   Router router_;
   std::vector<std::optional<Template>> route_keys_;
   std::map<std::string, std::unique_ptr<Destination>> destinations_;
+  const int64_t claim_ahead_limit_;                            // ClaimAheadLimit
   std::map<Destination*, std::unique_ptr<RateLimit>> limits_;  // destinations with a rateLimit
   NoopObserver noop_;
   RelayObserver* observer_;

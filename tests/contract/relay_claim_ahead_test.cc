@@ -31,6 +31,7 @@ class RecordingClaims : public OutboxClaims {
     auto rows = real_->Claim(limit, lease_ms);
     std::lock_guard<std::mutex> lock(mu_);
     if (rows.ok() && !rows->empty()) claims_.push_back({limit, rows->size()});
+    cv_.notify_all();
     return rows;
   }
   Result<std::vector<std::string>> MarkSent(std::span<const Fence> fences) override {
@@ -62,6 +63,11 @@ class RecordingClaims : public OutboxClaims {
   std::vector<std::pair<int, size_t>> claims() {
     std::lock_guard<std::mutex> lock(mu_);
     return claims_;
+  }
+  // Waits until `n` claims returned rows.
+  bool WaitForClaims(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return claims_.size() >= n; });
   }
   // Waits until row `id` was renewed `n` times.
   bool WaitForRenewals(const std::string& id, int n, std::chrono::milliseconds timeout) {
@@ -274,6 +280,24 @@ TEST_P(RelayClaimAheadTest, APipeliningDestinationTakesEachTaskInOneCall) {
   EXPECT_EQ(destination_->max_in_flight(), 50u) << "one call at a time, the whole task in it";
   EXPECT_EQ(destination_->key_overlaps(), 0);
   EXPECT_EQ(destination_->published().size(), 250u);
+  EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
+  EXPECT_EQ(relay_->Stop(), 0);
+}
+
+// With a destination that pipelines a batch, a whole batch is in flight, so the claim-ahead
+// limit holds three batches (2 x 100 + max(100, 8)) where it holds two otherwise (2 x 100 + 8):
+// with the first task's publish held, a third claim is made.
+TEST_P(RelayClaimAheadTest, APipeliningDestinationKeepsABatchQueuedBesideTheOneInFlight) {
+  outbox_->InsertRows(500, [](int) { return std::nullopt; });
+  pipelined_ = true;
+  gate_closed_ = true;
+  Start(Options(100, 8));
+  ASSERT_TRUE(destination_->WaitForPublished(100, 30s));
+  ASSERT_TRUE(claims_->WaitForClaims(3, 30s)) << claims_->claims().size();
+  EXPECT_LE(claims_->claims().size(), 3u) << "300 rows held: no room for a fourth batch";
+  destination_->Open();
+  ASSERT_TRUE(relay_->WaitIdle(60s).ok());
+  EXPECT_EQ(destination_->published().size(), 500u);
   EXPECT_THAT(Ids("state <> 'sent'"), ::testing::IsEmpty());
   EXPECT_EQ(relay_->Stop(), 0);
 }
