@@ -255,27 +255,26 @@ bool ConnectNext(X& x) {
 
 namespace {
 
-// True when a line of `headers` ("Name: value\r\n" each) names `name` (any letter case).
-bool NamesField(std::string_view headers, std::string_view name) {
-  for (size_t at = 0; at < headers.size();) {
-    std::string_view line = headers.substr(at, headers.find('\n', at) - at);
-    if (line.size() > name.size() && line[name.size()] == ':' &&
-        std::equal(name.begin(), name.end(), line.begin(),
-                   [](char a, char b) { return (a | 0x20) == (b | 0x20); })) {
-      return true;
-    }
-    at += line.size() + 1;
-  }
-  return false;
+// Whether a header line ("Name: value") names `name` (any letter case).
+bool NamesField(std::string_view line, std::string_view name) {
+  return line.size() > name.size() && line[name.size()] == ':' &&
+         std::equal(name.begin(), name.end(), line.begin(),
+                    [](char a, char b) { return (a | 0x20) == (b | 0x20); });
 }
 
 // The request line and the transport's Host, User-Agent and Accept, but not those the caller's
 // `headers` set themselves (a row's virtual Host, a destination's own User-Agent): curl sent
 // those instead of its own, and two Host fields make a receiver answer 400 (RFC 9112 3.2).
 void AppendHeadPrefix(const Http1Client& client, std::string_view headers, std::string& head) {
-  const bool host = NamesField(headers, "host");
-  const bool agent = NamesField(headers, "user-agent");
-  const bool accept = NamesField(headers, "accept");
+  bool host = false, agent = false, accept = false;
+  for (size_t at = 0; at < headers.size();) {  // one pass over the lines
+    const size_t end = std::min(headers.find('\n', at), headers.size());
+    const std::string_view line = headers.substr(at, end - at);
+    host = host || NamesField(line, "host");
+    agent = agent || NamesField(line, "user-agent");
+    accept = accept || NamesField(line, "accept");
+    at = end + 1;
+  }
   if (!host && !agent && !accept) {
     head.assign(client.head_prefix());
     return;
