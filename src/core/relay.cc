@@ -491,8 +491,8 @@ class RelayImpl final : public Relay {
   int64_t in_flight_ = 0;
   int64_t abandoned_ = 0;
   std::deque<std::shared_ptr<QueuedTask>> tasks_;  // tasks with rows not yet handed to a publish
-  size_t publishing_ =
-      0;  // publish slots taken now (a message, or a pipelined call), <= concurrency
+  // Publish slots taken now (one a message, or one a pipelined call), <= concurrency.
+  size_t publishing_ = 0;
   Clock::time_point last_cycle_;
   Clock::time_point last_reclaim_{};  // the poller's
 
