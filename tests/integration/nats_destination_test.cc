@@ -339,13 +339,20 @@ TEST(NatsDestinationCredentialsTest, TokenPublishesAndAWrongTokenIsNeverShown) {
   // Refused credentials do not stop the start: the destination keeps connecting in the
   // background and says why it is down (the server's answer) where it reports. nats.c sometimes
   // sees the socket close before it reads the server's -ERR, hence the wait for the answer.
+  // Under ThreadSanitizer nats.c missed the -ERR on every attempt of a 20 s wait (5 runs of 5)
+  // and knows only "No server available": there, either reason is what can be said.
+  const auto says_why = [](const std::string& m) {
+#if defined(__SANITIZE_THREAD__)
+    if (m.find("No server available") != std::string::npos) return true;
+#endif
+    return m.find("the server refused the credentials") != std::string::npos;
+  };
   ASSERT_TRUE((*wrong)->Start().ok());
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    return (*wrong)->Health().message().find("Authorization Violation") != std::string::npos;
-  })) << (*wrong)->Health().ToString();
+  ASSERT_TRUE(testing::WaitUntil([&] { return says_why((*wrong)->Health().message()); }))
+      << (*wrong)->Health().ToString();
   out = PublishAll(**wrong, {BrokerRow("tok-2", "a", "k", "{}")});
   EXPECT_EQ(out[0].kind, Outcome::Kind::kUnavailable) << out[0].error;
-  EXPECT_THAT(out[0].error, HasSubstr("Authorization Violation"));
+  EXPECT_TRUE(says_why(out[0].error)) << out[0].error;
   EXPECT_THAT(out[0].error, ::testing::Not(HasSubstr("token-")));
   EXPECT_THAT((*wrong)->Health().message(), ::testing::Not(HasSubstr("token-")));
   EXPECT_EQ(logs.Count({"cannot connect yet"}), 1) << "one WARN per outage: " << logs.All();
@@ -385,11 +392,11 @@ TEST(NatsDestinationCredentialsTest, ALongPasswordInTheServersUrlIsNeverShown) {
   Result<std::unique_ptr<NatsDestination>> d = NatsDestination::Create(s);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_TRUE((*d)->Start().ok());
-  // A refused attempt has been seen: nats.c reports it as the server's "Authorization Violation"
-  // or, when the server closed the socket before its -ERR was read, as "No server available".
+  // A refused attempt has been seen: nats.c reports it as refused credentials or, when the
+  // server closed the socket before its -ERR was read, as "No server available".
   ASSERT_TRUE(testing::WaitUntil([&] {
     const std::string m = (*d)->Health().message();
-    return m.find("Authorization Violation") != std::string::npos ||
+    return m.find("the server refused the credentials") != std::string::npos ||
            m.find("No server available") != std::string::npos;
   })) << (*d)->Health().ToString();
   std::vector<Outcome> out = PublishAll(**d, {BrokerRow("cred-1", "a", "k", "{}")});

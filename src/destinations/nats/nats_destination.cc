@@ -96,15 +96,22 @@ struct NatsConnectionSignals {
   bool closed = false;     // guarded by mu: the closed callback ran (no callback comes after it)
   std::string last_error;  // guarded by mu: why the connection last failed, nats.c's text
 
-  // Keeps what nats.c last saw go wrong on `nc` (the server's "Authorization Violation", a
-  // refused connection). A later "no server available" does not hide a more specific cause.
-  void NoteError(natsConnection* nc) {
+  // Keeps what nats.c last saw go wrong on `nc` (refused credentials, a refused connection). A
+  // later "no server available" does not hide a more specific cause. `with_text`: nats.c's own
+  // text, read only on its callback thread; elsewhere its threads may rewrite that buffer after
+  // natsConnection_GetLastError returns, so only the status (static text) is read.
+  void NoteError(natsConnection* nc, bool with_text = true) {
     const char* text = nullptr;
     natsStatus s = natsConnection_GetLastError(nc, &text);
     if (s == NATS_OK) return;
+    std::string why = with_text && text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
+    // nats.c keeps either the server's -ERR ("Authorization Violation") or, when it read the
+    // close before the -ERR, its own status text: one cause, one wording for the operator.
+    if (s == NATS_CONNECTION_AUTH_FAILED) why = "the server refused the credentials (" + why + ")";
     std::lock_guard<std::mutex> lock(mu);
     if (s == NATS_NO_SERVER && !last_error.empty()) return;
-    last_error = text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
+    if (!with_text && s != NATS_CONNECTION_AUTH_FAILED && !last_error.empty()) return;
+    last_error = std::move(why);
   }
   std::string LastError() {
     std::lock_guard<std::mutex> lock(mu);
@@ -122,6 +129,12 @@ struct NatsDestination::Connection {
   jsCtx* js = nullptr;
   std::shared_ptr<NatsConnectionSignals> signals = std::make_shared<NatsConnectionSignals>();
   bool connected() const { return natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED; }
+  // ": <why>" for a connection that is down. Asks nats.c first: while a connection that never
+  // came up retries in the background, no callback reports the attempts that failed.
+  std::string Why() {
+    if (nc != nullptr) signals->NoteError(nc, /*with_text=*/false);
+    return signals->Why();
+  }
   ~Connection() {
     if (js != nullptr) jsCtx_Destroy(js);
     if (nc == nullptr) return;  // never created: no callback was registered with nats.c
@@ -364,7 +377,7 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
     conn->signals->connected_once = true;
     down_logged_ = false;
   } else if (s == NATS_NOT_YET_CONNECTED) {
-    conn->signals->NoteError(conn->nc);
+    conn->signals->NoteError(conn->nc, /*with_text=*/false);
     s = NATS_OK;
   }
   // Once per outage, whether nats.c keeps trying in the background (NATS_NOT_YET_CONNECTED) or
@@ -420,10 +433,10 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::CurrentCon
   if (conn_ && conn_->signals->connected_once) down_logged_ = false;
   if (conn_ && natsConnection_Status(conn_->nc) != NATS_CONN_STATUS_CLOSED) {
     if (!conn_->signals->connected_once) {
-      return Unavailable(FailureReason(
-          "NATS destination '" + settings_.name + "' is not connected yet (connecting to " +
-              settings_.servers + " in the background)" + conn_->signals->Why(),
-          settings_.max_error_body_bytes));
+      return Unavailable(FailureReason("NATS destination '" + settings_.name +
+                                           "' is not connected yet (connecting to " +
+                                           settings_.servers + " in the background)" + conn_->Why(),
+                                       settings_.max_error_body_bytes));
     }
     return conn_;
   }
@@ -684,7 +697,7 @@ void NatsDestination::PublishBatch(std::span<const OutboundMessage> batch, Outco
     for (auto& o : outcomes) {
       o = Outcome::Unavailable(FailureReason("NATS destination '" + settings_.name +
                                                  "' is not connected (reconnecting)" +
-                                                 (*conn)->signals->Why(),
+                                                 (*conn)->Why(),
                                              settings_.max_error_body_bytes));
     }
   } else if (settings_.jet_stream) {
@@ -723,9 +736,9 @@ Status NatsDestination::Health() {
   natsConnStatus st = natsConnection_Status(c->nc);
   if (st == NATS_CONN_STATUS_CONNECTED) return Status::Ok();
   if (!c->signals->connected_once) {
-    return Unavailable(FailureReason(
-        "NATS destination '" + settings_.name + "' is not connected yet" + c->signals->Why(),
-        settings_.max_error_body_bytes));
+    return Unavailable(
+        FailureReason("NATS destination '" + settings_.name + "' is not connected yet" + c->Why(),
+                      settings_.max_error_body_bytes));
   }
   // Closed: nats.c gave up (the server refused the credentials twice); the next batch makes a
   // new connection.
@@ -734,7 +747,7 @@ Status NatsDestination::Health() {
                           ? "not connected (closed; the next batch connects again)"
                           : "not connected";
   return Unavailable(
-      FailureReason("NATS destination '" + settings_.name + "' is " + state + c->signals->Why(),
+      FailureReason("NATS destination '" + settings_.name + "' is " + state + c->Why(),
                     settings_.max_error_body_bytes));
 }
 
