@@ -82,6 +82,8 @@ TEST_F(PostgresSchemaTest, MigratedIndexesAreTheSeedsPlusTheClaimIndexes) {
           {"idx_outbox_processing_claimed",
            "CREATE INDEX idx_outbox_processing_claimed" + on +
                "(claimed_at) WHERE ((state)::text = 'processing'::text)"},
+          {"idx_outbox_sent_updated", "CREATE INDEX idx_outbox_sent_updated" + on +
+                                          "(updated_at) WHERE ((state)::text = 'sent'::text)"},
           {"idx_outbox_topic", "CREATE INDEX idx_outbox_topic" + on + "(topic)"},
           {"outbox_pkey", "CREATE UNIQUE INDEX outbox_pkey" + on + "(id)"},
       }));
@@ -184,9 +186,9 @@ TEST_F(PostgresSchemaTest, MigrateRecordsEveryVersionAndASecondRunAppliesNothing
   auto first = store_->Migrate(std::nullopt);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_THAT(first->applied, ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18,
-                                          19, 20, 21, 22, 23, 24, 25));
+                                          19, 20, 21, 22, 23, 24, 25, 26));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NOT NULL"),
-            "24");
+            "25");
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 11"),
             "add outbox sequence");
   auto second = store_->Migrate(std::nullopt);
@@ -223,7 +225,7 @@ TEST_F(PostgresSchemaTest, BaselineRecordsEarlierVersionsThenAppliesTheLaterOnes
   auto report = store_->Migrate(4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_THAT(report->applied, ElementsAre(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20,
-                                           21, 22, 23, 24, 25));
+                                           21, 22, 23, 24, 25, 26));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM queuebox_schema_history WHERE checksum IS NULL"),
             "4");
   // V11 numbered the existing rows in created_at order; new rows follow.

@@ -95,8 +95,8 @@ TEST_F(FlywayAdoptionE2ETest, StartsOnAQueueBoxDatabaseAndDeliversItsClaimedRows
                              "queuebox_schema_history."));
   EXPECT_THAT(
       out,
-      HasSubstr("Applied 13 migration(s): V12, V13, V14, V16, V17, V18, V19, V20, V21, V22, V23, "
-                "V24, V25."));
+      HasSubstr("Applied 14 migration(s): V12, V13, V14, V16, V17, V18, V19, V20, V21, V22, V23, "
+                "V24, V25, V26."));
   EXPECT_THAT(out, Not(HasSubstr("--baseline")));
 
   // Every row QueueBox had not sent arrived exactly once, each key in insert order.
@@ -165,8 +165,8 @@ TEST_F(FlywayAdoptionE2ETest, AnUnknownFlywayMigrationStopsTheStartWithTheReason
   ASSERT_EQ(RunBinary({"migrate", "--baseline", "11"}, &out), 0) << out;
   EXPECT_THAT(
       out,
-      HasSubstr("Applied 13 migration(s): V12, V13, V14, V16, V17, V18, V19, V20, V21, V22, V23, "
-                "V24, V25."));
+      HasSubstr("Applied 14 migration(s): V12, V13, V14, V16, V17, V18, V19, V20, V21, V22, V23, "
+                "V24, V25, V26."));
 }
 
 }  // namespace

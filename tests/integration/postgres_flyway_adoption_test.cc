@@ -109,10 +109,10 @@ TEST_F(FlywayAdoptionTest, ADatabaseQueueBoxMigratedIsAdoptedAndOnlyLaterVersion
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>(
                 "QueueBox V1-V11 (V1-V11 applied by Flyway; installed_rank 1-11)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26));
 
   Rows history = History();
-  ASSERT_EQ(history.size(), 24u);
+  ASSERT_EQ(history.size(), 25u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 11), AdoptedHistory(11));
   EXPECT_EQ(history[11], (std::vector<std::string>{"12", "sum", "add pending due index"}));
   EXPECT_TRUE(store->CheckSchema().ok());
@@ -173,9 +173,9 @@ TEST_F(FlywayAdoptionTest, QueueBoxsBaselineAtZeroIsAdopted) {
   EXPECT_EQ(report->adopted_flyway,
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V0; V1-V11 applied by "
                                        "Flyway; installed_rank 1-12)"));
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26));
   Rows history = History();
-  ASSERT_EQ(history.size(), 24u);
+  ASSERT_EQ(history.size(), 25u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 11), AdoptedHistory(11));
 }
 
@@ -188,7 +188,7 @@ TEST_F(FlywayAdoptionTest, ABaselineRecordedByQueueBoxCoversTheVersionsAppliedBy
             std::optional<std::string>("QueueBox V1-V11 (Flyway baseline V4; V5-V11 applied by "
                                        "Flyway; installed_rank 1-8)"));
   EXPECT_EQ(report->adopted_version, 11);
-  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
+  EXPECT_THAT(report->applied, ElementsAre(12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26));
 }
 
 TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDate) {
@@ -203,9 +203,9 @@ TEST_F(FlywayAdoptionTest, AnOlderQueueBoxIsAdoptedAtItsVersionAndBroughtUpToDat
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->adopted_version, 9);
   EXPECT_THAT(report->applied,
-              ElementsAre(10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
+              ElementsAre(10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26));
   Rows history = History();
-  ASSERT_EQ(history.size(), 24u);
+  ASSERT_EQ(history.size(), 25u);
   EXPECT_EQ(Rows(history.begin(), history.begin() + 9), AdoptedHistory(9));
   // Our V11 numbered QueueBox's rows in created_at order.
   EXPECT_EQ(db_->Scalar("SELECT string_agg(payload->>'n', ',' ORDER BY sequence) FROM outbox"),
@@ -267,7 +267,7 @@ TEST_F(FlywayAdoptionTest, AnExplicitBaselineOverridesTheFlywayHistory) {
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_FALSE(report->adopted_flyway.has_value());
   EXPECT_THAT(report->applied,
-              ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25));
+              ElementsAre(7, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26));
   EXPECT_EQ(db_->Scalar("SELECT description FROM queuebox_schema_history WHERE version = 6"),
             "add consumption and leases");
 }
