@@ -46,15 +46,12 @@ FIX="$BUILD_DIR/bench/broker_fixture"
 WORK=$(mktemp -d /tmp/qb-defaults-ab.XXXXXX)
 source bench/nginx_sink.sh
 source bench/proc_cpu.sh
-STARTED_DURABLE=0
+source bench/pg_durability.sh
 KAFKA_PID=""
 cleanup() {
   [ -n "$KAFKA_PID" ] && kill -TERM "$KAFKA_PID" 2>/dev/null
   nginx_sink_stop "$WORK/ngx"
-  if [ "$STARTED_DURABLE" = 1 ]; then
-    QB_SVC_DIR=/tmp/queuebox-svc-durable PG_PORT=54339 PG_DURABLE=1 \
-      bash scripts/services.sh stop pg >/dev/null || true
-  fi
+  durability_cleanup
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -148,11 +145,7 @@ PY
 
 for mode in $DURABILITY; do
   if [ "$mode" = on ]; then
-    export QB_SVC_DIR=/tmp/queuebox-svc-durable PG_PORT=54339 PG_DURABLE=1
-    if ! pg_isready -q -h 127.0.0.1 -p 54339; then
-      bash scripts/services.sh start pg >/dev/null
-      STARTED_DURABLE=1
-    fi
+    use_durability on
     sinks=$DURABLE_SINKS
   elif [ -n "${OFF_PG_PORT:-}" ]; then  # a fsync-off cluster of one's own (OFF_SVC_DIR, port)
     export QB_SVC_DIR=$OFF_SVC_DIR PG_PORT=$OFF_PG_PORT

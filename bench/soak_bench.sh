@@ -45,7 +45,7 @@ PRODUCER="$BUILD_DIR/bench/latency_producer"
 WORK=$(mktemp -d /tmp/qb-soak.XXXXXX)
 source bench/nginx_sink.sh
 source bench/proc_cpu.sh
-STARTED_DURABLE=0
+source bench/pg_durability.sh
 RELAY_PID=""
 PRODUCER_PIDS=()
 SAT_S=${SAT_S:-90}
@@ -53,10 +53,7 @@ cleanup() {
   [ -n "$RELAY_PID" ] && kill -TERM "$RELAY_PID" 2>/dev/null
   pkill -f "$PRODUCER" 2>/dev/null || true
   nginx_sink_stop "$WORK/ngx"
-  if [ "$STARTED_DURABLE" = 1 ]; then
-    QB_SVC_DIR=/tmp/queuebox-svc-durable PG_PORT=54339 PG_DURABLE=1 \
-      bash scripts/services.sh stop pg >/dev/null || true
-  fi
+  durability_cleanup
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -224,17 +221,7 @@ soak() {  # mode rate
 
 eval "$(bash scripts/services.sh env)"
 for mode in $DURABILITY; do
-  if [ "$mode" = on ]; then
-    export QB_SVC_DIR=/tmp/queuebox-svc-durable PG_PORT=54339 PG_DURABLE=1
-    if ! pg_isready -q -h 127.0.0.1 -p 54339; then
-      bash scripts/services.sh start pg >/dev/null
-      STARTED_DURABLE=1
-    fi
-  else
-    unset QB_SVC_DIR PG_PORT PG_DURABLE
-  fi
-  PGURL=$(bash scripts/services.sh env | sed -n 's/^export QB_TEST_PG_URL=//p' | tr -d "'\"")
-  PGBASE=${PGURL%/*}
+  use_durability "$mode"
   drain=$(drain_rate "$mode")
   loaded=$(loaded_drain_rate "$mode" "$drain")
   rate=$(python3 -c "print(int($loaded * $LOAD))")
