@@ -96,21 +96,29 @@ struct NatsConnectionSignals {
   bool closed = false;     // guarded by mu: the closed callback ran (no callback comes after it)
   std::string last_error;  // guarded by mu: why the connection last failed, nats.c's text
 
-  // Keeps what nats.c last saw go wrong on `nc` (refused credentials, a refused connection). A
-  // later "no server available" does not hide a more specific cause. `with_text`: nats.c's own
-  // text, read only on its callback thread; elsewhere its threads may rewrite that buffer after
-  // natsConnection_GetLastError returns, so only the status (static text) is read.
-  void NoteError(natsConnection* nc, bool with_text = true) {
+  // Keeps what nats.c last saw go wrong on `nc` (refused credentials, a refused connection),
+  // with nats.c's own text. Only on nats.c's callback thread: elsewhere its threads may rewrite
+  // that text's buffer after natsConnection_GetLastError returns.
+  void NoteError(natsConnection* nc) {
     const char* text = nullptr;
     natsStatus s = natsConnection_GetLastError(nc, &text);
+    Note(s, text != nullptr && *text != '\0' ? text : natsStatus_GetText(s),
+         /*over_known=*/s != NATS_NO_SERVER);
+  }
+  // The same from any thread, with the status's static text: it replaces a known cause only
+  // with refused credentials, the most specific one.
+  void NoteStatus(natsConnection* nc) {
+    const char* ignored = nullptr;
+    natsStatus s = natsConnection_GetLastError(nc, &ignored);
+    Note(s, natsStatus_GetText(s), /*over_known=*/s == NATS_CONNECTION_AUTH_FAILED);
+  }
+  // nats.c keeps either the server's -ERR ("Authorization Violation") or, when it read the close
+  // before the -ERR, its own status text: one cause, one wording for the operator.
+  void Note(natsStatus s, std::string why, bool over_known) {
     if (s == NATS_OK) return;
-    std::string why = with_text && text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
-    // nats.c keeps either the server's -ERR ("Authorization Violation") or, when it read the
-    // close before the -ERR, its own status text: one cause, one wording for the operator.
     if (s == NATS_CONNECTION_AUTH_FAILED) why = "the server refused the credentials (" + why + ")";
     std::lock_guard<std::mutex> lock(mu);
-    if (s == NATS_NO_SERVER && !last_error.empty()) return;
-    if (!with_text && s != NATS_CONNECTION_AUTH_FAILED && !last_error.empty()) return;
+    if (!over_known && !last_error.empty()) return;
     last_error = std::move(why);
   }
   std::string LastError() {
@@ -132,7 +140,7 @@ struct NatsDestination::Connection {
   // ": <why>" for a connection that is down. Asks nats.c first: while a connection that never
   // came up retries in the background, no callback reports the attempts that failed.
   std::string Why() {
-    if (nc != nullptr) signals->NoteError(nc, /*with_text=*/false);
+    if (nc != nullptr) signals->NoteStatus(nc);
     return signals->Why();
   }
   ~Connection() {
@@ -377,7 +385,7 @@ Result<std::shared_ptr<NatsDestination::Connection>> NatsDestination::Connect() 
     conn->signals->connected_once = true;
     down_logged_ = false;
   } else if (s == NATS_NOT_YET_CONNECTED) {
-    conn->signals->NoteError(conn->nc, /*with_text=*/false);
+    conn->signals->NoteStatus(conn->nc);
     s = NATS_OK;
   }
   // Once per outage, whether nats.c keeps trying in the background (NATS_NOT_YET_CONNECTED) or
