@@ -314,7 +314,7 @@ void PgCapture::Loop() {
         recovery_required_ = end.recovery;
         owned_elsewhere_ = end.owned_elsewhere;
       }
-      SetState(CaptureState::kStopped, reason);
+      // The log line comes first: whoever sees kStopped finds the reason already written.
       if (end.owned_elsewhere) {
         log::Error("Capture identity already has an active owner. SQL reconciliation continues.",
                    {{"identity", options_.identity}, {"reason", reason}});
@@ -324,6 +324,7 @@ void PgCapture::Loop() {
                     {"reason", reason},
                     {"recovery", RecoverySteps(options_)}});
       }
+      SetState(CaptureState::kStopped, reason);
       RetentionOnlyLoop();
       return;
     }
