@@ -180,6 +180,11 @@ class OutboxOperations {
   // A bounded liveness query (health checks). kUnavailable when down.
   virtual Status Ping() = 0;
   virtual Result<OutboxStats> Stats() = 0;
+  // What the pending gauges need (`queuebox_outbox_messages_pending`, the oldest pending age, the
+  // strict blocker), read every `outbox.pendingGaugeIntervalMs`: rows_by_state holds only
+  // "pending", dead_by_topic stays empty. It reads the pending rows only (a partial index), where
+  // Stats() reads every row of the table, sent rows included. The default calls Stats().
+  virtual Result<OutboxStats> PendingGauges() { return Stats(); }
   // Every topic in the table, sorted.
   virtual Result<std::vector<std::string>> DistinctTopics() = 0;
   // Moves matching `sent`/`dead` rows back to `pending` (attempt 0, due now, error and claim

@@ -675,7 +675,7 @@ void Metrics::RefreshPending(bool only_if_stale) {
   if (impl_->store == nullptr) return;
   auto now = Clock::now();
   if (only_if_stale && impl_->refreshed_once && now - impl_->last_refresh < impl_->interval) return;
-  auto stats = impl_->store->Stats();
+  auto stats = impl_->store->PendingGauges();
   impl_->last_refresh = Clock::now();
   impl_->refreshed_once = true;
   if (!stats.ok()) {

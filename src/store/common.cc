@@ -286,6 +286,16 @@ OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRow
   return stats;
 }
 
+OutboxStats ToPendingStats(const SqlRows& count_and_age) {
+  OutboxStats stats;
+  stats.rows_by_state[std::string(kStatePending)] = 0;
+  if (count_and_age.empty() || count_and_age[0].size() != 2) return stats;
+  const SqlRow& r = count_and_age[0];
+  stats.rows_by_state[std::string(kStatePending)] = IntOr(r[0], 0);
+  if (r[1]) stats.oldest_pending_age_seconds = std::max(0.0, std::strtod(r[1]->c_str(), nullptr));
+  return stats;
+}
+
 std::vector<std::string> FirstColumn(const SqlRows& rows) {
   std::vector<std::string> out;
   out.reserve(rows.size());

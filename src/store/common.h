@@ -110,6 +110,8 @@ AttemptRow ToAttemptRow(const SqlRow& row);  // message_id, kAttemptColumns, rec
 // Stats from the queries every dialect runs: (state, count) rows, one row with the oldest
 // pending age in seconds (or NULL), (topic, count) rows of dead rows.
 OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRows& dead);
+// PendingGauges' result from one row (pending count, oldest pending age in seconds or NULL).
+OutboxStats ToPendingStats(const SqlRows& count_and_age);
 // The first column of every row ("" for NULL).
 std::vector<std::string> FirstColumn(const SqlRows& rows);
 // RequireFinishedState plus `limit_name` >= 0 and batch > 0.

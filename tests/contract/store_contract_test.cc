@@ -24,6 +24,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Pair;
 using testing::StatusIs;
 using testing::StoreDb;
 using ::testing::UnorderedElementsAre;
@@ -719,6 +720,37 @@ TEST_P(OutboxStoreContractTest, StatsCountRowsPerStateOldestPendingAgeAndDeadPer
   EXPECT_EQ(stats->dead_by_topic[rows[0].topic], 1);
   EXPECT_GE(stats->oldest_pending_age_seconds, 99.0);
   EXPECT_LT(stats->oldest_pending_age_seconds, 3600.0);
+}
+
+// The gauges' read: pending rows only, whatever else the table holds.
+TEST_P(OutboxStoreContractTest, PendingGaugesCountOnlyPendingRowsAndTheOldestPendingAge) {
+  auto empty = store_->PendingGauges();
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_THAT(empty->rows_by_state, ElementsAre(Pair("pending", 0)));
+  EXPECT_EQ(empty->oldest_pending_age_seconds, 0.0);
+
+  Add(std::nullopt, "a");
+  Add(std::nullopt, "b");
+  Add(std::nullopt, "c");
+  auto rows = Claim(3);
+  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(Sent(rows[0]).size(), 1u);
+  ASSERT_EQ(Dead(rows[1]).size(), 1u);  // rows[2] stays processing
+  std::string old = Add(std::nullopt, "d");
+  Add(std::nullopt, "d");
+  db_->Exec("UPDATE outbox SET created_at = " + db_->NowPlus(-100) + " WHERE id = '" + old + "'");
+
+  auto gauges = store_->PendingGauges();
+  ASSERT_TRUE(gauges.ok()) << gauges.status().ToString();
+  EXPECT_THAT(gauges->rows_by_state, ElementsAre(Pair("pending", 2)));
+  EXPECT_THAT(gauges->dead_by_topic, IsEmpty());
+  EXPECT_GE(gauges->oldest_pending_age_seconds, 99.0);
+  EXPECT_LT(gauges->oldest_pending_age_seconds, 3600.0);
+  // The same figures as the full Stats().
+  auto stats = store_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows_by_state["pending"], 2);
+  EXPECT_NEAR(stats->oldest_pending_age_seconds, gauges->oldest_pending_age_seconds, 5.0);
 }
 
 TEST_P(OutboxStoreContractTest, ListDeadIsNewestFirstAndDistinctTopicsListsEachOnce) {

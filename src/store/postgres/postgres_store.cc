@@ -339,16 +339,32 @@ Result<OutboxStats> PostgresOutboxStore::Stats() {
       SqlRows dead,
       Run("SELECT {topic}, count(*) FROM {T} WHERE {state} = 'dead' GROUP BY {topic}"));
   OutboxStats stats = ToStats(by_state, oldest, dead);
-  if (strict_) {
-    QB_ASSIGN_OR_RETURN(SqlRows holder, Run(kStrictOldestHolderSql, {strict_sequence_}));
-    if (!holder.empty() && holder[0].size() == 2) {
-      StrictBlocker blocker;
-      blocker.pid = IntOr(holder[0][0], 0);
-      if (holder[0][1]) blocker.age_seconds = std::strtod(holder[0][1]->c_str(), nullptr);
-      stats.strict_blocker = blocker;
-    }
-  }
+  QB_RETURN_IF_ERROR(ReadStrictBlocker(stats));
   return stats;
+}
+
+// Pending rows only: idx_outbox_pending_created holds them, so the cost follows the backlog, not
+// the table (Stats' GROUP BY read every sent row kept, every pendingGaugeIntervalMs).
+Result<OutboxStats> PostgresOutboxStore::PendingGauges() {
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Run("SELECT count(*), EXTRACT(EPOCH FROM clock_timestamp() - min({created_at}))::float8 "
+          "FROM {T} WHERE {state} = 'pending'"));
+  OutboxStats stats = ToPendingStats(rows);
+  QB_RETURN_IF_ERROR(ReadStrictBlocker(stats));
+  return stats;
+}
+
+Status PostgresOutboxStore::ReadStrictBlocker(OutboxStats& stats) {
+  if (!strict_) return Status::Ok();
+  QB_ASSIGN_OR_RETURN(SqlRows holder, Run(kStrictOldestHolderSql, {strict_sequence_}));
+  if (!holder.empty() && holder[0].size() == 2) {
+    StrictBlocker blocker;
+    blocker.pid = IntOr(holder[0][0], 0);
+    if (holder[0][1]) blocker.age_seconds = std::strtod(holder[0][1]->c_str(), nullptr);
+    stats.strict_blocker = blocker;
+  }
+  return Status::Ok();
 }
 
 Result<int64_t> PostgresOutboxStore::NextWakeDelayMs(int64_t max_wait_ms) {

@@ -50,6 +50,7 @@ class PostgresOutboxStore final : public OutboxStore {
   Status EnableStrictOrdering() override;
   // Under strict order also the oldest open transaction holding the sequence's lock.
   Result<OutboxStats> Stats() override;
+  Result<OutboxStats> PendingGauges() override;
   // Rounded up to whole milliseconds. Two index probes (idx_outbox_pending_due; the processing
   // rows through idx_outbox_processing_claimed).
   Result<int64_t> NextWakeDelayMs(int64_t max_wait_ms) override;
@@ -70,6 +71,8 @@ class PostgresOutboxStore final : public OutboxStore {
   ConsoleQueries* console() override { return &console_; }
 
  private:
+  // Strict ordering on: the oldest transaction holding rows back, into stats.strict_blocker.
+  Status ReadStrictBlocker(OutboxStats& stats);
   class Migrator;
 
   PostgresOutboxStore(DatabaseConfig config, PgSettings settings);

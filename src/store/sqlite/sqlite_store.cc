@@ -687,6 +687,15 @@ Result<OutboxStats> SqliteOutboxStore::Stats() {
   return ToStats(by_state, oldest, dead);
 }
 
+// Pending rows only (idx_outbox_pending_created), not every sent row kept.
+Result<OutboxStats> SqliteOutboxStore::PendingGauges() {
+  QB_ASSIGN_OR_RETURN(
+      SqlRows rows,
+      Read(Sql("SELECT count(*), (julianday('now') - julianday(min({created_at}))) * 86400.0 "
+               "FROM {T} WHERE {state} = 'pending'")));
+  return ToPendingStats(rows);
+}
+
 Result<std::vector<std::string>> SqliteOutboxStore::DistinctTopics() {
   QB_ASSIGN_OR_RETURN(SqlRows rows, Read(Sql("SELECT DISTINCT {topic} FROM {T} ORDER BY 1")));
   return FirstColumn(rows);

@@ -75,6 +75,7 @@ class SqliteOutboxStore final : public OutboxStore {
   Result<int64_t> ReclaimExpired() override;
   Result<std::string> Insert(const NewOutboxRow& row) override;
   Result<OutboxStats> Stats() override;
+  Result<OutboxStats> PendingGauges() override;
   Result<std::vector<std::string>> DistinctTopics() override;
   Result<int64_t> Replay(const ReplayFilter& filter) override;
   Result<std::vector<DeadRow>> ListDead(int limit) override;
