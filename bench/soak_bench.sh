@@ -5,6 +5,7 @@
 #
 #   flock /tmp/queuebox-bench.lock env -u PG_PORT bash bench/soak_bench.sh
 #   MINUTES=3 DURABILITY=off bash bench/soak_bench.sh        # a short trial
+#   WARMUP=10 ... bash bench/soak_bench.sh   # 10 minutes of the same load before the 20 judged
 #
 # Per durability (off: the test cluster, fsync off; on: a second cluster with fsync,
 # synchronous_commit and full_page_writes on, PG_DURABLE=1 on port 54339, as defaults_ab.sh):
@@ -19,6 +20,8 @@
 #    rows sent in the window (updated_at - created_at, database clock), pending rows, the outbox
 #    table's heap and index bytes, live and dead tuples, HOT updates, autovacuum runs, the
 #    relay's RSS and the database's CPU.
+# WARMUP (minutes, default 0): the producers and the relay run that long before the MINUTES that
+# are judged; those samples are recorded and plotted, marked "warmup", and left out of the verdict.
 # Acceptance (in the JSON, bench/soak_report.py): the last 5 samples' mean rows sent within 10 %
 # of the first 5; the median of their minutes' p99 no more than 10 % (or 5 ms) above the first
 # 5's; the table bounded: heap + indexes at most 10 % above the largest size of the middle
@@ -28,6 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${MINUTES:-20}
+WARMUP=${WARMUP:-0}
 SAMPLE_S=${SAMPLE_S:-60}
 LOAD=${LOAD:-0.7}
 PRODUCERS=${PRODUCERS:-4}
@@ -80,6 +84,7 @@ YAML
 
 fresh_db() {  # db retention
   psql -q "$PGURL" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1"
+  psql -q "$PGBASE/$1" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"  # the samples' statements
   config "$1" "$2"
   "$QB" --config "$WORK/$1.yml" migrate >/dev/null 2>&1
 }
@@ -116,8 +121,23 @@ sample() {  # mode minute db sent_before -> one JSON line (CPU: since the previo
       'pending', (SELECT count(*) FROM outbox WHERE state = 'pending'),
       'heap_bytes', pg_relation_size('outbox'), 'index_bytes', pg_indexes_size('outbox'),
       'live_tuples', n_live_tup, 'dead_tuples', n_dead_tup, 'hot_updates', n_tup_hot_upd,
-      'updates', n_tup_upd, 'deletes', n_tup_del, 'autovacuums', autovacuum_count)
+      'updates', n_tup_upd, 'deletes', n_tup_del, 'autovacuums', autovacuum_count,
+      'index_sizes', (SELECT json_object_agg(indexrelname, pg_relation_size(indexrelid))
+                      FROM pg_stat_user_indexes WHERE relname = 'outbox'),
+      'attempts_bytes', (SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
+                         FROM pg_stat_user_tables WHERE relname = 'outbox_attempts'),
+      'wal_bytes', (SELECT wal_bytes FROM pg_stat_wal),
+      'wal_fpi', (SELECT wal_fpi FROM pg_stat_wal),
+      'checkpoints', (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter),
+      'statements', (SELECT json_agg(t) FROM (
+          SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60) AS query, calls,
+                 round(mean_exec_time::numeric, 2) AS mean_ms, round(max_exec_time::numeric, 1) AS max_ms
+          FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database
+                                                WHERE datname = current_database())
+          ORDER BY total_exec_time DESC LIMIT 5) t))
     FROM pg_stat_user_tables WHERE relname = 'outbox'")
+  # Per sample: the statements' figures above cover the window since the previous sample.
+  psql -Atq "$PGBASE/$3" -c "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true
   local sent rss pg relay
   sent=$(sent_counter)
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$RELAY_PID/status" 2>/dev/null || echo 0)
@@ -137,7 +157,8 @@ row = {"fsync": mode, "sample": int(minute), "elapsed_min": round(int(minute) * 
 for k in ("p50_ms", "p99_ms"):
     row[k] = round(db[k], 1) if db.get(k) is not None else None
 for k in ("pending", "heap_bytes", "index_bytes", "live_tuples", "dead_tuples", "hot_updates",
-          "updates", "deletes", "autovacuums"):
+          "updates", "deletes", "autovacuums", "index_sizes", "attempts_bytes", "wal_bytes",
+          "wal_fpi", "checkpoints", "statements"):
     row[k] = db.get(k)
 print(json.dumps(row))
 PY
@@ -197,13 +218,13 @@ soak() {  # mode rate
   local mode=$1 rate=$2 db=qb_soak
   fresh_db "$db" true
   start_relay "$db"
-  start_producers "$db" "$rate" $((MINUTES * 60))
-  echo "== soak fsync $mode: $PRODUCERS producers at $rate rows/s in all for $MINUTES min" >&2
+  start_producers "$db" "$rate" $(((WARMUP + MINUTES) * 60))
+  echo "== soak fsync $mode: $PRODUCERS producers at $rate rows/s in all for $WARMUP + $MINUTES min" >&2
   local minute before next=$SECONDS
   before=$(sent_counter)
   PG_PID=$(head -1 "${QB_SVC_DIR:-/tmp/queuebox-svc}/pg/data/postmaster.pid")
   PG_TICKS=$(cluster_ticks "$PG_PID") RELAY_TICKS=$(cpu_ticks "$RELAY_PID")
-  for minute in $(seq $((MINUTES * 60 / SAMPLE_S))); do
+  for minute in $(seq $(((WARMUP + MINUTES) * 60 / SAMPLE_S))); do
     next=$((next + SAMPLE_S))
     sleep $((next - SECONDS))
     sample "$mode" "$minute" "$db" "$before" >"$WORK/line"
@@ -231,5 +252,5 @@ for mode in $DURABILITY; do
 done
 
 python3 bench/soak_report.py "$DRAINS" "$SAMPLES" "$LOAD" "$MINUTES" "$MAX_AGE" "$CLEANUP" \
-  "$PRODUCERS" "$OUT" "$PLOT"
+  "$PRODUCERS" "$OUT" "$PLOT" "$WARMUP"
 cat "$OUT"

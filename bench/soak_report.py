@@ -2,6 +2,9 @@
 """Summarises bench/soak_bench.sh's samples: acceptance per durability, the JSON and a PNG.
 
 soak_report.py drains.jsonl samples.jsonl load minutes max_age cleanup producers out.json out.png
+              [warmup_minutes]
+Samples of the warm-up (elapsed_min <= warmup_minutes) are kept and plotted, marked "warmup",
+and left out of the verdict.
 The plot is drawn by gnuplot (four panels, one line per durability).
 """
 import json
@@ -12,6 +15,7 @@ import sys
 import tempfile
 
 drains_f, samples_f, load, minutes, max_age, cleanup, producers, out, png = sys.argv[1:10]
+warmup = float(sys.argv[10]) if len(sys.argv) > 10 else 0.0
 drains = [json.loads(l) for l in open(drains_f) if l.strip()]
 samples = [json.loads(l) for l in open(samples_f) if l.strip()]
 
@@ -70,11 +74,15 @@ for d in drains:  # per durability: the idle drain, then the drain under inserts
 modes = []
 for mode, d in by_mode.items():
     rows = [r for r in samples if r["fsync"] == mode]
-    if rows:
+    for r in rows:
+        r["warmup"] = r["elapsed_min"] <= warmup
+    judged = [r for r in rows if not r["warmup"]]
+    if judged:
         modes.append({"fsync": mode, "idle_drain_rows_per_s": d.get("drain_rows_per_s"),
                       "loaded_drain_rows_per_s": d.get("loaded_drain_rows_per_s"),
                       "producer_rows_per_s": int(d.get("loaded_drain_rows_per_s", 0) * float(load)),
-                      "verdict": verdict(rows, d.get("loaded_drain_rows_per_s", 0) * float(load)),
+                      "verdict": verdict(judged,
+                                         d.get("loaded_drain_rows_per_s", 0) * float(load)),
                       "samples": rows})
 
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
@@ -82,7 +90,8 @@ cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d:
 result = {
     "benchmark": "soak: steady producers at a share of the drain rate, retention AGE on, "
                  "PostgreSQL -> HTTP (nginx 204) at QueueBox's defaults",
-    "load": float(load), "minutes": int(minutes), "producers": int(producers),
+    "load": float(load), "minutes": int(minutes), "warmup_minutes": warmup,
+    "producers": int(producers),
     "retention": {"policy": "AGE", "maxAge": max_age, "cleanupInterval": cleanup},
     "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()},
     "modes": modes,
