@@ -6,6 +6,7 @@
 #   flock /tmp/queuebox-bench.lock env -u PG_PORT bash bench/soak_bench.sh
 #   MINUTES=3 DURABILITY=off bash bench/soak_bench.sh        # a short trial
 #   WARMUP=10 ... bash bench/soak_bench.sh   # 10 minutes of the same load before the 20 judged
+#   RATE=2598 ... bash bench/soak_bench.sh    # the producers' rate given (an earlier run's), no drains
 #
 # Per durability (off: the test cluster, fsync off; on: a second cluster with fsync,
 # synchronous_commit and full_page_writes on, PG_DURABLE=1 on port 54339, as defaults_ab.sh):
@@ -243,11 +244,18 @@ soak() {  # mode rate
 eval "$(bash scripts/services.sh env)"
 for mode in $DURABILITY; do
   use_durability "$mode"
-  drain=$(drain_rate "$mode")
-  loaded=$(loaded_drain_rate "$mode" "$drain")
-  rate=$(python3 -c "print(int($loaded * $LOAD))")
-  echo "== fsync $mode: drain $drain rows/s idle, $loaded rows/s under inserts at that rate;" \
-    "producers at $rate rows/s" >&2
+  if [ -n "${RATE:-}" ]; then  # an A/B against an earlier run: its load, not this day's drains
+    rate=$RATE
+    python3 -c "print('{\"fsync\":\"$mode\",\"loaded_drain_rows_per_s\":' + str($RATE / $LOAD) + '}')" \
+      >>"$DRAINS"
+    echo "== fsync $mode: producers at the given $rate rows/s" >&2
+  else
+    drain=$(drain_rate "$mode")
+    loaded=$(loaded_drain_rate "$mode" "$drain")
+    rate=$(python3 -c "print(int($loaded * $LOAD))")
+    echo "== fsync $mode: drain $drain rows/s idle, $loaded rows/s under inserts at that rate;" \
+      "producers at $rate rows/s" >&2
+  fi
   soak "$mode" "$rate"
 done
 
