@@ -16,7 +16,8 @@
 // --url defaults to $QB_TEST_AMQP_URL. classic: no queue arguments (3.10's default, version 1);
 // cqv2: x-queue-version = 2; quorum: x-queue-type = quorum. Without --beam-pid the broker is the
 // one beam.smp process, or, when there are several, the one whose command line or environment
-// names the URL's port.
+// names the URL's port. rabbitmq-c 0.12 moved its headers to rabbitmq-c/ (and warns on the old
+// names); Debian 12 has 0.11, which has only the old ones.
 #if defined(__has_include)
 #if __has_include(<rabbitmq-c/amqp.h>)
 #include <rabbitmq-c/amqp.h>
