@@ -95,7 +95,7 @@ YAML
 t0=$(cpu_ticks "$BEAM_PID")
 sleep "$IDLE_S"
 t1=$(cpu_ticks "$BEAM_PID")
-record idle broker_idle "{\"seconds\": $IDLE_S, \"broker_cpu_s\": $(echo "scale=2; ($t1 - $t0) / $(getconf CLK_TCK)" | bc)}"
+record idle broker_idle "{\"seconds\": $IDLE_S, \"broker_cpu_s\": $(awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", d / hz }')}"
 
 for mode in $DURABILITY; do
   use_durability "$mode"
