@@ -2,10 +2,11 @@
 # -Wnull-dereference is left out: g++ 12 at -O2 reports it inside inlined libstdc++ code
 # (basic_string, streambuf), false positives that no change of ours can remove.
 add_library(qb_warnings INTERFACE)
+# The C++-only ones only for C++: cc1 warns about them on C sources (bench/rabbitmq_ceiling.c).
+set(QB_CXX_ONLY_WARNINGS -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual)
 target_compile_options(qb_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
-                       -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Wunused
-                       -Woverloaded-virtual -Wdouble-promotion
-                       -Wformat=2 -Wimplicit-fallthrough -Werror)
+                       "$<$<COMPILE_LANGUAGE:CXX>:${QB_CXX_ONLY_WARNINGS}>" -Wcast-align
+                       -Wunused -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough -Werror)
 # g++ 12 at -O3 (Release) reports impossible overlapping memcpy calls inside inlined std::string
 # code (GCC bug 105329, "Bogus restrict warning when assigning 1-char string literal to
 # std::string"). It also reports a moved std::optional<std::string> as maybe uninitialized when
