@@ -3,10 +3,12 @@
 # (basic_string, streambuf), false positives that no change of ours can remove.
 add_library(qb_warnings INTERFACE)
 # The C++-only ones only for C++: cc1 warns about them on C sources (bench/rabbitmq_ceiling.c).
-set(QB_CXX_ONLY_WARNINGS -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual)
+# The order is the one C++ command lines always had, so ccache keeps its entries.
+set(QB_CXX "$<COMPILE_LANGUAGE:CXX>")
 target_compile_options(qb_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
-                       "$<$<COMPILE_LANGUAGE:CXX>:${QB_CXX_ONLY_WARNINGS}>" -Wcast-align
-                       -Wunused -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough -Werror)
+                       "$<${QB_CXX}:-Wnon-virtual-dtor>" "$<${QB_CXX}:-Wold-style-cast>"
+                       -Wcast-align -Wunused "$<${QB_CXX}:-Woverloaded-virtual>"
+                       -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough -Werror)
 # g++ 12 at -O3 (Release) reports impossible overlapping memcpy calls inside inlined std::string
 # code (GCC bug 105329, "Bogus restrict warning when assigning 1-char string literal to
 # std::string"). It also reports a moved std::optional<std::string> as maybe uninitialized when
@@ -23,5 +25,5 @@ endif()
 # every class of that source that holds one (-Wsubobject-linkage). One by one, the same code
 # compiles clean, and every other build keeps the warning.
 if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  target_compile_options(qb_warnings INTERFACE -Wno-subobject-linkage)
+  target_compile_options(qb_warnings INTERFACE "$<${QB_CXX}:-Wno-subobject-linkage>")
 endif()
