@@ -1,7 +1,9 @@
 // broker_fixture: the broker-side setup and delivery count for bench/run_broker_bench.sh.
 //
 //   broker_fixture rabbitmq setup|count|delete --url AMQP_URL --exchange E --queue Q
-//     setup: declares E (topic, durable), a durable queue Q and binds Q to E with "#", so every
+//                  [--queue-type classic|cqv2|quorum]
+//     setup: declares E (topic, durable), a durable queue Q of that type (classic: no arguments;
+//     cqv2: x-queue-version 2; quorum: x-queue-type quorum) and binds Q to E with "#", so every
 //     message the relay publishes (mandatory flag + confirms) is routable.
 //     count: prints the queue's message count (passive declare). delete: deletes Q and E.
 //   broker_fixture nats setup|count|delete --url NATS_URL --stream S --subject SUBJ
@@ -40,8 +42,24 @@ bool RpcOk(amqp_connection_state_t c) {
   return amqp_get_rpc_reply(c).reply_type == AMQP_RESPONSE_NORMAL;
 }
 
+// The queue.declare arguments of a queue type (bench/rabbitmq_ceiling.c declares the same).
+amqp_table_t QueueArguments(const std::string& type, amqp_table_entry_t& entry) {
+  if (type == "cqv2") {
+    entry.key = amqp_cstring_bytes("x-queue-version");
+    entry.value.kind = AMQP_FIELD_KIND_I32;
+    entry.value.value.i32 = 2;
+  } else if (type == "quorum") {
+    entry.key = amqp_cstring_bytes("x-queue-type");
+    entry.value.kind = AMQP_FIELD_KIND_UTF8;
+    entry.value.value.bytes = amqp_cstring_bytes("quorum");
+  } else {
+    return amqp_empty_table;
+  }
+  return amqp_table_t{1, &entry};
+}
+
 int Rabbit(const std::string& action, const std::string& url, const std::string& exchange,
-           const std::string& queue) {
+           const std::string& queue, const std::string& queue_type) {
   std::vector<char> buf(url.begin(), url.end());
   buf.push_back('\0');
   amqp_connection_info info;
@@ -60,7 +78,9 @@ int Rabbit(const std::string& action, const std::string& url, const std::string&
     amqp_exchange_declare(c, 1, amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes("topic"),
                           0, 1, 0, 0, amqp_empty_table);
     if (!RpcOk(c)) return Fail("exchange.declare");
-    amqp_queue_declare(c, 1, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0, amqp_empty_table);
+    amqp_table_entry_t entry{};
+    amqp_queue_declare(c, 1, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0,
+                       QueueArguments(queue_type, entry));
     if (!RpcOk(c)) return Fail("queue.declare");
     amqp_queue_bind(c, 1, amqp_cstring_bytes(queue.c_str()), amqp_cstring_bytes(exchange.c_str()),
                     amqp_cstring_bytes("#"), amqp_empty_table);
@@ -182,7 +202,7 @@ int KafkaServe(const std::string& topic, int partitions) {
 int main(int argc, char** argv) {
   CLI::App app{"broker setup and delivery counts for run_broker_bench.sh"};
   app.require_subcommand(1);
-  std::string action, url, exchange, queue, stream, subject, topic;
+  std::string action, url, exchange, queue, stream, subject, topic, queue_type = "classic";
   int partitions = 12;
   auto* rabbit = app.add_subcommand("rabbitmq", "exchange + bound durable queue");
   rabbit->add_option("action", action)
@@ -191,6 +211,8 @@ int main(int argc, char** argv) {
   rabbit->add_option("--url", url)->required();
   rabbit->add_option("--exchange", exchange)->required();
   rabbit->add_option("--queue", queue)->required();
+  rabbit->add_option("--queue-type", queue_type)
+      ->check(CLI::IsMember({"classic", "cqv2", "quorum"}));
   auto* nats = app.add_subcommand("nats", "JetStream stream");
   nats->add_option("action", action)
       ->required()
@@ -203,7 +225,7 @@ int main(int argc, char** argv) {
   kafka->add_option("--topic", topic)->required();
   kafka->add_option("--partitions", partitions);
   CLI11_PARSE(app, argc, argv);
-  if (*rabbit) return Rabbit(action, url, exchange, queue);
+  if (*rabbit) return Rabbit(action, url, exchange, queue, queue_type);
   if (*nats) return Nats(action, url, stream, subject);
   return KafkaServe(topic, partitions);
 }

@@ -13,6 +13,7 @@
 #   flock /tmp/queuebox-bench.lock bash bench/defaults_ab.sh <queuebox A> <queuebox B>
 #   ROWS=200000 SINKS="http nats rabbitmq kafka" DURABILITY="off on" DURABLE_SINKS="http" ...
 #   OUTBOX="{concurrency: 64}" SINKS=rabbitmq DURABILITY=off ...   # other outbox settings
+#   RMQ_QUEUE_TYPE=quorum SINKS=rabbitmq ...   # the queue's type: classic (default), cqv2, quorum
 #   ROUNDS=3 ...   # three A/B pairs per sink, in the order A B, B A, A B (medians summarised)
 #   NATS_URL=nats://127.0.0.1:54249 ...   # a private nats-server instead of the shared one
 #   OFF_SVC_DIR=/tmp/qb-svc-x OFF_PG_PORT=55009 ...  # a running fsync-off PostgreSQL of one's own
@@ -167,7 +168,8 @@ for mode in $DURABILITY; do
         DEST="{type: nats, servers: \"$QB_TEST_NATS_URL\", subject: \"$SUBJECT\", jetStream: true}"
         ;;
       rabbitmq)
-        "$FIX" rabbitmq setup --url "$QB_TEST_AMQP_URL" --exchange "$EXCHANGE" --queue "$QUEUE"
+        "$FIX" rabbitmq setup --url "$QB_TEST_AMQP_URL" --exchange "$EXCHANGE" --queue "$QUEUE" \
+          --queue-type "${RMQ_QUEUE_TYPE:-classic}"
         DEST="{type: rabbitmq, url: \"$QB_TEST_AMQP_URL\", exchange: \"$EXCHANGE\", exchangeType: topic}"
         ;;
       kafka)
@@ -229,6 +231,7 @@ res = {"benchmark": "bench/defaults_ab.sh: QueueBox's defaults (batchSize 100, c
        "rounds": int(rounds),
        "outbox": outbox or "QueueBox's defaults (batchSize 100, concurrency 8)",
        "A": a, "B": b, "rows": int(rows), "keys": int(keys), "payload_bytes": 1024,
+       "rabbitmq_queue_type": os.environ.get("RMQ_QUEUE_TYPE", "classic"),
        "summary": summary, "runs": runs,
        "machine": {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
                    "postgres": "15; fsync_off: the test cluster; fsync_on: fsync, "
