@@ -7,6 +7,7 @@
 #   MINUTES=3 DURABILITY=off bash bench/soak_bench.sh        # a short trial
 #   WARMUP=10 ... bash bench/soak_bench.sh   # 10 minutes of the same load before the 20 judged
 #   RATE=2598 ... bash bench/soak_bench.sh    # the producers' rate given (an earlier run's), no drains
+#   OUTBOX="{notify: {enabled: true}}" ...     # outbox settings (default: none, QueueBox's defaults)
 #
 # Per durability (off: the test cluster, fsync off; on: a second cluster with fsync,
 # synchronous_commit and full_page_writes on, PG_DURABLE=1 on port 54339, as defaults_ab.sh):
@@ -81,6 +82,7 @@ destinations: {sink: {type: http, baseUrl: "http://127.0.0.1:$PORT", path: /even
 retention: {enabled: $2, outbox: {policy: AGE, maxAge: $MAX_AGE, cleanupInterval: $CLEANUP}}
 logging: {format: json, level: info}
 YAML
+  if [ -n "${OUTBOX:-}" ]; then echo "outbox: $OUTBOX" >>"$WORK/$1.yml"; fi
 }
 
 fresh_db() {  # db retention
