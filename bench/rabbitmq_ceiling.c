@@ -174,11 +174,17 @@ static void settle(struct confirms *c, uint64_t tag, int multiple, int ack, uint
   while (c->settled[c->low]) c->low++;
 }
 
-int main(int argc, char **argv) {
+// What the command line asked for.
+struct args {
+  const char *url, *type;
+  long n, window, size, beam;
+};
+
+// 0 with *a filled, or 2 (usage) after a message on stderr.
+static int parse_args(int argc, char **argv, struct args *a) {
   const char *url = getenv("QB_TEST_AMQP_URL");
-  if (url == NULL) url = "amqp://guest:guest@127.0.0.1:56729/";
-  const char *type = "classic";
-  long n = 40000, window = 100, size = 1024, beam = 0;
+  *a = (struct args){
+      url != NULL ? url : "amqp://guest:guest@127.0.0.1:56729/", "classic", 40000, 100, 1024, 0};
   static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
                                        {"type", required_argument, NULL, 't'},
                                        {"n", required_argument, NULL, 'n'},
@@ -190,22 +196,22 @@ int main(int argc, char **argv) {
   while ((opt = getopt_long(argc, argv, "u:t:n:w:s:p:", opts, NULL)) != -1) {
     switch (opt) {
       case 'u':
-        url = optarg;
+        a->url = optarg;
         break;
       case 't':
-        type = optarg;
+        a->type = optarg;
         break;
       case 'n':
-        n = strtol(optarg, NULL, 10);
+        a->n = strtol(optarg, NULL, 10);
         break;
       case 'w':
-        window = strtol(optarg, NULL, 10);
+        a->window = strtol(optarg, NULL, 10);
         break;
       case 's':
-        size = strtol(optarg, NULL, 10);
+        a->size = strtol(optarg, NULL, 10);
         break;
       case 'p':
-        beam = strtol(optarg, NULL, 10);
+        a->beam = strtol(optarg, NULL, 10);
         break;
       default:
         fprintf(stderr,
@@ -215,40 +221,40 @@ int main(int argc, char **argv) {
         return 2;
     }
   }
-  if (n < 1 || window < 1 || size < 1 ||
-      (strcmp(type, "classic") != 0 && strcmp(type, "cqv2") != 0 && strcmp(type, "quorum") != 0)) {
+  if (a->n < 1 || a->window < 1 || a->size < 1 ||
+      (strcmp(a->type, "classic") != 0 && strcmp(a->type, "cqv2") != 0 &&
+       strcmp(a->type, "quorum") != 0)) {
     fprintf(stderr, "need n, window, size >= 1 and type classic, cqv2 or quorum\n");
     return 2;
   }
+  return 0;
+}
 
-  char *url_copy = strdup(url);
-  struct amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(url_copy, &info) != AMQP_STATUS_OK) {
-    printf("{\"error\": \"not an AMQP URL\"}\n");
-    return 1;
-  }
-  if (beam == 0) beam = find_beam(info.port);
-
+// A logged-in connection with CHANNEL open; exits on failure.
+static amqp_connection_state_t open_channel(const struct amqp_connection_info *info) {
   amqp_connection_state_t conn = amqp_new_connection();
   amqp_socket_t *sock = amqp_tcp_socket_new(conn);
   if (sock == NULL) die("socket", AMQP_STATUS_NO_MEMORY);
   struct timeval connect_tv = {10, 0};
-  int rc = amqp_socket_open_noblock(sock, info.host, info.port, &connect_tv);
+  int rc = amqp_socket_open_noblock(sock, info->host, info->port, &connect_tv);
   if (rc != AMQP_STATUS_OK) die("connect", rc);
-  die_reply(amqp_login(conn, info.vhost[0] ? info.vhost : "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
-                       info.user, info.password),
+  die_reply(amqp_login(conn, info->vhost[0] ? info->vhost : "/", 0, 131072, 0,
+                       AMQP_SASL_METHOD_PLAIN, info->user, info->password),
             "login");
   amqp_channel_open(conn, CHANNEL);
   die_reply(amqp_get_rpc_reply(conn), "channel.open");
+  return conn;
+}
 
-  char queue[96];
+// Declares a fresh durable queue of `type` (its name into queue[96]) and puts the channel in
+// confirm mode; exits on failure.
+static void declare_queue(amqp_connection_state_t conn, const char *type, char queue[96]) {
   unsigned rnd = 0;
   FILE *ur = fopen("/dev/urandom", "r");
   if (ur == NULL || fread(&rnd, sizeof rnd, 1, ur) != 1)
     rnd = (unsigned)getpid() ^ (unsigned)time(NULL);
   if (ur != NULL) fclose(ur);
-  snprintf(queue, sizeof queue, "qb.ceiling.%s.%08x", type, rnd);
+  snprintf(queue, 96, "qb.ceiling.%s.%08x", type, rnd);
   amqp_table_entry_t arg;
   amqp_table_t args = amqp_empty_table;
   if (strcmp(type, "cqv2") == 0) {
@@ -269,12 +275,66 @@ int main(int argc, char **argv) {
   die_reply(amqp_get_rpc_reply(conn), "queue.declare");
   amqp_confirm_select(conn, CHANNEL);
   die_reply(amqp_get_rpc_reply(conn), "confirm.select");
+}
 
-  char *payload = malloc((size_t)size);
-  memset(payload, 'x', (size_t)size);
+// One frame awaited (at most CONFIRM_TIMEOUT_S), then whatever else is already there: acks and
+// nacks settle into *c, returns are counted; exits on a channel or connection close.
+static void read_confirms(amqp_connection_state_t conn, struct confirms *c, uint64_t total,
+                          uint64_t *returned) {
+  for (int block = 1;; block = 0) {
+    struct timeval tv = {block ? CONFIRM_TIMEOUT_S : 0, 0};
+    amqp_frame_t frame;
+    int rc = amqp_simple_wait_frame_noblock(conn, &frame, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT && !block) return;
+    if (rc != AMQP_STATUS_OK) die("awaiting confirms", rc);
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    switch (frame.payload.method.id) {
+      case AMQP_BASIC_ACK_METHOD: {
+        amqp_basic_ack_t *m = (amqp_basic_ack_t *)frame.payload.method.decoded;
+        settle(c, m->delivery_tag, m->multiple, 1, total);
+        break;
+      }
+      case AMQP_BASIC_NACK_METHOD: {
+        amqp_basic_nack_t *m = (amqp_basic_nack_t *)frame.payload.method.decoded;
+        settle(c, m->delivery_tag, m->multiple, 0, total);
+        break;
+      }
+      case AMQP_BASIC_RETURN_METHOD: {
+        amqp_message_t msg;
+        (*returned)++;
+        die_reply(amqp_read_message(conn, frame.channel, &msg, 0), "returned message");
+        amqp_destroy_message(&msg);
+        break;
+      }
+      case AMQP_CHANNEL_CLOSE_METHOD:
+      case AMQP_CONNECTION_CLOSE_METHOD: {
+        amqp_rpc_reply_t r;
+        memset(&r, 0, sizeof r);
+        r.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION;
+        r.reply = frame.payload.method;
+        die_reply(r, "publishing");
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+// What a run counted beside the confirms.
+struct publish_counts {
+  uint64_t returned, max_unconfirmed;
+};
+
+// Publishes a->n persistent messages of a->size bytes into `queue`, at most a->window
+// unconfirmed, until every one is settled in *c.
+static struct publish_counts publish_all(amqp_connection_state_t conn, const struct args *a,
+                                         const char *queue, struct confirms *c) {
+  char *payload = malloc((size_t)a->size);
+  memset(payload, 'x', (size_t)a->size);
   payload[0] = '{';
-  payload[size - 1] = '}';
-  amqp_bytes_t body = {(size_t)size, payload};
+  payload[a->size - 1] = '}';
+  amqp_bytes_t body = {(size_t)a->size, payload};
   amqp_basic_properties_t props;
   memset(&props, 0, sizeof props);
   props._flags =
@@ -282,65 +342,47 @@ int main(int argc, char **argv) {
   props.content_type = amqp_cstring_bytes("application/json");
   props.delivery_mode = 2;
   char id[32];
-  struct confirms c = {calloc((size_t)n + 2, 1), 1, 0, 0, 0};
-  uint64_t sent = 0, returned = 0, max_unconfirmed = 0;
-  const uint64_t total = (uint64_t)n, w = (uint64_t)window;
-
-  long long beam0 = beam > 0 ? proc_ticks(beam) : -1;
-  double cpu0 = self_cpu_s(), t0 = now_s();
-  while (c.count < total) {
-    while (sent < total && sent - c.count < w) {
+  struct publish_counts out = {0, 0};
+  uint64_t sent = 0;
+  const uint64_t total = (uint64_t)a->n, w = (uint64_t)a->window;
+  while (c->count < total) {
+    while (sent < total && sent - c->count < w) {
       snprintf(id, sizeof id, "m-%llu", (unsigned long long)(sent + 1));
       props.message_id = amqp_cstring_bytes(id);
-      rc = amqp_basic_publish(conn, CHANNEL, amqp_empty_bytes, amqp_cstring_bytes(queue),
-                              /*mandatory=*/1, /*immediate=*/0, &props, body);
+      int rc = amqp_basic_publish(conn, CHANNEL, amqp_empty_bytes, amqp_cstring_bytes(queue),
+                                  /*mandatory=*/1, /*immediate=*/0, &props, body);
       if (rc != AMQP_STATUS_OK) die("basic.publish", rc);
       sent++;
     }
-    if (sent - c.count > max_unconfirmed) max_unconfirmed = sent - c.count;
-    // One frame awaited, then whatever else is already there, then the window is refilled.
-    for (int block = 1;; block = 0) {
-      struct timeval tv = {block ? CONFIRM_TIMEOUT_S : 0, 0};
-      amqp_frame_t frame;
-      rc = amqp_simple_wait_frame_noblock(conn, &frame, &tv);
-      if (rc == AMQP_STATUS_TIMEOUT && !block) break;
-      if (rc != AMQP_STATUS_OK) die("awaiting confirms", rc);
-      if (frame.frame_type != AMQP_FRAME_METHOD) continue;
-      switch (frame.payload.method.id) {
-        case AMQP_BASIC_ACK_METHOD: {
-          amqp_basic_ack_t *m = (amqp_basic_ack_t *)frame.payload.method.decoded;
-          settle(&c, m->delivery_tag, m->multiple, 1, total);
-          break;
-        }
-        case AMQP_BASIC_NACK_METHOD: {
-          amqp_basic_nack_t *m = (amqp_basic_nack_t *)frame.payload.method.decoded;
-          settle(&c, m->delivery_tag, m->multiple, 0, total);
-          break;
-        }
-        case AMQP_BASIC_RETURN_METHOD: {
-          amqp_message_t msg;
-          returned++;
-          die_reply(amqp_read_message(conn, frame.channel, &msg, 0), "returned message");
-          amqp_destroy_message(&msg);
-          break;
-        }
-        case AMQP_CHANNEL_CLOSE_METHOD:
-        case AMQP_CONNECTION_CLOSE_METHOD: {
-          amqp_rpc_reply_t r;
-          memset(&r, 0, sizeof r);
-          r.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION;
-          r.reply = frame.payload.method;
-          die_reply(r, "publishing");
-          break;
-        }
-        default:
-          break;
-      }
-    }
+    if (sent - c->count > out.max_unconfirmed) out.max_unconfirmed = sent - c->count;
+    read_confirms(conn, c, total, &out.returned);  // then the window is refilled
     amqp_maybe_release_buffers(conn);
   }
+  free(payload);
+  return out;
+}
+
+int main(int argc, char **argv) {
+  struct args a;
+  if (parse_args(argc, argv, &a) != 0) return 2;
+  char *url_copy = strdup(a.url);
+  struct amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(url_copy, &info) != AMQP_STATUS_OK) {
+    printf("{\"error\": \"not an AMQP URL\"}\n");
+    return 1;
+  }
+  if (a.beam == 0) a.beam = find_beam(info.port);
+  amqp_connection_state_t conn = open_channel(&info);
+  char queue[96];
+  declare_queue(conn, a.type, queue);
+
+  struct confirms c = {calloc((size_t)a.n + 2, 1), 1, 0, 0, 0};
+  long long beam0 = a.beam > 0 ? proc_ticks(a.beam) : -1;
+  double cpu0 = self_cpu_s(), t0 = now_s();
+  struct publish_counts counts = publish_all(conn, &a, queue, &c);
   double seconds = now_s() - t0, client_cpu = self_cpu_s() - cpu0;
-  long long beam1 = beam > 0 ? proc_ticks(beam) : -1;
+  long long beam1 = a.beam > 0 ? proc_ticks(a.beam) : -1;
 
   amqp_queue_delete(conn, CHANNEL, amqp_cstring_bytes(queue), 0, 0);
   die_reply(amqp_get_rpc_reply(conn), "queue.delete");
@@ -352,18 +394,17 @@ int main(int argc, char **argv) {
       "{\"queue_type\": \"%s\", \"n\": %ld, \"window\": %ld, \"size\": %ld, \"seconds\": %.3f, "
       "\"msg_per_s\": %.1f, \"acked\": %llu, \"nacked\": %llu, \"returned\": %llu, "
       "\"max_unconfirmed\": %llu, \"client_cpu_s\": %.3f, \"client_cpu_us_per_msg\": %.1f, ",
-      type, n, window, size, seconds, (double)n / seconds, (unsigned long long)c.acked,
-      (unsigned long long)c.nacked, (unsigned long long)returned,
-      (unsigned long long)max_unconfirmed, client_cpu, client_cpu * 1e6 / (double)n);
+      a.type, a.n, a.window, a.size, seconds, (double)a.n / seconds, (unsigned long long)c.acked,
+      (unsigned long long)c.nacked, (unsigned long long)counts.returned,
+      (unsigned long long)counts.max_unconfirmed, client_cpu, client_cpu * 1e6 / (double)a.n);
   if (beam0 >= 0 && beam1 >= 0) {
     double broker = (double)(beam1 - beam0) / (double)sysconf(_SC_CLK_TCK);
-    printf("\"beam_pid\": %ld, \"broker_cpu_s\": %.2f, \"broker_cpu_us_per_msg\": %.1f}\n", beam,
-           broker, broker * 1e6 / (double)n);
+    printf("\"beam_pid\": %ld, \"broker_cpu_s\": %.2f, \"broker_cpu_us_per_msg\": %.1f}\n", a.beam,
+           broker, broker * 1e6 / (double)a.n);
   } else {
     printf("\"beam_pid\": null, \"broker_cpu_s\": null, \"broker_cpu_us_per_msg\": null}\n");
   }
-  free(payload);
   free(c.settled);
   free(url_copy);
-  return c.nacked > 0 || returned > 0 ? 3 : 0;
+  return c.nacked > 0 || counts.returned > 0 ? 3 : 0;
 }
