@@ -273,6 +273,7 @@ class RelayLostClaimRabbitMqTest : public RelayLostClaimTest {
     s.exchange = exchange_;
     s.routing_key_template = "{{ key }}";
     s.confirm_timeout_ms = 60000;
+    s.max_batches_awaiting_confirms = 1;  // the other batch waits while one awaits its confirm
     auto d = RabbitMqDestination::Create(std::move(s));
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     if (!d.ok()) return nullptr;

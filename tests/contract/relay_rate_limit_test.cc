@@ -99,15 +99,22 @@ TEST_P(RelayRateLimitTest, DeliveryIsBoundedByTheBucketKeepsKeyOrderAndSpendsNoA
     at = arrivals_;
   }
   ASSERT_EQ(at.size(), static_cast<size_t>(kRows));  // each row once: none was sent twice
-  // The bucket: after the burst, one row per 1/30 s. 60 rows take at least 55/30 s.
+  // The bucket hands out tokens when rows are claimed; the receiver stamps them on arrival, and
+  // the time between the two varies by the claim, the hand-off and the request (CI's TSan run
+  // saw 37 arrivals in one second where the tokens allow 36). kSlackS is that variation allowed.
+  constexpr double kSlackS = 0.25;
+  // After the burst, one row per 1/30 s: 60 rows take at least 55/30 s of tokens. Unthrottled,
+  // they arrive within a tenth of a second.
   const double spread = std::chrono::duration<double>(at.back() - at.front()).count();
-  EXPECT_GE(spread, (kRows - kBurst - 1) / static_cast<double>(kRate));
+  EXPECT_GE(spread, (kRows - kBurst - 1) / static_cast<double>(kRate) - kSlackS);
   EXPECT_LE(spread, 3.0 * kRows / kRate);  // and throttling does not stall it
-  // In any one second at most burst + rate (+1 for the window's edge) rows arrive.
+  // In any one second at most burst + the tokens of 1 + kSlackS seconds (+1 for the window's
+  // edge) rows arrive: 43 of the 60.
+  const auto most = static_cast<size_t>(kBurst + kRate * (1 + kSlackS) + 1);
   for (size_t i = 0; i < at.size(); ++i) {
     size_t in_window = 0;
     for (size_t j = i; j < at.size() && at[j] - at[i] < 1s; ++j) ++in_window;
-    EXPECT_LE(in_window, static_cast<size_t>(kBurst + kRate + 1)) << "window from row " << i;
+    EXPECT_LE(in_window, most) << "window from row " << i;
   }
   // Per key, the insert order; every row sent with its attempt unspent.
   std::map<std::string, std::vector<std::string>> inserted, received;

@@ -65,6 +65,20 @@ class RabbitMqDestinationTest : public ::testing::Test {
     return testing::StartedDestination<RabbitMqDestination>(std::move(s));
   }
 
+  // The broker's port in QB_TEST_AMQP_URL; 0 when it names none.
+  int BrokerPort() const {
+    const std::string authority = url_.substr(url_.rfind('@') + 1);  // host:port/vhost
+    const size_t colon = authority.find(':');
+    return colon == std::string::npos ? 0 : std::atoi(authority.c_str() + colon + 1);
+  }
+  // QB_TEST_AMQP_URL with 127.0.0.1:`port` (a TcpForwarder) instead of the broker's address.
+  std::string UrlThrough(int port) const {
+    const size_t at = url_.rfind('@') + 1;
+    const size_t vhost = url_.find('/', at);
+    return url_.substr(0, at) + "127.0.0.1:" + std::to_string(port) +
+           (vhost == std::string::npos ? std::string() : url_.substr(vhost));
+  }
+
   std::string url_, exchange_;
 };
 
@@ -139,18 +153,14 @@ TEST_F(RabbitMqDestinationTest, UnroutableMessageIsARetryAndOnlyThatOne) {
 TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeverPublished) {
   using namespace std::chrono_literals;
   using Clock = std::chrono::steady_clock;
-  const std::string authority = url_.substr(url_.rfind('@') + 1);  // host:port/vhost
-  const size_t colon = authority.find(':');
-  ASSERT_NE(colon, std::string::npos) << "QB_TEST_AMQP_URL names no port";
-  const int broker_port = std::atoi(authority.c_str() + colon + 1);
+  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
   const int port = testing::UnusedLoopbackPort();
-  testing::TcpForwarder forwarder(port, broker_port);
+  testing::TcpForwarder forwarder(port, BrokerPort());
   ASSERT_TRUE(forwarder.Start().ok());
   RabbitMqDestinationSettings s = Settings();
-  s.url = url_.substr(0, url_.rfind('@') + 1) + "127.0.0.1:" + std::to_string(port) +
-          authority.substr(authority.find('/') == std::string::npos ? authority.size()
-                                                                    : authority.find('/'));
+  s.url = UrlThrough(port);
   s.confirm_timeout_ms = 10000;
+  s.max_batches_awaiting_confirms = 1;  // the next batch waits while one awaits its confirm
   auto d = Started(std::move(s));
   ASSERT_NE(d, nullptr);
   Consumer consumer(url_, exchange_, "#");  // straight to the broker
@@ -206,6 +216,136 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeve
   EXPECT_EQ(ahead_sink.at(0).kind, Outcome::Kind::kDelivered) << ahead_sink.at(0).error;
   // Every publish had its confirm: the queue holds what reached it, no need to wait for more.
   EXPECT_TRUE(consumer.Drain().empty()) << "the cancelled message was never published";
+}
+
+// A batch gives the channel up once it has published: the next one publishes while the first
+// still awaits its confirm (held back by the forwarder), and one read of the socket settles both.
+TEST_F(RabbitMqDestinationTest, ABatchPublishesWhileAnEarlierOneAwaitsItsConfirms) {
+  using namespace std::chrono_literals;
+  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
+  const int port = testing::UnusedLoopbackPort();
+  testing::TcpForwarder forwarder(port, BrokerPort());
+  ASSERT_TRUE(forwarder.Start().ok());
+  RabbitMqDestinationSettings s = Settings();
+  s.url = UrlThrough(port);
+  s.confirm_timeout_ms = 30000;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");  // straight to the broker
+
+  forwarder.HoldReplies(true);
+  std::vector<OutboxRow> first_rows = {BrokerRow("a1", "t", "k1", R"({"n":1})"),
+                                       BrokerRow("a2", "t", "k2", R"({"n":2})")};
+  std::vector<OutboxRow> second_rows = {BrokerRow("b1", "t", "k3", R"({"n":3})")};
+  std::vector<OutboundMessage> first = testing::BatchOf(first_rows);
+  std::vector<OutboundMessage> second = testing::BatchOf(second_rows);
+  testing::CollectingSink first_sink, second_sink;
+  std::atomic<bool> first_done{false}, second_done{false};
+  std::thread a([&] {
+    d->PublishBatch(first, first_sink);
+    first_done = true;
+  });
+  std::vector<Received> got = consumer.Take(2);
+  ASSERT_EQ(got.size(), 2u);
+  std::thread b([&] {
+    d->PublishBatch(second, second_sink);
+    second_done = true;
+  });
+  // The second batch reached the broker although no confirm of the first came back.
+  got = consumer.Take(1, 20s);
+  const bool both_out = got.size() == 1 && !first_done && !second_done;
+  forwarder.HoldReplies(false);
+  a.join();
+  b.join();
+
+  ASSERT_EQ(got.size(), 1u) << "the second batch was not published while the first awaited";
+  EXPECT_EQ(got[0].message_id, "b1");
+  EXPECT_TRUE(both_out) << "a confirm came back while replies were held";
+  EXPECT_EQ(d->OverlappedPublishesForTest(), 1);
+  EXPECT_EQ(d->ChannelWaitsForTest(), 0);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(first_sink.at(i).kind, Outcome::Kind::kDelivered) << first_sink.at(i).error;
+  }
+  EXPECT_EQ(second_sink.at(0).kind, Outcome::Kind::kDelivered) << second_sink.at(0).error;
+}
+
+// A connection lost while several batches await their confirms fails all of them as an
+// outage (the broker may or may not have the messages: the relay retries them).
+TEST_F(RabbitMqDestinationTest, AConnectionLostUnderBatchesAwaitingConfirmsFailsEveryOne) {
+  using namespace std::chrono_literals;
+  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
+  const int port = testing::UnusedLoopbackPort();
+  testing::TcpForwarder forwarder(port, BrokerPort());
+  ASSERT_TRUE(forwarder.Start().ok());
+  RabbitMqDestinationSettings s = Settings();
+  s.url = UrlThrough(port);
+  s.confirm_timeout_ms = 30000;
+  auto d = Started(std::move(s));
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+
+  forwarder.HoldReplies(true);
+  constexpr int kBatches = 3;
+  std::vector<std::vector<OutboxRow>> rows(kBatches);
+  std::vector<std::vector<OutboundMessage>> batches(kBatches);
+  std::vector<testing::CollectingSink> sinks(kBatches);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kBatches; ++i) {
+    const std::string id = "m" + std::to_string(i);
+    rows[i] = {BrokerRow(id, "t", "k" + std::to_string(i), "{}")};
+    batches[i] = testing::BatchOf(rows[i]);
+    threads.emplace_back([&, i] { d->PublishBatch(batches[i], sinks[i]); });
+  }
+  ASSERT_EQ(consumer.Take(kBatches).size(), static_cast<size_t>(kBatches));  // all published
+  const auto cut_at = std::chrono::steady_clock::now();
+  forwarder.Stop();  // closes the connection under the destination
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_LT(std::chrono::steady_clock::now() - cut_at, 20s) << "waited for the confirm timeout";
+  for (int i = 0; i < kBatches; ++i) {
+    EXPECT_EQ(sinks[i].at(0).kind, Outcome::Kind::kUnavailable)
+        << i << ": " << KindName(sinks[i].at(0).kind) << " " << sinks[i].at(0).error;
+    EXPECT_THAT(sinks[i].at(0).error, HasSubstr("RabbitMQ connection lost")) << i;
+  }
+  EXPECT_FALSE(d->Health().ok());
+}
+
+// Many batches from many threads at once: each is delivered whole, each thread's messages in
+// the order it published them, and batches did publish while others awaited their confirms.
+TEST_F(RabbitMqDestinationTest, ConcurrentBatchesAreEachDeliveredInOrderWithConfirmsPipelined) {
+  auto d = Started(Settings());
+  ASSERT_NE(d, nullptr);
+  Consumer consumer(url_, exchange_, "#");
+  constexpr int kThreads = 8, kBatches = 10, kPerBatch = 20;
+  std::atomic<int> not_delivered{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<OutboxRow> rows;
+        for (int m = 0; m < kPerBatch; ++m) {
+          const int n = b * kPerBatch + m;
+          rows.push_back(BrokerRow("t" + std::to_string(t) + "-" + std::to_string(n), "t",
+                                   "k" + std::to_string(t), "{\"n\":" + std::to_string(n) + "}"));
+        }
+        for (const Outcome& o : PublishAll(*d, rows)) {
+          if (o.kind != Outcome::Kind::kDelivered) ++not_delivered;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(not_delivered.load(), 0);
+  std::vector<Received> got = consumer.Take(kThreads * kBatches * kPerBatch);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kThreads * kBatches * kPerBatch));
+  std::map<std::string, int> next;  // thread -> the next n it must deliver
+  for (const Received& r : got) {
+    const std::string thread = r.message_id.substr(0, r.message_id.find('-'));
+    const int n = std::atoi(r.message_id.c_str() + r.message_id.find('-') + 1);
+    EXPECT_EQ(n, next[thread]) << r.message_id;
+    next[thread] = n + 1;
+  }
+  EXPECT_GT(d->OverlappedPublishesForTest(), 0) << "no batch published beside another";
 }
 
 TEST_F(RabbitMqDestinationTest, ExchangeFromColumnAndEmptyExchange) {

@@ -1,6 +1,9 @@
 #include "destinations/rabbitmq/rabbitmq_destination.h"
 
 #include <amqp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -129,29 +132,6 @@ class RabbitMqDestination::Connection {
     return Status::Ok();
   }
 
-  // Reads what the broker sent while the connection was idle (e.g. connection.close after a
-  // restart or close_all_connections). False when the connection is no longer usable.
-  bool StillOpen(std::string* reason) {
-    while (true) {
-      amqp_frame_t frame;
-      timeval zero = ToTimeval(0);
-      int rc = amqp_simple_wait_frame_noblock(state_, &frame, &zero);
-      if (rc == AMQP_STATUS_TIMEOUT) return true;
-      if (rc != AMQP_STATUS_OK) {
-        *reason = std::string("connection lost: ") + amqp_error_string2(rc);
-        healthy_ = false;
-        return false;
-      }
-      if (frame.frame_type == AMQP_FRAME_METHOD &&
-          (frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD ||
-           frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD)) {
-        *reason = CloseReason(frame);
-        healthy_ = false;
-        return false;
-      }
-    }
-  }
-
   static std::string CloseReason(const amqp_frame_t& frame) { return amqp::CloseReason(frame); }
 
   amqp_connection_state_t state() { return state_; }
@@ -220,9 +200,13 @@ RabbitMqDestination::RabbitMqDestination(RabbitMqDestinationSettings settings, A
     : settings_(std::move(settings)),
       exchange_(std::move(exchange)),
       routing_key_(std::move(routing_key)),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       reconnect_(settings_.name, [this] { return ConnectAndDeclare(); }) {}
 
-RabbitMqDestination::~RabbitMqDestination() { Stop(); }
+RabbitMqDestination::~RabbitMqDestination() {
+  Stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 Result<std::unique_ptr<RabbitMqDestination>> RabbitMqDestination::Create(
     RabbitMqDestinationSettings s) {
@@ -248,7 +232,9 @@ Result<std::unique_ptr<RabbitMqDestination>> RabbitMqDestination::Create(
 std::string RabbitMqDestination::Endpoint() const { return host_ + ":" + std::to_string(port_); }
 
 void RabbitMqDestination::Drop(const std::string& reason) {
+  FailInFlight(reason, true);
   conn_.reset();
+  ++generation_;
   connected_ = false;
   {
     std::lock_guard<std::mutex> lock(error_mu_);
@@ -260,6 +246,7 @@ void RabbitMqDestination::Drop(const std::string& reason) {
 
 Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
   if (conn_ && conn_->healthy()) return Status::Ok();
+  FailInFlight("RabbitMQ connection lost", true);  // none: a connection breaks through Drop
   conn_.reset();
   if (!ignore_backoff && Clock::now() < next_connect_) {
     std::lock_guard<std::mutex> lock(error_mu_);
@@ -282,6 +269,7 @@ Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
   }
   failures_ = 0;
   conn_ = std::move(conn);
+  ++generation_;
   connected_ = true;
   return Status::Ok();
 }
@@ -368,7 +356,7 @@ struct RabbitMqDestination::Batch {
   void Settle(uint64_t tag, bool ack) {
     auto it = pending.find(tag);
     if (it == pending.end()) return;
-    size_t i = it->second;
+    const size_t i = it->second;
     auto ret = returned.find(tag);
     if (!ack) {
       Fail(i, "RabbitMQ nacked the message (exchange '" + prepared[i].exchange + "')");
@@ -379,59 +367,6 @@ struct RabbitMqDestination::Batch {
     }
     pending.erase(it);
   }
-  // basic.ack / basic.nack (with `multiple`, every open tag up to this one).
-  void OnConfirm(const amqp_frame_t& frame) {
-    bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
-    uint64_t tag;
-    bool multiple;
-    if (ack) {
-      auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
-      tag = m->delivery_tag;
-      multiple = m->multiple != 0;
-    } else {
-      auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
-      tag = m->delivery_tag;
-      multiple = m->multiple != 0;
-    }
-    if (!multiple) {
-      Settle(tag, ack);
-      return;
-    }
-    std::vector<uint64_t> tags;
-    for (auto it = pending.begin(); it != pending.end() && it->first <= tag; ++it) {
-      tags.push_back(it->first);
-    }
-    for (uint64_t t : tags) Settle(t, ack);
-  }
-
-  // basic.return: remembered for the ack that follows it; `broken` when it cannot be read.
-  void OnReturn(const amqp_frame_t& frame, amqp_connection_state_t state) {
-    auto* m = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
-    std::string reason = "unroutable: RabbitMQ returned the message (" +
-                         std::to_string(m->reply_code) + " " + BytesText(m->reply_text) +
-                         ", exchange '" + BytesText(m->exchange) + "', routing key '" +
-                         BytesText(m->routing_key) + "')";
-    amqp_message_t msg;
-    amqp_rpc_reply_t r = amqp_read_message(state, frame.channel, &msg, 0);
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-      broken = RpcError(r, "RabbitMQ read of a returned message");
-      return;
-    }
-    std::string id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-                         ? BytesText(msg.properties.message_id)
-                         : std::string();
-    amqp_destroy_message(&msg);
-    // The return precedes the ack of its message: mark the earliest open tag of this id.
-    auto tags = by_id.find(id);
-    if (tags == by_id.end()) return;
-    for (uint64_t t : tags->second) {
-      if (pending.count(t) && !returned.count(t)) {
-        returned[t] = reason;
-        return;
-      }
-    }
-  }
-
   void Report(OutcomeSink& sink) {
     for (size_t i = 0; i < messages.size(); ++i) {
       sink.Report(i, outcomes[i] ? std::move(*outcomes[i])
@@ -443,9 +378,8 @@ struct RabbitMqDestination::Batch {
   std::vector<Prepared> prepared;
   std::vector<std::optional<Outcome>> outcomes;
   int max_chars;
-  std::map<uint64_t, size_t> pending;                 // delivery tag -> index
-  std::map<std::string, std::deque<uint64_t>> by_id;  // message_id -> tags, in order
-  std::map<uint64_t, std::string> returned;           // tag -> reason of its basic.return
+  std::map<uint64_t, size_t> pending;        // delivery tag -> index, until its confirm
+  std::map<uint64_t, std::string> returned;  // tag -> reason of its basic.return
   std::string broken;  // why the connection became unusable during the batch; empty while usable
   bool broken_by_outage = true;  // false: a channel the broker closed over a message
 };
@@ -457,25 +391,28 @@ void RabbitMqDestination::PublishBatch(std::span<const OutboundMessage> batch, O
     b.Report(sink);
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);  // a reconnect or Stop() may hold it, bounded
+  std::unique_lock<std::mutex> lock(mu_);  // a reconnect, a reader or Stop() holds it, bounded
   b.CancelLost();  // lost while waiting: not connected for, nor counted as an outage
-  DropIfClosedWhileIdle();
-  if (DeclareExchanges(b)) {
-    Publish(b);
-    AwaitConfirms(b);
-    Finish(b);
-  }
+  ReadFrames();    // confirms of the batches in flight, or a close sent while idle
+  if (DeclareExchanges(b)) Publish(b);
+  ReadFrames();  // what the declares queued or the publishes read: nothing stays buffered
+  const bool awaiting = b.broken.empty() && !b.pending.empty();
+  ReleaseChannel(awaiting);  // the next batch publishes while this one awaits its confirms
+  if (awaiting) AwaitConfirms(b, lock);
+  Finish(b);
   lock.unlock();
-  ReleaseChannel();
+  if (awaiting) DoneAwaiting();
   b.Report(sink);
 }
 
 bool RabbitMqDestination::TakeChannel(Batch& b) {
-  // Another batch may await its confirms for up to confirmTimeoutMs: the wait wakes when the
-  // channel is released, and every 20 ms to see lost claims. A condition variable, not
-  // timed_mutex::try_lock_for: ThreadSanitizer (g++ 12) does not see pthread_mutex_clocklock.
+  // Another batch may publish, or declare an exchange (an RPC of up to connectTimeoutMs): the
+  // wait wakes when the channel is released, and every 20 ms to see lost claims. A condition
+  // variable, not timed_mutex::try_lock_for: ThreadSanitizer (g++ 12) does not see
+  // pthread_mutex_clocklock.
+  const int window = settings_.max_batches_awaiting_confirms;
   std::unique_lock<std::mutex> lock(channel_mu_);
-  while (channel_taken_) {
+  while (channel_taken_ || (window > 0 && awaiting_ >= window)) {
     channel_waits_.fetch_add(1);
     if (b.CancelLost()) return false;  // nothing left to publish
     channel_free_.wait_for(lock, std::chrono::milliseconds(20));
@@ -484,12 +421,21 @@ bool RabbitMqDestination::TakeChannel(Batch& b) {
   return true;
 }
 
-void RabbitMqDestination::ReleaseChannel() {
+void RabbitMqDestination::ReleaseChannel(bool awaiting) {
   {
     std::lock_guard<std::mutex> lock(channel_mu_);
     channel_taken_ = false;
+    if (awaiting) ++awaiting_;
   }
-  channel_free_.notify_one();
+  channel_free_.notify_all();
+}
+
+void RabbitMqDestination::DoneAwaiting() {
+  {
+    std::lock_guard<std::mutex> lock(channel_mu_);
+    --awaiting_;
+  }
+  channel_free_.notify_all();
 }
 
 HeaderList RabbitMqStringHeaders(const std::string& topic, HeaderList merged,
@@ -578,16 +524,6 @@ void RabbitMqDestination::Prepare(Batch& b) const {
   }
 }
 
-void RabbitMqDestination::DropIfClosedWhileIdle() {
-  std::string reason;
-  if (conn_ && !conn_->StillOpen(&reason)) {
-    log::Warn("RabbitMQ connection lost; reconnecting",
-              {{"destination", settings_.name},
-               {"error", FailureReason(reason, settings_.max_error_body_bytes)}});
-    Drop(reason);
-  }
-}
-
 bool RabbitMqDestination::DeclareExchanges(Batch& b) {
   std::map<std::string, std::string> bad_exchanges;  // exchange -> why its declare failed
   for (size_t i = 0; i < b.messages.size(); ++i) {
@@ -620,6 +556,7 @@ bool RabbitMqDestination::DeclareExchanges(Batch& b) {
 
 void RabbitMqDestination::Publish(Batch& b) {
   amqp_connection_state_t state = conn_->state();
+  if (!in_flight_.empty()) overlapped_publishes_.fetch_add(1);
   for (size_t i = 0; i < b.messages.size(); ++i) {
     if (b.outcomes[i]) continue;
     const OutboundMessage& message = b.messages[i];
@@ -654,58 +591,172 @@ void RabbitMqDestination::Publish(Batch& b) {
                                 amqp_cstring_bytes(p.routing_key.c_str()), /*mandatory=*/1,
                                 /*immediate=*/0, &props, body);
     if (rc != AMQP_STATUS_OK) {
-      b.broken = std::string("RabbitMQ publish failed: ") + amqp_error_string2(rc);
+      BreakInFlight(&b, std::string("RabbitMQ publish failed: ") + amqp_error_string2(rc), true);
       return;
     }
-    uint64_t tag = conn_->NextTag();
+    const uint64_t tag = conn_->NextTag();
     b.pending[tag] = i;
-    b.by_id[p.message_id].push_back(tag);
+    in_flight_.emplace(tag, std::make_pair(&b, i));
+    tags_by_id_[p.message_id].push_back(tag);
   }
 }
 
-void RabbitMqDestination::AwaitConfirms(Batch& b) {
-  amqp_connection_state_t state = conn_->state();
+void RabbitMqDestination::AwaitConfirms(Batch& b, std::unique_lock<std::mutex>& lock) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(settings_.confirm_timeout_ms);
   while (b.broken.empty() && !b.pending.empty()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      b.broken = "no RabbitMQ publisher confirm within " +
-                 std::to_string(settings_.confirm_timeout_ms) + "ms";
+      BreakInFlight(&b,
+                    "no RabbitMQ publisher confirm within " +
+                        std::to_string(settings_.confirm_timeout_ms) + "ms",
+                    true);
       return;
     }
-    timeval tv = ToTimeval(left.count());
+    if (reading_) {  // another batch waits on the socket and reads for this one too
+      confirms_.wait_for(lock, left);
+      continue;
+    }
+    // This batch waits on the socket for every batch in flight, without the mutex, so others
+    // publish meanwhile. ReadFrames left nothing buffered, so the socket shows every new frame;
+    // a ReadFrames under the mutex meanwhile writes wake_fd_. The wait is capped: a dropped
+    // connection closes the socket under it, which poll() does not report.
+    reading_ = true;
+    const uint64_t generation = generation_;
+    pollfd fds[2] = {{amqp_get_sockfd(conn_->state()), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    lock.unlock();
+    ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 50)));
+    lock.lock();
+    reading_ = false;
+    if ((fds[1].revents & POLLIN) != 0) {
+      uint64_t n;
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_, &n, sizeof n);
+    }
+    if (generation == generation_) ReadFrames();
+    confirms_.notify_all();  // whoever waits next reads
+  }
+}
+
+void RabbitMqDestination::ReadFrames() {
+  bool read = false;
+  while (conn_) {
     amqp_frame_t frame;
-    int rc = amqp_simple_wait_frame_noblock(state, &frame, &tv);
-    if (rc == AMQP_STATUS_TIMEOUT) continue;
+    timeval zero = ToTimeval(0);
+    const int rc = amqp_simple_wait_frame_noblock(conn_->state(), &frame, &zero);
+    if (rc == AMQP_STATUS_TIMEOUT) break;
+    read = true;
     if (rc != AMQP_STATUS_OK) {
-      b.broken = std::string("RabbitMQ connection lost: ") + amqp_error_string2(rc);
-      return;
+      BreakInFlight(nullptr, std::string("RabbitMQ connection lost: ") + amqp_error_string2(rc),
+                    true);
+      break;
     }
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
       case AMQP_BASIC_ACK_METHOD:
       case AMQP_BASIC_NACK_METHOD:
-        b.OnConfirm(frame);
+        OnConfirm(frame);
         break;
       case AMQP_BASIC_RETURN_METHOD:
-        b.OnReturn(frame, state);
+        OnReturn(frame);
         break;
       case AMQP_CONNECTION_CLOSE_METHOD:
       case AMQP_CHANNEL_CLOSE_METHOD:
-        b.broken = "RabbitMQ " + Connection::CloseReason(frame);
-        b.broken_by_outage = frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD;
+        BreakInFlight(nullptr, "RabbitMQ " + Connection::CloseReason(frame),
+                      frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD);
         break;
       default:
         break;
     }
   }
+  if (!read) return;
+  if (conn_) amqp_maybe_release_buffers(conn_->state());
+  if (reading_) {  // the reader's socket may show nothing now: wake it
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);
+  }
+  confirms_.notify_all();
+}
+
+void RabbitMqDestination::OnConfirm(const amqp_frame_t& frame) {
+  const bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
+  uint64_t tag;
+  bool multiple;
+  if (ack) {
+    const auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
+    tag = m->delivery_tag;
+    multiple = m->multiple != 0;
+  } else {
+    const auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
+    tag = m->delivery_tag;
+    multiple = m->multiple != 0;
+  }
+  auto it = multiple ? in_flight_.begin() : in_flight_.find(tag);
+  if (it == in_flight_.end()) return;
+  const auto end = multiple ? in_flight_.upper_bound(tag) : std::next(it);
+  while (it != end) {
+    auto [batch, i] = it->second;
+    batch->Settle(it->first, ack);
+    auto ids = tags_by_id_.find(batch->prepared[i].message_id);
+    if (ids != tags_by_id_.end()) {
+      std::erase(ids->second, it->first);
+      if (ids->second.empty()) tags_by_id_.erase(ids);
+    }
+    it = in_flight_.erase(it);
+  }
+}
+
+void RabbitMqDestination::OnReturn(const amqp_frame_t& frame) {
+  const auto* m = static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
+  const std::string reason = "unroutable: RabbitMQ returned the message (" +
+                             std::to_string(m->reply_code) + " " + BytesText(m->reply_text) +
+                             ", exchange '" + BytesText(m->exchange) + "', routing key '" +
+                             BytesText(m->routing_key) + "')";
+  amqp_message_t msg;
+  amqp_rpc_reply_t r = amqp_read_message(conn_->state(), frame.channel, &msg, 0);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    BreakInFlight(nullptr, RpcError(r, "RabbitMQ read of a returned message"), true);
+    return;
+  }
+  const std::string id = (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+                             ? BytesText(msg.properties.message_id)
+                             : std::string();
+  amqp_destroy_message(&msg);
+  // The return precedes the ack of its message: mark the earliest open tag of this id.
+  auto tags = tags_by_id_.find(id);
+  if (tags == tags_by_id_.end()) return;
+  for (uint64_t t : tags->second) {
+    Batch& owner = *in_flight_.at(t).first;
+    if (owner.returned.emplace(t, reason).second) return;
+  }
+}
+
+void RabbitMqDestination::FailInFlight(const std::string& reason, bool by_outage) {
+  for (auto& [tag, owner] : in_flight_) {
+    Batch& b = *owner.first;
+    if (b.broken.empty()) {
+      b.broken = reason;
+      b.broken_by_outage = by_outage;
+    }
+  }
+  in_flight_.clear();
+  tags_by_id_.clear();
+  confirms_.notify_all();
+}
+
+void RabbitMqDestination::BreakInFlight(Batch* current, const std::string& reason, bool by_outage) {
+  if (current != nullptr && current->broken.empty()) {
+    current->broken = reason;
+    current->broken_by_outage = by_outage;
+  }
+  FailInFlight(reason, by_outage);
+  log::Warn("RabbitMQ connection dropped",
+            {{"destination", settings_.name},
+             {"error", FailureReason(reason, settings_.max_error_body_bytes)}});
+  Drop(reason);
 }
 
 void RabbitMqDestination::Finish(Batch& b) {
-  if (b.broken.empty()) {
-    amqp_maybe_release_buffers(conn_->state());
-    return;
-  }
+  if (b.broken.empty()) return;
   if (b.broken_by_outage) {
     for (const auto& [tag, i] : b.pending) b.FailOutage(i, b.broken);
     b.FailAllOutage(b.broken);
@@ -713,10 +764,6 @@ void RabbitMqDestination::Finish(Batch& b) {
     for (const auto& [tag, i] : b.pending) b.Fail(i, b.broken);
     b.FailAll(b.broken);
   }
-  log::Warn("RabbitMQ connection dropped",
-            {{"destination", settings_.name},
-             {"error", FailureReason(b.broken, settings_.max_error_body_bytes)}});
-  Drop(b.broken);
 }
 
 Status RabbitMqDestination::Health() {
@@ -729,7 +776,9 @@ Status RabbitMqDestination::Health() {
 void RabbitMqDestination::Stop() {
   reconnect_.Stop();
   std::lock_guard<std::mutex> lock(mu_);
+  FailInFlight("RabbitMQ destination '" + settings_.name + "' stopped", true);
   conn_.reset();
+  ++generation_;
   connected_ = false;
 }
 

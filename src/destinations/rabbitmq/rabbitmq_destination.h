@@ -22,10 +22,15 @@
 //   strings, a payload that is not JSON, an exchange, routing key or header name over 255 bytes.
 // Throughput: the whole batch is published, then the confirms are read (pipelined); the relay
 //   hands it a whole claimed task in one call (PipelinesBatch), so a round of confirms carries up
-//   to outbox.batchSize messages, not outbox.concurrency.
+//   to outbox.batchSize messages, not outbox.concurrency. A batch gives the channel up as soon as
+//   it has published, so the next batch publishes while the earlier ones await their confirms
+//   (up to outbox.concurrency batches in flight on one channel, as a bare publisher keeps a window
+//   of unconfirmed messages). Whichever waiting batch reads the socket settles the confirms of
+//   every batch (a `multiple` ack spans batches); a broken connection fails all of them.
 //
-// Thread-safety: a connection is not thread-safe, so PublishBatch calls on one destination run
-// one at a time (TakeChannel); Health() does not wait for a running batch.
+// Thread-safety: a connection is not thread-safe: publishing and reading frames run under one
+// mutex, one batch publishes at a time (TakeChannel), and the socket is waited on without the
+// mutex by one batch at a time. Health() does not wait for a running batch.
 #pragma once
 
 #include <amqp.h>
@@ -34,6 +39,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +66,10 @@ struct RabbitMqDestinationSettings {
   int max_error_body_bytes = 2048;     // cut of failure reasons (characters)
   int64_t confirm_timeout_ms = 5000;   // wait for the confirms of a batch (ms)
   int64_t connect_timeout_ms = 10000;  // TCP connect, handshake and each RPC (ms)
+  // Batches awaiting their confirms at once; a batch past it waits for the channel. 0: no limit
+  // but the relay's (outbox.concurrency). Not a configuration key: tests set 1 to hold a batch
+  // behind another's confirms.
+  int max_batches_awaiting_confirms = 0;
 };
 
 // The registry entry for `type: rabbitmq`: option table, block validator, factory.
@@ -105,6 +115,8 @@ class RabbitMqDestination final : public Destination {
   void Stop() override;
   // How often a batch found the channel taken by another and waited for it. Tests.
   int64_t ChannelWaitsForTest() const { return channel_waits_.load(); }
+  // How many batches published while another batch's confirms were outstanding. Tests.
+  int64_t OverlappedPublishesForTest() const { return overlapped_publishes_.load(); }
 
  private:
   class Connection;
@@ -116,28 +128,44 @@ class RabbitMqDestination final : public Destination {
   // 1 (no lock): exchange, headers, message id and routing key of every message; a message that
   //   can never be sent (bad row headers or AMQP property) is rejected here.
   void Prepare(Batch& b) const;
-  // Waits until no other batch holds the channel and takes it; false (nothing taken) when every
-  // message of `b` was cancelled meanwhile. ReleaseChannel hands it to the next batch.
+  // Waits until no other batch holds the channel (nor is the window of batches awaiting
+  // confirms full) and takes it; false (nothing taken) when every message of `b` was cancelled
+  // meanwhile. ReleaseChannel hands it to the next batch; `awaiting`: this batch now awaits its
+  // confirms, until DoneAwaiting.
   bool TakeChannel(Batch& b);
-  void ReleaseChannel();
-  // Replaces a connection the broker closed while idle (under mu_ from here on).
-  void DropIfClosedWhileIdle();
+  void ReleaseChannel(bool awaiting);
+  void DoneAwaiting();
   // 2: declares each exchange once per connection; a failed declare closes the channel, so its
   //   messages fail and the next exchange gets a fresh connection. False when nothing is left to
   //   publish or no connection can be had (every open message then failed).
   bool DeclareExchanges(Batch& b);
-  // 3: publishes every open message (mandatory), remembering which delivery tag is which.
+  // 3: publishes every open message (mandatory) and enters its delivery tag in in_flight_.
   void Publish(Batch& b);
-  // 4: reads confirms and returns until every published message has its answer, the confirm
-  //   timeout passes or the connection breaks.
-  void AwaitConfirms(Batch& b);
-  // 5: a broken connection fails what is still open and is dropped.
+  // 4: until every published message of `b` has its answer, the confirm timeout passes or the
+  //   connection breaks: waits for the socket (`lock` released meanwhile) or for the batch that
+  //   reads it.
+  void AwaitConfirms(Batch& b, std::unique_lock<std::mutex>& lock);
+  // 5: a broken connection fails what is still open (the connection was dropped when it broke).
   void Finish(Batch& b);
+  // Under mu_: reads every frame already sent, without waiting: confirms and returns settle the
+  // batches in flight, a close or a read error breaks them all. Leaves nothing buffered, so a
+  // wait on the socket sees every new frame.
+  void ReadFrames();
+  // Under mu_: basic.ack / basic.nack (with `multiple`, every tag in flight up to it).
+  void OnConfirm(const amqp_frame_t& frame);
+  // Under mu_: basic.return, remembered by the earliest tag in flight of its message id.
+  void OnReturn(const amqp_frame_t& frame);
+  // Under mu_: `current` and every batch in flight fail with `reason`; the connection is dropped.
+  void BreakInFlight(Batch* current, const std::string& reason, bool by_outage);
+  // Under mu_: every batch in flight gets `reason` (unless it has one) and leaves in_flight_.
+  void FailInFlight(const std::string& reason, bool by_outage);
   // Opens conn_ (honouring the reconnect backoff unless `now` is set).
   Status EnsureConnected(bool ignore_backoff);
   // Opens conn_ when it is not open and declares a literal exchange: kUnavailable when the
   // broker cannot be reached, kFailedPrecondition when it refuses the declare. Takes mu_.
   Status ConnectAndDeclare();
+  // Under mu_: fails every batch in flight (as an outage unless it already failed otherwise)
+  // and closes the connection; the background reconnect is kicked.
   void Drop(const std::string& reason);
   std::string Endpoint() const;
 
@@ -152,13 +180,23 @@ class RabbitMqDestination final : public Destination {
   std::mutex channel_mu_;
   std::condition_variable channel_free_;
   bool channel_taken_ = false;  // guarded by channel_mu_
+  int awaiting_ = 0;            // guarded by channel_mu_: batches awaiting their confirms
   // Guards conn_ and the backoff state (a batch, the reconnect loop, Stop).
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
+  uint64_t generation_ = 0;  // a new one for each connection opened or dropped
+  // The published messages of every batch awaiting confirms on conn_: delivery tag -> (batch,
+  // index), and message id -> its tags in order (basic.return names only the id).
+  std::map<uint64_t, std::pair<Batch*, size_t>> in_flight_;
+  std::map<std::string, std::deque<uint64_t>> tags_by_id_;
+  bool reading_ = false;              // a batch waits on the socket for all (without mu_)
+  std::condition_variable confirms_;  // with mu_: the reader read, or the connection broke
+  int wake_fd_ = -1;                  // eventfd: ReadFrames under mu_ wakes the reader it read for
   int failures_ = 0;
   std::chrono::steady_clock::time_point next_connect_{};
 
   std::atomic<int64_t> channel_waits_{0};
+  std::atomic<int64_t> overlapped_publishes_{0};
   std::atomic<bool> connected_{false};
   std::atomic<bool> started_{false};
   std::mutex error_mu_;
