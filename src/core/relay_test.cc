@@ -224,9 +224,11 @@ TEST(RelayTest, APoisonRowHoldsOnlyItsOwnKey) {
 
 TEST(RelayTest, RenewsLeasesWhileASlowPublishRuns) {
   RelayOptions o = Harness::Defaults();
-  o.outbox.claim_timeout_ms = 300;  // renewed every 100 ms
+  // Renewed every second; the publish outlasts the lease four times over. A lease much shorter
+  // than that lost its claim when a sanitizer run stalled the lease keeper for 200 ms.
+  o.outbox.claim_timeout_ms = 3000;
   Harness h(o);
-  h.configure = [](FakeDestination& d) { d.set_delay(900ms); };
+  h.configure = [](FakeDestination& d) { d.set_delay(12s); };
   std::string id = h.Insert("t", std::nullopt);
   h.Start();
   h.WaitIdle();
@@ -253,7 +255,7 @@ TEST(RelayTest, ALostClaimIsCountedAndChangesNothing) {
   std::string id = h.Insert("t", std::nullopt);
   h.Start();
   ASSERT_TRUE(h.destination->WaitForCount(1, 10s));
-  for (int i = 0; i < 500 && h.observer.lost.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 2000 && h.observer.lost.load() == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(h.observer.lost.load(), 1);
   EXPECT_EQ(h.store.Get(id).state, "processing") << "the new owner keeps the row";
   EXPECT_EQ(h.observer.Count("sent"), 0);
@@ -478,7 +480,8 @@ TEST(RelayTest, InCaptureModeARetryIsDeliveredAtItsDueTime) {
   ASSERT_TRUE(h.destination->WaitForCount(2, 20s));
   auto published = h.destination->published();
   EXPECT_EQ(published[1].attempt, 1);
-  for (int i = 0; i < 400 && h.store.Get(id).state != "sent"; ++i) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 4000 && h.store.Get(id).state != "sent"; ++i)
+    std::this_thread::sleep_for(5ms);
   EXPECT_EQ(h.store.Get(id).state, "sent");
 }
 

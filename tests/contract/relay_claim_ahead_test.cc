@@ -338,18 +338,19 @@ TEST_P(RelayClaimAheadTest, QueuedRowsKeepTheirLeasePastItsLength) {
   outbox_->InsertRows(3, [](int) { return std::nullopt; });
   const std::vector<std::string> ids = Ids("true");
   RelayOptions o = Options(100, 1);
-  o.outbox.claim_timeout_ms = 1500;  // renewed every 500 ms
-  gate_closed_ = true;               // the first row's publish waits; the other two queue
+  // Renewed every 1.5 s: a renewal may come 3 s late (a stalled sanitizer run) and still hold.
+  o.outbox.claim_timeout_ms = 4500;
+  gate_closed_ = true;  // the first row's publish waits; the other two queue
   Start(o);
   ASSERT_TRUE(destination_->WaitForPublished(1, 20s));
   const std::string queued = ids[2];
   ASSERT_EQ(State(queued), "processing");
   // Queued for longer than one lease on the database clock, renewed meanwhile.
   for (int i = 0;
-       i < 2000 && !outbox_->db().Holds(queued, "claimed_at < " + outbox_->db().NowPlus(-3)); ++i) {
+       i < 2000 && !outbox_->db().Holds(queued, "claimed_at < " + outbox_->db().NowPlus(-5)); ++i) {
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(outbox_->db().Holds(queued, "claimed_at < " + outbox_->db().NowPlus(-3)));
+  ASSERT_TRUE(outbox_->db().Holds(queued, "claimed_at < " + outbox_->db().NowPlus(-5)));
   ASSERT_TRUE(claims_->WaitForRenewals(queued, 2, 20s));
   EXPECT_TRUE(outbox_->IsLaterThanNowPlus(queued, "lease_expires_at", 0));
   // Another replica finds nothing to reclaim and nothing to claim.

@@ -314,7 +314,7 @@ TEST_P(RelayLostClaimRabbitMqTest, AMessageWaitingForTheChannelIsCancelledAndNev
   const auto taken_state = RowState(taken);
   ASSERT_TRUE(WaitForLost(1)) << "the lease keeper's renewal misses the taken row";
   // Its batch stops waiting: only the publish whose confirm is held is left in flight.
-  const bool stopped = testing::WaitUntil([&] { return Depth() == 1; }, 2s);
+  const bool stopped = testing::WaitUntil([&] { return Depth() == 1; }, 20s);  // confirm: 60 s
   forwarder_->HoldReplies(false);
   EXPECT_TRUE(stopped) << "the cancelled batch still waits for the channel";
   ASSERT_TRUE(relay_->WaitIdle(60s).ok());

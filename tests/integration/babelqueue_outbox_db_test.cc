@@ -406,7 +406,7 @@ TEST(PostgresSeenStoreTest, ClaimRememberForgetAndTtl) {
   EXPECT_EQ(db.Scalar("SELECT COUNT(*) FROM babelqueue_idempotency WHERE expires_at IS NULL"), "0");
 
   auto ttl =
-      PostgresSeenStore::Create(conn.raw(), {.table = kDefaultIdempotencyTable, .ttl_ms = 100})
+      PostgresSeenStore::Create(conn.raw(), {.table = kDefaultIdempotencyTable, .ttl_ms = 2000})
           .value();
   ASSERT_TRUE(ttl->Remember("id-T").ok());
   EXPECT_TRUE(*ttl->Seen("id-T"));

@@ -571,7 +571,7 @@ std::unique_ptr<Destination> Nats(const std::string& url, const std::string& pre
   s.name = "nats";
   s.servers = url;
   s.subject = prefix + ".{{ topic }}" + suffix;
-  s.timeout_ms = 1000;
+  s.timeout_ms = 5000;  // a PubAck later than this spends an attempt: a loaded machine is slow
   auto d = NatsDestination::Create(s);
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   return d.ok() ? std::move(d).value() : nullptr;

@@ -165,7 +165,7 @@ TEST_F(NatsDestinationTest, ServerLossIsAnOutageThenDeliveryResumes) {
   {
     StreamFixture setup(url_, stream_, prefix_);
     NatsDestinationSettings s = Settings(prefix_ + ".loss");
-    s.timeout_ms = 1000;
+    s.timeout_ms = 5000;  // "before" is acknowledged even on a loaded machine
     auto d = Started(std::move(s));
     ASSERT_NE(d, nullptr);
     ASSERT_EQ(PublishAll(*d, {BrokerRow("before", "t", "k", "{}")})[0].kind,
@@ -208,7 +208,7 @@ TEST_F(NatsDestinationTest, AMissingPubAckCostsOnlyItsOwnMessage) {
 
   NatsDestinationSettings s = Settings("unused");
   s.subject_from = "key";
-  s.timeout_ms = 3000;
+  s.timeout_ms = 6000;  // 3 s between A's timeout and B's: room for a sanitizer run
   auto d = Started(std::move(s));
   ASSERT_NE(d, nullptr);
   auto next_reply = [&](const std::string& subject) {
@@ -225,14 +225,14 @@ TEST_F(NatsDestinationTest, AMissingPubAckCostsOnlyItsOwnMessage) {
   next_reply(silent + ".a");  // A is in flight; never answered
   // The gap between the two deadlines is the scenario (B in flight when A times out), not a wait
   // for an event: no event tells when nats.c will time A out.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // B's deadline 1.5 s after A's
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // B's deadline 3 s after A's
   std::thread b([&] { b_out = PublishAll(*d, {BrokerRow("pa-b", "t", silent + ".b", "{}")}); });
   queuebox::testing::JoinOnExit join_b(b);  // b gives up on its own PubAck deadline
   const std::string b_reply = next_reply(silent + ".b");
   a.join();
   ASSERT_EQ(a_out.size(), 1u);
   EXPECT_EQ(a_out[0].kind, Outcome::Kind::kRetry) << a_out[0].error;
-  EXPECT_THAT(a_out[0].error, HasSubstr("no JetStream PubAck within 3000ms"));
+  EXPECT_THAT(a_out[0].error, HasSubstr("no JetStream PubAck within 6000ms"));
   EXPECT_THAT(a_out[0].error, ::testing::Not(HasSubstr("gave up")));  // nats.c's own timeout
   // A has timed out; B's PubAck arrives now, within B's own deadline.
   ASSERT_FALSE(b_reply.empty());
