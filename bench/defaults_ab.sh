@@ -17,7 +17,8 @@
 #   ROUNDS=3 ...   # three A/B pairs per sink, in the order A B, B A, A B (medians summarised)
 #   NATS_URL=nats://127.0.0.1:54249 ...   # a private nats-server instead of the shared one
 #   OFF_SVC_DIR=/tmp/qb-svc-x OFF_PG_PORT=55009 ...  # a running fsync-off PostgreSQL of one's own
-#   NATS_PID=<pid of that nats-server>: its CPU seconds per run (sink_server_cpu_s)
+#   NATS_PID=<pid of that nats-server>: its CPU seconds per run (sink_server_cpu_s); RabbitMQ's
+#   (the Erlang VM, beam.smp, of the shared broker, or RMQ_PID) are always counted
 #   WRAP_B="perf record -g -o /tmp/b.perf --" ...   # a command that runs binary B (WRAP_A: A);
 #                                                  # @RUN@ in it becomes <fsync>-<sink>-<side>
 #   TRACE_DIR=/tmp/t ...   # QB_PHASE_TRACE=$TRACE_DIR/<fsync>-<sink>-<side>.csv for each relay run
@@ -94,6 +95,7 @@ relay_run() {  # mode sink side binary dest
   case $sink in
     http) sink_pids="$(cat "$WORK/ngx/nginx.pid") $(pgrep -P "$(cat "$WORK/ngx/nginx.pid")" | tr '\n' ' ')" ;;
     nats) sink_pids=${NATS_PID:-} ;;
+    rabbitmq) sink_pids=${RMQ_PID:-$(pgrep -f beam.smp | tr '\n' ' ')} ;;  # the shared broker
     *) sink_pids="" ;;
   esac
   local pg0 sink0 pg1 sink1
