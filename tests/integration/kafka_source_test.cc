@@ -669,7 +669,7 @@ TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
   ASSERT_TRUE(Eventually([&] { return rows() == 1; }));
 
   set_brokers(false);
-  ASSERT_TRUE(Eventually([&] { return !source->healthy(); }));
+  ASSERT_TRUE(Eventually([&] { return !source->healthy(); })) << logs.All();
   // One line per outage (the flag flips before the line is written: wait for it).
   EXPECT_TRUE(Eventually([&] { return logs.Count("reaches no broker") == 2; })) << logs.All();
   set_brokers(true);
@@ -680,6 +680,66 @@ TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
   source->Stop();
   EXPECT_EQ(logs.Count("reaches no broker"), 2);
   rd_kafka_destroy(producer);
+}
+
+// A Kafka source on `mock` that has stored one record of `topic` (so it joined its group and
+// has the partition); null after a failed assertion.
+std::unique_ptr<sources::BrokerSource> StartedWithOneRecord(testing::MockKafkaCluster& mock,
+                                                            testing::StoreDb& db,
+                                                            OutboxStore& store,
+                                                            const std::string& topic) {
+  EXPECT_EQ(rd_kafka_mock_topic_create(mock.get(), topic.c_str(), 1, 3),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_t* producer =
+      NewKafkaClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", mock.bootstraps()}});
+  ProduceOne(producer, topic, {0, std::nullopt, json{{"id", "one"}}.dump(), {}, 0});
+  EXPECT_EQ(rd_kafka_flush(producer, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(producer);
+  KafkaSourceSettings s;
+  s.name = "orders";
+  s.bootstrap_servers = mock.bootstraps();
+  s.topics = {topic};
+  s.group_id = "qb-" + topic;
+  sources::BrokerSourceContext ctx;
+  ctx.intake = store.inbox();
+  auto made = sources::CreateKafkaSource(s, ctx);
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  if (!made.ok()) return nullptr;
+  std::unique_ptr<sources::BrokerSource> source = std::move(made).value();
+  EXPECT_TRUE(source->Start().ok());
+  const bool stored =
+      Eventually([&] { return std::stoll(db.Scalar("SELECT COUNT(*) FROM inbox")) == 1; });
+  EXPECT_TRUE(stored);
+  EXPECT_TRUE(source->healthy());
+  return stored ? std::move(source) : nullptr;
+}
+
+void SetRoundTrip(testing::MockKafkaCluster& mock, int ms) {
+  for (int32_t id = 1; id <= 3; ++id) rd_kafka_mock_broker_set_rtt(mock.get(), id, ms);
+}
+
+// Brokers that keep their connections but stop answering (a round trip of 120 s): librdkafka
+// reports no broker down, so only the source's own metadata probe sees it: health goes down
+// with one WARN.
+TEST(KafkaSourceOutageTest, BrokersThatStopAnsweringTurnHealthDownWithOneWarn) {
+  using namespace std::chrono_literals;
+  LogCapture logs;
+  testing::StoreDb db("sqlite");
+  db.Create("");
+  std::unique_ptr<OutboxStore> store = db.Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
+  testing::MockKafkaCluster mock(3);
+  std::unique_ptr<sources::BrokerSource> source =
+      StartedWithOneRecord(mock, db, *store, "qb.silent");
+  ASSERT_NE(source, nullptr) << logs.All();
+
+  SetRoundTrip(mock, 120000);
+  EXPECT_TRUE(Eventually([&] { return !source->healthy(); }, 60s)) << logs.All();
+  EXPECT_EQ(logs.Count("reaches no broker"), 1) << logs.All();
+  EXPECT_EQ(logs.Count("metadata requests in a row"), 1) << logs.All();
+  source->Stop();
+  SetRoundTrip(mock, 0);
 }
 
 // rd_kafka_commit(..., 0) waits for an absent coordinator (45 s here, past 145 s with every broker

@@ -30,9 +30,18 @@ using Clock = std::chrono::steady_clock;
 constexpr int kFirstPollMs = 200;           // wait for the first record of a batch
 constexpr int64_t kProbeIntervalMs = 1000;  // while no broker answers: one metadata probe a second
 constexpr int kProbeTimeoutMs = 500;
+// While up: one metadata request this often, and three unanswered in a row are an outage. A
+// second signal beside librdkafka's all-brokers-down event, which comes once per transition and
+// was seen not to come at all for a second outage (health stayed up for 90 s with every mock
+// broker down).
+constexpr int64_t kHealthProbeIntervalMs = 5000;
+constexpr int kHealthProbeTimeoutMs = 2000;
+constexpr int kHealthProbeFailures = 3;
 constexpr int kSeekTimeoutMs = 10000;
 // A synchronous commit (in a rebalance, so also in the close) waits no longer than this.
 constexpr int kCommitTimeoutMs = 5000;
+// Stop: the consumer close (a revoke's commit, then leaving the group) waits no longer than this.
+constexpr int kCloseTimeoutMs = 20000;
 constexpr int64_t kStoreBackoffInitialMs = 250;
 constexpr int64_t kStoreBackoffCapMs = 10000;  // short of max.poll.interval.ms (5 min)
 
@@ -111,6 +120,10 @@ class KafkaSource final : public BrokerSource {
   // returns those partitions and offsets, to commit once assigned.
   PartitionList ResumeStored(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* assigned);
   void ProbeBrokers(rd_kafka_t* rk);
+  // While up: the health probe (kHealthProbeIntervalMs); NoteOutage after kHealthProbeFailures.
+  void CheckBrokers(rd_kafka_t* rk);
+  // No broker answers: health down, one WARN per outage.
+  void NoteOutage(const std::string& why);
   void Close(rd_kafka_t* rk);
   // Waits `ms` unless Stop() comes first; false when stopping.
   bool Sleep(int64_t ms);
@@ -139,6 +152,8 @@ class KafkaSource final : public BrokerSource {
   // Only the consumer thread touches these.
   bool outage_ = false;  // an outage was reported (one WARN per outage)
   Clock::time_point next_probe_{};
+  Clock::time_point next_health_probe_{};
+  int failed_health_probes_ = 0;
   int store_failures_ = 0;
   // Per partition, the offset past the last record this replica stored in the inbox (every record
   // below it is stored: it read them in order from a committed offset). Kept when its assignment
@@ -241,7 +256,11 @@ void KafkaSource::WarnLimited(const std::string& message, const std::string& err
 void KafkaSource::Run(rd_kafka_t* rk) {
   int rebuilds = 0;
   while (!stopping()) {
-    if (!up_) ProbeBrokers(rk);
+    if (up_) {
+      CheckBrokers(rk);
+    } else {
+      ProbeBrokers(rk);
+    }
     char err[512];
     if (rd_kafka_fatal_error(rk, err, sizeof err) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       fatal_ = true;
@@ -435,17 +454,43 @@ void KafkaSource::ProbeBrokers(rd_kafka_t* rk) {
   }
 }
 
-void KafkaSource::Close(rd_kafka_t* rk) {
-  if (up_) {
-    // Revokes the partitions (commits what was stored, CommitWithin) and leaves the group;
-    // librdkafka waits at most session.timeout.ms for an absent coordinator.
-    rd_kafka_consumer_close(rk);
-    rd_kafka_destroy(rk);
-  } else {
-    // No broker answers: leaving the group would only wait. What was stored and not committed
-    // is fetched again and deduplicated.
-    rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+void KafkaSource::CheckBrokers(rd_kafka_t* rk) {
+  const auto now = Clock::now();
+  if (now < next_health_probe_) return;
+  next_health_probe_ = now + std::chrono::milliseconds(kHealthProbeIntervalMs);
+  const struct rd_kafka_metadata* md = nullptr;
+  if (rd_kafka_metadata(rk, 0, nullptr, &md, kHealthProbeTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_metadata_destroy(md);
+    failed_health_probes_ = 0;
+    return;
   }
+  if (++failed_health_probes_ < kHealthProbeFailures) return;
+  failed_health_probes_ = 0;
+  NoteOutage("no broker answered " + std::to_string(kHealthProbeFailures) +
+             " metadata requests in a row");
+}
+
+void KafkaSource::NoteOutage(const std::string& why) {
+  up_ = false;
+  if (outage_) return;
+  outage_ = true;
+  log::Warn("Kafka source reaches no broker; librdkafka keeps reconnecting",
+            {{"source", settings_.name}, {"error", SanitizeError(why)}});
+}
+
+void KafkaSource::Close(rd_kafka_t* rk) {
+  // Revokes the partitions (commits what was stored, CommitWithin) and leaves the group, within
+  // kCloseTimeoutMs. When no broker answers, or the close does not finish in time, the handle
+  // is destroyed without it: what was stored and not committed is fetched again and
+  // deduplicated, and the group drops this member after session.timeout.ms.
+  const bool closed = up_ && CloseWithin(rk, kCloseTimeoutMs);
+  if (up_ && !closed) {
+    log::Warn(
+        "Kafka source left the consumer group without a clean close (it did not finish "
+        "in time); the group drops this member after its session timeout",
+        {{"source", settings_.name}, {"timeoutMs", std::to_string(kCloseTimeoutMs)}});
+  }
+  rd_kafka_destroy_flags(rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
   log::Info("Kafka source stopped", {{"source", settings_.name}});
 }
 
@@ -456,12 +501,7 @@ void KafkaSource::OnError(rd_kafka_t* /*rk*/, int err, const char* reason, void*
   const std::string text = reason ? reason : "";
   switch (err) {
     case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-      self->up_ = false;
-      if (!self->outage_) {
-        self->outage_ = true;
-        log::Warn("Kafka source reaches no broker; librdkafka keeps reconnecting",
-                  {{"source", self->settings_.name}, {"error", SanitizeError(text)}});
-      }
+      self->NoteOutage(text);
       break;
     case RD_KAFKA_RESP_ERR__TRANSPORT:
     case RD_KAFKA_RESP_ERR__RESOLVE:
