@@ -71,6 +71,23 @@ class RabbitMqDestinationTest : public ::testing::Test {
     const size_t colon = authority.find(':');
     return colon == std::string::npos ? 0 : std::atoi(authority.c_str() + colon + 1);
   }
+  // A started destination that reaches the broker through forwarder_ (a TcpForwarder on a new
+  // loopback port, which can hold the broker's replies back); null after a failed assertion.
+  std::unique_ptr<RabbitMqDestination> StartedThroughForwarder(int64_t confirm_timeout_ms,
+                                                               int max_awaiting = 0) {
+    EXPECT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
+    const int port = testing::UnusedLoopbackPort();
+    forwarder_ = std::make_unique<testing::TcpForwarder>(port, BrokerPort());
+    if (!forwarder_->Start().ok()) {
+      ADD_FAILURE() << "the forwarder cannot listen on " << port;
+      return nullptr;
+    }
+    RabbitMqDestinationSettings s = Settings();
+    s.url = UrlThrough(port);
+    s.confirm_timeout_ms = confirm_timeout_ms;
+    s.max_batches_awaiting_confirms = max_awaiting;
+    return Started(std::move(s));
+  }
   // QB_TEST_AMQP_URL with 127.0.0.1:`port` (a TcpForwarder) instead of the broker's address.
   std::string UrlThrough(int port) const {
     const size_t at = url_.rfind('@') + 1;
@@ -80,6 +97,7 @@ class RabbitMqDestinationTest : public ::testing::Test {
   }
 
   std::string url_, exchange_;
+  std::unique_ptr<testing::TcpForwarder> forwarder_;  // StartedThroughForwarder
 };
 
 TEST_F(RabbitMqDestinationTest, ConfirmedMessagesCarryPropertiesAndRoutingKey) {
@@ -153,21 +171,14 @@ TEST_F(RabbitMqDestinationTest, UnroutableMessageIsARetryAndOnlyThatOne) {
 TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeverPublished) {
   using namespace std::chrono_literals;
   using Clock = std::chrono::steady_clock;
-  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
-  const int port = testing::UnusedLoopbackPort();
-  testing::TcpForwarder forwarder(port, BrokerPort());
-  ASSERT_TRUE(forwarder.Start().ok());
-  RabbitMqDestinationSettings s = Settings();
-  s.url = UrlThrough(port);
-  s.confirm_timeout_ms = 60000;
-  s.max_batches_awaiting_confirms = 1;  // the next batch waits while one awaits its confirm
-  auto d = Started(std::move(s));
+  // The next batch waits while one awaits its confirm.
+  auto d = StartedThroughForwarder(/*confirm_timeout_ms=*/60000, /*max_awaiting=*/1);
   ASSERT_NE(d, nullptr);
   Consumer consumer(url_, exchange_, "#");  // straight to the broker
   Outcome warm = PublishAll(*d, {BrokerRow("w", "t", std::nullopt, R"({"n":0})")})[0];
   ASSERT_EQ(warm.kind, Outcome::Kind::kDelivered) << warm.error;
 
-  forwarder.HoldReplies(true);  // "a" reaches the broker; its confirm does not come back yet
+  forwarder_->HoldReplies(true);  // "a" reaches the broker; its confirm does not come back yet
   std::vector<OutboxRow> ahead_rows = {BrokerRow("a", "t", std::nullopt, R"({"n":1})")};
   std::vector<OutboundMessage> ahead_batch = testing::BatchOf(ahead_rows);
   testing::CollectingSink ahead_sink;
@@ -204,7 +215,7 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeve
   bool returned = testing::WaitUntil([&] { return lost_done.load(); }, 20s);
   // Checked before the confirm is let through: the batch ahead still holds the channel.
   const bool ahead_was_done = ahead_done;
-  forwarder.HoldReplies(false);
+  forwarder_->HoldReplies(false);
   waiting.join();
   ahead.join();
 
@@ -222,18 +233,11 @@ TEST_F(RabbitMqDestinationTest, AMessageCancelledWhileWaitingForTheChannelIsNeve
 // still awaits its confirm (held back by the forwarder), and one read of the socket settles both.
 TEST_F(RabbitMqDestinationTest, ABatchPublishesWhileAnEarlierOneAwaitsItsConfirms) {
   using namespace std::chrono_literals;
-  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
-  const int port = testing::UnusedLoopbackPort();
-  testing::TcpForwarder forwarder(port, BrokerPort());
-  ASSERT_TRUE(forwarder.Start().ok());
-  RabbitMqDestinationSettings s = Settings();
-  s.url = UrlThrough(port);
-  s.confirm_timeout_ms = 30000;
-  auto d = Started(std::move(s));
+  auto d = StartedThroughForwarder(/*confirm_timeout_ms=*/30000);
   ASSERT_NE(d, nullptr);
   Consumer consumer(url_, exchange_, "#");  // straight to the broker
 
-  forwarder.HoldReplies(true);
+  forwarder_->HoldReplies(true);
   std::vector<OutboxRow> first_rows = {BrokerRow("a1", "t", "k1", R"({"n":1})"),
                                        BrokerRow("a2", "t", "k2", R"({"n":2})")};
   std::vector<OutboxRow> second_rows = {BrokerRow("b1", "t", "k3", R"({"n":3})")};
@@ -254,7 +258,7 @@ TEST_F(RabbitMqDestinationTest, ABatchPublishesWhileAnEarlierOneAwaitsItsConfirm
   // The second batch reached the broker although no confirm of the first came back.
   got = consumer.Take(1, 20s);
   const bool both_out = got.size() == 1 && !first_done && !second_done;
-  forwarder.HoldReplies(false);
+  forwarder_->HoldReplies(false);
   a.join();
   b.join();
 
@@ -273,18 +277,11 @@ TEST_F(RabbitMqDestinationTest, ABatchPublishesWhileAnEarlierOneAwaitsItsConfirm
 // outage (the broker may or may not have the messages: the relay retries them).
 TEST_F(RabbitMqDestinationTest, AConnectionLostUnderBatchesAwaitingConfirmsFailsEveryOne) {
   using namespace std::chrono_literals;
-  ASSERT_NE(BrokerPort(), 0) << "QB_TEST_AMQP_URL names no port";
-  const int port = testing::UnusedLoopbackPort();
-  testing::TcpForwarder forwarder(port, BrokerPort());
-  ASSERT_TRUE(forwarder.Start().ok());
-  RabbitMqDestinationSettings s = Settings();
-  s.url = UrlThrough(port);
-  s.confirm_timeout_ms = 30000;
-  auto d = Started(std::move(s));
+  auto d = StartedThroughForwarder(/*confirm_timeout_ms=*/30000);
   ASSERT_NE(d, nullptr);
   Consumer consumer(url_, exchange_, "#");
 
-  forwarder.HoldReplies(true);
+  forwarder_->HoldReplies(true);
   constexpr int kBatches = 3;
   std::vector<std::vector<OutboxRow>> rows(kBatches);
   std::vector<std::vector<OutboundMessage>> batches(kBatches);
@@ -298,7 +295,7 @@ TEST_F(RabbitMqDestinationTest, AConnectionLostUnderBatchesAwaitingConfirmsFails
   }
   ASSERT_EQ(consumer.Take(kBatches).size(), static_cast<size_t>(kBatches));  // all published
   const auto cut_at = std::chrono::steady_clock::now();
-  forwarder.Stop();  // closes the connection under the destination
+  forwarder_->Stop();  // closes the connection under the destination
   for (std::thread& t : threads) t.join();
 
   EXPECT_LT(std::chrono::steady_clock::now() - cut_at, 20s) << "waited for the confirm timeout";
