@@ -448,6 +448,7 @@ void KafkaSource::ProbeBrokers(rd_kafka_t* rk) {
   }
   rd_kafka_metadata_destroy(md);
   up_ = true;
+  failed_health_probes_ = 0;  // misses before the outage do not count towards the next one
   if (outage_) {
     outage_ = false;
     log::Info("Kafka source reaches a broker again", {{"source", settings_.name}});
