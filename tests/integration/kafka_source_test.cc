@@ -59,6 +59,17 @@ int64_t InboxCount(Metrics& metrics, const std::string& status) {
 int64_t NewCount(Metrics& metrics) { return InboxCount(metrics, "new"); }
 
 // Polls `done` until it holds or `limit` passed; the result of the last look.
+// A fresh SQLite outbox database in `db`, migrated; null after a failed expectation.
+std::unique_ptr<OutboxStore> MigratedSqlite(testing::StoreDb& db) {
+  db.Create("");
+  std::unique_ptr<OutboxStore> store = db.Open();
+  if (store == nullptr || !store->Migrate(std::nullopt).ok()) {
+    ADD_FAILURE() << "no migrated SQLite outbox";
+    return nullptr;
+  }
+  return store;
+}
+
 bool Eventually(const std::function<bool()>& done,
                 std::chrono::seconds limit = std::chrono::seconds(90)) {
   const auto deadline = Clock::now() + limit;
@@ -501,10 +512,8 @@ TEST(KafkaSourceSettingsTest, BadSettingsNameTheirKey) {
 TEST(KafkaSourceSecretsTest, TheSaslPasswordNeverReachesTheLogs) {
   LogCapture logs;
   testing::StoreDb db("sqlite");
-  db.Create("");
-  std::unique_ptr<OutboxStore> store = db.Open();
+  std::unique_ptr<OutboxStore> store = MigratedSqlite(db);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
   testing::MockKafkaCluster mock(1);
   ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), "qb.sasl", 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   KafkaSourceSettings s;
@@ -623,10 +632,8 @@ TEST(KafkaSourceOutageTest, DatabaseCutMidConsumptionLosesNothingAndCommitsOnlyS
 TEST(KafkaSourceOutageTest, BrokersDownAndBackFlipHealthWithOneWarn) {
   LogCapture logs;
   testing::StoreDb db("sqlite");
-  db.Create("");
-  std::unique_ptr<OutboxStore> store = db.Open();
+  std::unique_ptr<OutboxStore> store = MigratedSqlite(db);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
   testing::MockKafkaCluster mock(3);
   const std::string topic = "qb.down";
   ASSERT_EQ(rd_kafka_mock_topic_create(mock.get(), topic.c_str(), 1, 3),
@@ -725,10 +732,8 @@ TEST(KafkaSourceOutageTest, BrokersThatStopAnsweringTurnHealthDownWithOneWarn) {
   using namespace std::chrono_literals;
   LogCapture logs;
   testing::StoreDb db("sqlite");
-  db.Create("");
-  std::unique_ptr<OutboxStore> store = db.Open();
+  std::unique_ptr<OutboxStore> store = MigratedSqlite(db);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Migrate(std::nullopt).ok());
   testing::MockKafkaCluster mock(3);
   std::unique_ptr<sources::BrokerSource> source =
       StartedWithOneRecord(mock, db, *store, "qb.silent");

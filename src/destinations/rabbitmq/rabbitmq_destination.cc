@@ -234,7 +234,6 @@ std::string RabbitMqDestination::Endpoint() const { return host_ + ":" + std::to
 void RabbitMqDestination::Drop(const std::string& reason) {
   FailInFlight(reason, true);
   conn_.reset();
-  ++generation_;
   connected_ = false;
   {
     std::lock_guard<std::mutex> lock(error_mu_);
@@ -269,7 +268,6 @@ Status RabbitMqDestination::EnsureConnected(bool ignore_backoff) {
   }
   failures_ = 0;
   conn_ = std::move(conn);
-  ++generation_;
   connected_ = true;
   return Status::Ok();
 }
@@ -622,7 +620,6 @@ void RabbitMqDestination::AwaitConfirms(Batch& b, std::unique_lock<std::mutex>& 
     // a ReadFrames under the mutex meanwhile writes wake_fd_. The wait is capped: a dropped
     // connection closes the socket under it, which poll() does not report.
     reading_ = true;
-    const uint64_t generation = generation_;
     pollfd fds[2] = {{amqp_get_sockfd(conn_->state()), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     lock.unlock();
     ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 50)));
@@ -632,7 +629,7 @@ void RabbitMqDestination::AwaitConfirms(Batch& b, std::unique_lock<std::mutex>& 
       uint64_t n;
       [[maybe_unused]] ssize_t r = ::read(wake_fd_, &n, sizeof n);
     }
-    if (generation == generation_) ReadFrames();
+    ReadFrames();            // a connection opened meanwhile is read like any other
     confirms_.notify_all();  // whoever waits next reads
   }
 }
@@ -778,7 +775,6 @@ void RabbitMqDestination::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   FailInFlight("RabbitMQ destination '" + settings_.name + "' stopped", true);
   conn_.reset();
-  ++generation_;
   connected_ = false;
 }
 

@@ -184,7 +184,6 @@ class RabbitMqDestination final : public Destination {
   // Guards conn_ and the backoff state (a batch, the reconnect loop, Stop).
   std::mutex mu_;
   std::unique_ptr<Connection> conn_;
-  uint64_t generation_ = 0;  // a new one for each connection opened or dropped
   // The published messages of every batch awaiting confirms on conn_: delivery tag -> (batch,
   // index), and message id -> its tags in order (basic.return names only the id).
   std::map<uint64_t, std::pair<Batch*, size_t>> in_flight_;

@@ -45,6 +45,16 @@ constexpr int kCloseTimeoutMs = 20000;
 constexpr int64_t kStoreBackoffInitialMs = 250;
 constexpr int64_t kStoreBackoffCapMs = 10000;  // short of max.poll.interval.ms (5 min)
 
+// A metadata request (the topics known to `rk`) answered within `timeout_ms`.
+bool BrokerAnswers(rd_kafka_t* rk, int timeout_ms) {
+  const struct rd_kafka_metadata* md = nullptr;
+  if (rd_kafka_metadata(rk, 0, nullptr, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return false;
+  }
+  rd_kafka_metadata_destroy(md);
+  return true;
+}
+
 bool Blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
 }
@@ -442,11 +452,7 @@ void KafkaSource::ProbeBrokers(rd_kafka_t* rk) {
   const auto now = Clock::now();
   if (now < next_probe_) return;
   next_probe_ = now + std::chrono::milliseconds(kProbeIntervalMs);
-  const struct rd_kafka_metadata* md = nullptr;
-  if (rd_kafka_metadata(rk, 0, nullptr, &md, kProbeTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return;
-  }
-  rd_kafka_metadata_destroy(md);
+  if (!BrokerAnswers(rk, kProbeTimeoutMs)) return;
   up_ = true;
   failed_health_probes_ = 0;  // misses before the outage do not count towards the next one
   if (outage_) {
@@ -459,9 +465,7 @@ void KafkaSource::CheckBrokers(rd_kafka_t* rk) {
   const auto now = Clock::now();
   if (now < next_health_probe_) return;
   next_health_probe_ = now + std::chrono::milliseconds(kHealthProbeIntervalMs);
-  const struct rd_kafka_metadata* md = nullptr;
-  if (rd_kafka_metadata(rk, 0, nullptr, &md, kHealthProbeTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    rd_kafka_metadata_destroy(md);
+  if (BrokerAnswers(rk, kHealthProbeTimeoutMs)) {
     failed_health_probes_ = 0;
     return;
   }
