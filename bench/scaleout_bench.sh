@@ -53,7 +53,11 @@ base=${QB_TEST_PG_URL%/*}
 psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # pg_stat_statements normalizes constants ('sent' becomes $3), so statements are matched by shape.
 CLAIM="s.query LIKE 'WITH RECURSIVE qb_now%'"
-ACK="s.query LIKE 'UPDATE %SET \"state\" = \$%unnest%' AND s.query NOT LIKE '%last_error%'"
+# The ack: MarkSent's fenced UPDATE, bare or (attempt history on, the default) inside the CTE
+# that also records the attempt; not the retry's, which sets last_error.
+ACK="(s.query LIKE 'UPDATE %SET \"state\" = \$%unnest%'
+  OR s.query LIKE 'WITH qb_w AS (UPDATE %SET \"state\" = \$%unnest%')
+  AND s.query NOT LIKE '%last_error%'"
 kind() {  # pg_stat_activity alias -> SQL naming its statement: claim, ack, other
   echo "(CASE WHEN $1.query LIKE 'WITH RECURSIVE qb_now%' THEN 'claim' WHEN $1.query LIKE
     'UPDATE %unnest%' THEN 'ack' ELSE 'other' END)"
@@ -137,7 +141,8 @@ run_once() {  # replicas, round -> one JSON line on stdout
            AND pid <> pg_backend_pid() AND state = 'active'),
         (SELECT string_agg(a.wait_event_type || ':' || a.wait_event || CASE
              WHEN a.wait_event_type = 'Lock' THEN '(' || $(kind a) || '<-' || coalesce((SELECT
-               $(kind b) FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]),
+               $(kind b) FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]
+               LIMIT 1),
                '?') || ')' ELSE '' END, ' ')
            FROM pg_stat_activity a WHERE a.datname = current_database()
            AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.wait_event IS NOT NULL)")
