@@ -129,7 +129,7 @@ Result<HeaderList> MergeMessageHeaders(const std::map<std::string, std::string>&
 
 Result<HeaderList> ParseRowHeaders(std::string_view headers) {
   HeaderList out;
-  if (headers.empty()) return out;
+  if (headers.empty() || headers == "{}") return out;  // most rows: no parse, no allocation
   // A NUL ends nlohmann's input early (`{}\0junk` parses as `{}`): not JSON.
   nlohmann::json j = headers.find('\0') != std::string_view::npos
                          ? nlohmann::json(nlohmann::json::value_t::discarded)
@@ -167,6 +167,11 @@ bool IsJsonDocument(std::string_view text) {
   simdjson::dom::element root;
   if (parser.parse(text.data(), text.size()).get(root) == simdjson::SUCCESS) return true;
   return nlohmann::json::accept(text);
+}
+
+Status CheckBodyIsJson(const OutboundMessage& message) {
+  if (!message.transformed_body && message.row->payload_is_json) return Status::Ok();
+  return CheckPayloadIsJson(message.body());
 }
 
 Status CheckPayloadIsJson(std::string_view body) {

@@ -107,6 +107,10 @@ Result<HeaderList> ParseRowHeaders(std::string_view headers);
 // one's own may hold the payload as text, so a destination checks what it sends.
 Status CheckPayloadIsJson(std::string_view body);
 
+// CheckPayloadIsJson of what `message` sends, skipped (Ok) when that is the row's payload and
+// its store's column holds only JSON (OutboxRow::payload_is_json).
+Status CheckBodyIsJson(const OutboundMessage& message);
+
 // True when `text` is one JSON document, as nlohmann::json::accept(text) decides for text without
 // NUL (simdjson first, accept for what it refuses; a NUL byte is refused). Thread-safe.
 bool IsJsonDocument(std::string_view text);

@@ -44,6 +44,22 @@ TEST(RowChecks, PayloadMustBeOneJsonDocument) {
             "document)");
 }
 
+// What a message sends is checked unless it is the row's payload from a column that holds only
+// JSON (OutboxRow::payload_is_json): a transformed body is always checked.
+TEST(RowChecks, TheBodyIsCheckedUnlessItIsAPayloadTheStoreKnowsIsJson) {
+  OutboxRow row;
+  row.payload = "{\"a\":";
+  OutboundMessage message;
+  message.row = &row;
+  EXPECT_THAT(CheckBodyIsJson(message).message(), StartsWith("payload: not valid JSON"));
+  row.payload_is_json = true;  // a claim from a jsonb column never holds such text
+  EXPECT_TRUE(CheckBodyIsJson(message).ok());
+  message.transformed_body = "[1,";
+  EXPECT_THAT(CheckBodyIsJson(message).message(), StartsWith("payload: not valid JSON"));
+  message.transformed_body = "[1]";
+  EXPECT_TRUE(CheckBodyIsJson(message).ok());
+}
+
 // IsJsonDocument gives nlohmann::json::accept's answer: on the edges of the grammar, and on
 // every one-byte change of valid documents (a fixed seed).
 TEST(RowChecks, JsonDocumentAgreesWithNlohmannAccept) {

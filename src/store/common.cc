@@ -303,6 +303,13 @@ std::vector<std::string> FirstColumn(const SqlRows& rows) {
   return out;
 }
 
+std::vector<std::string> FirstColumn(SqlRows&& rows) {
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (SqlRow& r : rows) out.push_back(r[0] ? std::move(*r[0]) : std::string());
+  return out;
+}
+
 Status ValidateRetention(const std::string& state, int64_t limit, const char* limit_name,
                          int batch) {
   QB_RETURN_IF_ERROR(RequireFinishedState(state));

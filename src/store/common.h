@@ -114,6 +114,8 @@ OutboxStats ToStats(const SqlRows& by_state, const SqlRows& oldest, const SqlRow
 OutboxStats ToPendingStats(const SqlRows& count_and_age);
 // The first column of every row ("" for NULL).
 std::vector<std::string> FirstColumn(const SqlRows& rows);
+// The same, moving the texts out of `rows`.
+std::vector<std::string> FirstColumn(SqlRows&& rows);
 // RequireFinishedState plus `limit_name` >= 0 and batch > 0.
 Status ValidateRetention(const std::string& state, int64_t limit, const char* limit_name,
                          int batch);

@@ -668,7 +668,7 @@ class HttpDestination::Worker {
 Result<std::vector<std::string>> HttpDestination::Worker::RequestLines(
     const OutboundMessage& message) const {
   const OutboxRow& row = *message.row;
-  if (Status body = CheckPayloadIsJson(message.body()); !body.ok()) return body;
+  if (Status body = CheckBodyIsJson(message); !body.ok()) return body;
   Result<std::vector<std::string>> lines =
       HttpRequestHeaders(row, settings_.static_headers, auth_header_, message.trace);
   if (!lines.ok()) return lines.status();
@@ -873,7 +873,7 @@ void HttpDestination::Worker::StartPlain(Pass& pass) {
       head_ += "\r\n";
     }
   } else {
-    Status body = CheckPayloadIsJson(message.body());
+    Status body = CheckBodyIsJson(message);
     if (body.ok()) {
       body = AppendHttpRequestHeaderText(head_, *message.row, settings_.static_headers,
                                          auth_header_, message.trace);

@@ -380,7 +380,7 @@ void KafkaDestination::Produce(Producer& producer, const OutboundMessage& messag
   }
   Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, message);
   Status sendable = headers.ok() ? CheckKafkaTopic(topic) : headers.status();
-  if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
+  if (sendable.ok()) sendable = CheckBodyIsJson(message);
   if (!sendable.ok()) {  // a message Kafka can never take: dead at once, the batch goes on
     settle(Outcome::Reject(FailureReason(sendable.message(), max_chars)));
     return;

@@ -467,7 +467,7 @@ Status Unsendable(const std::string& subject, const OutboundMessage& message,
   if (s.ok()) s = CheckHeaderNames(headers);
   if (s.ok()) s = CheckHeaderText("topic", message.row->topic);
   if (s.ok() && message.row->key) s = CheckHeaderText("key", *message.row->key);
-  if (s.ok()) s = CheckPayloadIsJson(message.body());
+  if (s.ok()) s = CheckBodyIsJson(message);
   return s;
 }
 

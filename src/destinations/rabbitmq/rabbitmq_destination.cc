@@ -498,7 +498,7 @@ void RabbitMqDestination::Prepare(Batch& b) const {
     Result<HeaderList> headers = MergeMessageHeaders(settings_.static_headers, message);
     Status sendable =
         headers.ok() ? CheckAmqpShortString("exchange", p.exchange) : headers.status();
-    if (sendable.ok()) sendable = CheckPayloadIsJson(message.body());
+    if (sendable.ok()) sendable = CheckBodyIsJson(message);
     for (size_t h = 0; sendable.ok() && h < headers->size(); ++h) {  // table keys are short strings
       sendable = CheckAmqpShortString("headers: a name", (*headers)[h].first);
     }

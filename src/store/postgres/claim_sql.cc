@@ -58,7 +58,7 @@ std::vector<SqlParam> BindClaim(const ClaimParams& p) {
   return std::move(bound).value();
 }
 
-Result<ClaimResult> ReadClaimResult(const SqlTable& table) {
+Result<ClaimResult> ReadClaimResult(SqlTable table) {
   ClaimResult out;
   if (table.rows.empty()) return out;  // nothing claimed, nothing reported
   QB_ASSIGN_OR_RETURN(const size_t id, table.Column("id"));
@@ -78,29 +78,30 @@ Result<ClaimResult> ReadClaimResult(const SqlTable& table) {
   QB_ASSIGN_OR_RETURN(const size_t walk_share_keys, table.Column("walk_share_keys"));
   QB_ASSIGN_OR_RETURN(const size_t window_keys, table.Column("window_keys"));
   out.rows.reserve(table.rows.size());
-  for (const SqlRow& r : table.rows) {
-    OutboxRow row;
-    row.id = TextOr(r[id]);
-    row.topic = TextOr(r[topic]);
-    row.key = r[key];
-    row.payload = TextOr(r[payload]);
-    row.headers = r[headers].value_or("{}");
-    row.aggregate_type = r[aggregate_type];
-    row.attempt = static_cast<int>(IntOr(r[attempt], 0));
-    row.max_attempts = static_cast<int>(IntOr(r[max_attempts], 5));
-    row.sequence = IntOr(r[sequence], 0);
-    row.claim_token = TextOr(r[claim_token]);
-    row.created_at = TextOr(r[created_at]);
-    row.scheduled_at = TextOr(r[scheduled_at]);
-    out.rows.push_back(std::move(row));
-  }
-  // The report's columns hold the same values on every row.
+  auto text = [](std::optional<std::string>& v) { return v ? std::move(*v) : std::string(); };
+  // The report's columns hold the same values on every row: read before the rows are moved.
   const SqlRow& first = table.rows.front();
   out.report.claimed_any = true;
   out.report.window_first_row = first[next_window_from];
   out.report.walk_last_key = first[walk_last_key];
   out.report.walk_share_keys = IntOr(first[walk_share_keys], -1);
   out.report.window_keys = IntOr(first[window_keys], -1);
+  for (SqlRow& r : table.rows) {
+    OutboxRow row;
+    row.id = text(r[id]);
+    row.topic = text(r[topic]);
+    row.key = std::move(r[key]);
+    row.payload = text(r[payload]);
+    row.headers = r[headers] ? std::move(*r[headers]) : std::string("{}");
+    row.aggregate_type = std::move(r[aggregate_type]);
+    row.attempt = static_cast<int>(IntOr(r[attempt], 0));
+    row.max_attempts = static_cast<int>(IntOr(r[max_attempts], 5));
+    row.sequence = IntOr(r[sequence], 0);
+    row.claim_token = text(r[claim_token]);
+    row.created_at = text(r[created_at]);
+    row.scheduled_at = text(r[scheduled_at]);
+    out.rows.push_back(std::move(row));
+  }
   return out;
 }
 

@@ -46,10 +46,11 @@ std::vector<SqlParam> BindClaim(const ClaimParams& params);
 
 // What the statement returned: the claimed rows (unsorted) and what it reports for
 // ClaimWindowState. kInternal when a column is missing (a claim.sql out of step with this code).
+// Takes the table by value: the rows' texts (the payload above all) are moved, not copied.
 struct ClaimResult {
   std::vector<OutboxRow> rows;
   ClaimWindowState::ClaimReport report;
 };
-Result<ClaimResult> ReadClaimResult(const SqlTable& table);
+Result<ClaimResult> ReadClaimResult(SqlTable table);
 
 }  // namespace queuebox::store

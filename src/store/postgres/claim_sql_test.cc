@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/postgres/pg_arrays.h"
 #include "testing/status_matchers.h"
 
 namespace queuebox::store {
@@ -136,6 +137,16 @@ TEST(ClaimSqlTest, AMissingColumnIsAnInternalError) {
   t.columns[13] = "last_key";
   EXPECT_THAT(ReadClaimResult(t).status(),
               StatusIs(StatusCode::kInternal, HasSubstr("no column 'walk_last_key'")));
+}
+
+// The batch statements' array parameter (pg_arrays.h): every element quoted, a quote or a
+// backslash inside one escaped with a backslash, the rest copied as it is.
+TEST(PgArrayTest, QuotesEveryElementAndEscapesQuotesAndBackslashes) {
+  EXPECT_EQ(PgArray({}), "{}");
+  EXPECT_EQ(PgArray({"11111111-1111-4111-8111-111111111111", ""}),
+            "{\"11111111-1111-4111-8111-111111111111\",\"\"}");
+  EXPECT_EQ(PgArray({"a\"b", "c\\d", "\"\\\"", "{x,y}"}),
+            "{\"a\\\"b\",\"c\\\\d\",\"\\\"\\\\\\\"\",\"{x,y}\"}");
 }
 
 }  // namespace

@@ -14,19 +14,29 @@
 
 namespace queuebox::store {
 
-// A PostgreSQL array literal of text elements: {"a","b\"c"}.
+// A PostgreSQL array literal of text elements: {"a","b\"c"}. One allocation; the text between
+// two characters to escape is appended at once (ids and tokens have none).
 inline std::string PgArray(const std::vector<std::string>& items) {
-  std::string out = "{";
+  size_t size = 2;
+  for (const std::string& item : items) size += item.size() + 3;
+  std::string out;
+  out.reserve(size);
+  out += '{';
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ',';
     out += '"';
-    for (char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
+    const char* run = items[i].data();  // the text not yet appended
+    const char* const end = run + items[i].size();
+    for (const char* c = run; c != end; ++c) {
+      if (*c != '"' && *c != '\\') continue;
+      out.append(run, c).append(1, '\\').append(1, *c);
+      run = c + 1;
     }
+    out.append(run, end);
     out += '"';
   }
-  return out + "}";
+  out += '}';
+  return out;
 }
 
 // True for a UUID in 8-4-4-4-12 hex form (either case).

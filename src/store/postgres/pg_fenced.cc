@@ -116,7 +116,7 @@ Result<int64_t> PgFencedWrites::DeleteWithHistory(const std::string& doomed,
 Result<std::vector<std::string>> PgFencedWrites::Ids(const std::string& tmpl,
                                                      const std::vector<SqlParam>& params) const {
   QB_ASSIGN_OR_RETURN(SqlRows rows, run_(tmpl, params, nullptr, PgConnection::Plan::kPerCall));
-  return FirstColumn(rows);
+  return FirstColumn(std::move(rows));
 }
 
 Result<std::vector<std::string>> PgFencedWrites::MarkDead(std::span<const DeadOrder> orders) const {
