@@ -457,8 +457,11 @@ Http1Exchanges::Next Http1Exchanges::Write(Exchange& x, short revents) {
     Finish(x, FailedAnswer("Send failure: " + SocketErrorText(err), /*outage=*/true));
     return Next::kDone;
   }
+  // The answer is read when poll says it is there: a receiver seldom answers within the send,
+  // and a read tried right away came back empty (EAGAIN) for most requests, a system call a
+  // message for nothing.
   x.phase = Exchange::Phase::kRead;
-  return Next::kAgain;
+  return Next::kWait;
 }
 
 // Reads what the socket holds of the answer; finishes x when it is whole or cannot be.
