@@ -19,6 +19,8 @@ PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 # PG_DURABLE=1: fsync, synchronous_commit and full_page_writes on (as production runs), for
 # benchmarks that report figures both ways; start it in its own QB_SVC_DIR and PG_PORT.
 PG_DURABLE=${PG_DURABLE:-0}
+# PG_SETTINGS: more server settings for a cluster of one's own, e.g. "-c shared_buffers=1GB"
+# (read when the cluster starts).
 
 rmq_env() {
   export RABBITMQ_NODENAME=queuebox@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
@@ -47,7 +49,7 @@ start_pg() {
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$QB_SVC_DIR/pg/data" -l "$QB_SVC_DIR/pg/server.log" \
     -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $QB_SVC_DIR/pg $durability \
     -c max_connections=300 \
-    -c shared_preload_libraries=pg_stat_statements -c wal_level=logical" start >/dev/null \
+    -c shared_preload_libraries=pg_stat_statements -c wal_level=logical ${PG_SETTINGS:-}" start >/dev/null \
     3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
   echo "pg: up on 127.0.0.1:$PG_PORT"
 }

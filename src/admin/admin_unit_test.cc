@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admin/admin_server.h"
@@ -249,6 +252,54 @@ TEST(ActivityWindowTest, TakesTheUnrecordedCountsOnceAndKeepsWhatIsPutBack) {
   EXPECT_EQ(last.back().sent, 2);
   EXPECT_EQ(last.back().dead, 4);
   EXPECT_EQ(last[last.size() - 2].sent, 3);
+}
+
+// Counts PendingGauges() calls, each taking `cost`.
+class CountingOperations final : public OutboxOperations {
+ public:
+  explicit CountingOperations(std::chrono::milliseconds cost) : cost_(cost) {}
+  Status Ping() override { return Status::Ok(); }
+  Result<OutboxStats> Stats() override { return OutboxStats{}; }
+  Result<OutboxStats> PendingGauges() override {
+    std::this_thread::sleep_for(cost_);
+    calls.fetch_add(1);
+    OutboxStats stats;
+    stats.rows_by_state["pending"] = 7;
+    return stats;
+  }
+  Result<std::vector<std::string>> DistinctTopics() override { return std::vector<std::string>{}; }
+  Result<int64_t> Replay(const ReplayFilter&) override { return int64_t{0}; }
+  Result<std::vector<DeadRow>> ListDead(int) override { return std::vector<DeadRow>{}; }
+  Result<int64_t> DeleteOlderThan(const std::string&, int64_t, int) override { return int64_t{0}; }
+  Result<int64_t> DeleteBeyondCount(const std::string&, int64_t, int) override {
+    return int64_t{0};
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::chrono::milliseconds cost_;
+};
+
+// pendingGaugeIntervalMs is a minimum: a count that takes 40 ms is not run again for
+// kPendingCostFactor x 40 ms (4 s), by the refresher or by a scrape; a cheap one follows the
+// interval.
+TEST(MetricsTest, ASlowPendingCountWaitsAHundredTimesItsCost) {
+  CountingOperations slow(std::chrono::milliseconds(40));
+  Metrics m("1.0.0");
+  m.StartPendingRefresher(&slow, std::chrono::milliseconds(1));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  while (std::chrono::steady_clock::now() < until) {
+    EXPECT_THAT(m.Render(), HasSubstr("queuebox_outbox_messages_pending 7"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  m.StopPendingRefresher();
+  EXPECT_EQ(slow.calls.load(), 1);
+
+  CountingOperations cheap(std::chrono::milliseconds(0));
+  m.StartPendingRefresher(&cheap, std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  m.StopPendingRefresher();
+  EXPECT_GE(cheap.calls.load(), 5);
 }
 
 TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {

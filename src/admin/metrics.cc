@@ -449,6 +449,7 @@ struct Metrics::Impl {
   std::mutex pending_mu;  // serialises Stats() calls
   OutboxOperations* store = nullptr;
   std::chrono::milliseconds interval{5000};
+  std::chrono::milliseconds wait{5000};  // interval, or kPendingCostFactor x the last query
   Clock::time_point last_refresh{};
   bool refreshed_once = false;
   log::RateLimiter stats_errors{std::chrono::seconds(30)};
@@ -674,10 +675,13 @@ void Metrics::RefreshPending(bool only_if_stale) {
   std::lock_guard<std::mutex> lock(impl_->pending_mu);
   if (impl_->store == nullptr) return;
   auto now = Clock::now();
-  if (only_if_stale && impl_->refreshed_once && now - impl_->last_refresh < impl_->interval) return;
+  if (only_if_stale && impl_->refreshed_once && now - impl_->last_refresh < impl_->wait) return;
   auto stats = impl_->store->PendingGauges();
   impl_->last_refresh = Clock::now();
   impl_->refreshed_once = true;
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(impl_->last_refresh - now);
+  impl_->wait = std::max(impl_->interval, took * kPendingCostFactor);
   if (!stats.ok()) {
     int64_t suppressed = 0;
     if (impl_->stats_errors.Allow(&suppressed)) {
@@ -700,6 +704,7 @@ void Metrics::StartPendingRefresher(OutboxOperations* store, std::chrono::millis
     std::lock_guard<std::mutex> lock(impl_->pending_mu);
     impl_->store = store;
     impl_->interval = std::max(interval, std::chrono::milliseconds(1));
+    impl_->wait = impl_->interval;
     impl_->refreshed_once = false;
   }
   std::lock_guard<std::mutex> lock(refresher_mu_);
@@ -713,8 +718,13 @@ void Metrics::RefresherLoop() {
     lock.unlock();
     RefreshPending(/*only_if_stale=*/true);
     lock.lock();
-    refresher_cv_.wait_for(lock, impl_->interval, [this] { return refresher_stop_; });
+    refresher_cv_.wait_for(lock, PendingWait(), [this] { return refresher_stop_; });
   }
+}
+
+std::chrono::milliseconds Metrics::PendingWait() {
+  std::lock_guard<std::mutex> lock(impl_->pending_mu);
+  return impl_->wait;
 }
 
 void Metrics::StopPendingRefresher() {
