@@ -40,7 +40,11 @@ eval "$(bash scripts/services.sh env)"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$BUILD_DIR" --target claim_backlog >/dev/null
+# CLAIM_BACKLOG_BIN: another build's bench/claim_backlog (an A/B of the claim), used as it is.
+if [ -z "${CLAIM_BACKLOG_BIN:-}" ]; then
+  cmake --build "$BUILD_DIR" --target claim_backlog >/dev/null
+fi
+CLAIM_BACKLOG_BIN=${CLAIM_BACKLOG_BIN:-$BUILD_DIR/bench/claim_backlog}
 base=${QB_TEST_PG_URL%/*}
 psql -q "$QB_TEST_PG_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 
@@ -101,7 +105,7 @@ done
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== draining: $ROUNDS rounds of $CHUNK rows per backlog (batch $BATCH)" >&2
 DRAIN_OUT=$(mktemp)
-"$BUILD_DIR/bench/claim_backlog" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
+"$CLAIM_BACKLOG_BIN" --batch "$BATCH" --rounds "$ROUNDS" --chunk "$CHUNK" \
   --hot-key hot $([ "$VACUUM" = 1 ] && echo --vacuum-between-rounds) "${BACKLOG_ARGS[@]}" \
   >"$DRAIN_OUT" &
 DRAIN_PID=$!

@@ -44,6 +44,29 @@ class PostgresClaimWindowTest : public testing::MigratedPgStoreTest {
   }
 };
 
+// The window judges one row per key, the key's lowest sequence in it, not its first in claim
+// order: a retried head sorts after its key's later rows (a later scheduled_at), and it is the
+// one claimed. Each key here has five rows in the window, the lowest sequence scheduled last;
+// the claim returns every key's lowest sequence and no other row.
+TEST_F(PostgresClaimWindowTest, TheWindowJudgesEachKeysLowestSequenceWhereverItSorts) {
+  for (const char* key : {"a", "b", "c"}) InsertRowsOfKey(key, 5);
+  db_->Exec(
+      "UPDATE outbox SET scheduled_at = clock_timestamp() - interval '1 hour' + "
+      "(CASE WHEN sequence = (SELECT min(sequence) FROM outbox o2 WHERE o2.key = outbox.key) "
+      "THEN interval '30 minutes' ELSE interval '0' END)");
+  auto rows = store_->Claim(10, kLease);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  std::map<std::string, int64_t> claimed;  // key -> sequence
+  for (const OutboxRow& r : *rows) claimed[r.key.value_or("")] = r.sequence;
+  ASSERT_EQ(rows->size(), 3u);
+  for (const char* key : {"a", "b", "c"}) {
+    EXPECT_EQ(claimed[key], std::stoll(db_->Scalar(std::string("SELECT min(sequence) FROM "
+                                                               "outbox WHERE key = '") +
+                                                   key + "'")))
+        << key;
+  }
+}
+
 TEST_F(PostgresClaimWindowTest, RowDueBeforeTheWindowStartIsStillClaimed) {
   db_->Exec(
       "INSERT INTO outbox (topic, key, payload) SELECT 't', 'k' || n, '{}' "

@@ -72,14 +72,24 @@ qb_win AS MATERIALIZED (
   LIMIT :window_rows::bigint + 1),
 
 -- The heads among the window's first :window_rows rows, locked SKIP LOCKED, at most
--- :batch_size. The head check: the locked row is still pending and due (re-evaluated on the
--- newest version when a concurrent update made PostgreSQL re-check it), and no lower row of its
--- key is pending or processing (one probe of idx_outbox_key_sequence).
+-- :batch_size. Only a key's lowest sequence in the window can head it (the window's rows are
+-- pending, so any other row of the key has that one below it): the others are left out before
+-- the heap is read, which spares a window full of one hot key a head probe per row. qb_rank
+-- orders each key's rows by sequence, keys compared bytewise (COLLATE "C": a grouping, no
+-- locale); the window is put back in claim order after it, so the LIMIT below still stops at
+-- the first :batch_size heads instead of probing every key. The head check: the locked row is
+-- still pending and due (re-evaluated on the newest version when a concurrent update made
+-- PostgreSQL re-check it), and no lower row of its key is pending or processing (one probe of
+-- idx_outbox_key_sequence).
 qb_fast AS MATERIALIZED (
   SELECT head.{id} AS qb_id
-  FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq LIMIT :window_rows::bigint) AS win
+  FROM (SELECT w.*, row_number() OVER (PARTITION BY w.qb_key COLLATE "C" ORDER BY w.qb_seq)
+                    AS qb_rank
+        FROM (SELECT * FROM qb_win ORDER BY qb_at, qb_seq LIMIT :window_rows::bigint) AS w
+        ORDER BY w.qb_at, w.qb_seq) AS win
   JOIN {T} AS head ON head.ctid = win.qb_ctid
-  WHERE head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)
+  WHERE (win.qb_rank = 1 OR win.qb_key IS NULL OR win.qb_key = '')
+    AND head.{state} = 'pending' AND head.{scheduled_at} <= (SELECT t FROM qb_now)
     AND (head.{key} IS NULL OR head.{key} = ''
          OR {strict_and(head.{sequence})} (SELECT prior.{sequence} FROM {T} AS prior
              WHERE prior.{key} = head.{key} AND prior.{state} IN ('pending', 'processing')
