@@ -34,9 +34,9 @@ struct OutboxRow {
   std::string claim_token;                    // UUID of this claim (the fence)
   std::string created_at;                     // ISO-8601 UTC (display)
   std::string scheduled_at;                   // ISO-8601 UTC (display)
-  // True when the store's payload column holds nothing but JSON (PostgreSQL json or jsonb, as
-  // the schema guard read it): `payload` is one JSON document and destinations need not check
-  // it. False (checked) for SQLite, text columns and rows not claimed by a store.
+  // True when the store's payload column holds nothing but JSON (PostgreSQL jsonb read as UTF-8,
+  // as the schema guard found it): `payload` is one JSON document and destinations need not
+  // check it. False (checked) for SQLite, json and text columns, and rows not claimed by a store.
   bool payload_is_json = false;
 
   bool ordered() const { return key.has_value() && !key->empty(); }

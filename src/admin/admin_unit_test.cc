@@ -263,6 +263,7 @@ class CountingOperations final : public OutboxOperations {
   Result<OutboxStats> PendingGauges() override {
     std::this_thread::sleep_for(cost_);
     calls.fetch_add(1);
+    if (fail) return Unavailable("the database is down");
     OutboxStats stats;
     stats.rows_by_state["pending"] = 7;
     return stats;
@@ -275,6 +276,7 @@ class CountingOperations final : public OutboxOperations {
     return int64_t{0};
   }
   std::atomic<int> calls{0};
+  bool fail = false;  // set before the refresher starts
 
  private:
   std::chrono::milliseconds cost_;
@@ -282,7 +284,8 @@ class CountingOperations final : public OutboxOperations {
 
 // pendingGaugeIntervalMs is a minimum: a count that takes 40 ms is not run again for
 // kPendingCostFactor x 40 ms (4 s), by the refresher or by a scrape; a cheap one follows the
-// interval.
+// interval, and so does a slow one that failed (the gauges must not stay stale for 100 times a
+// connection timeout once the database is back).
 TEST(MetricsTest, ASlowPendingCountWaitsAHundredTimesItsCost) {
   CountingOperations slow(std::chrono::milliseconds(40));
   Metrics m("1.0.0");
@@ -300,6 +303,13 @@ TEST(MetricsTest, ASlowPendingCountWaitsAHundredTimesItsCost) {
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   m.StopPendingRefresher();
   EXPECT_GE(cheap.calls.load(), 5);
+
+  CountingOperations failing(std::chrono::milliseconds(40));
+  failing.fail = true;
+  m.StartPendingRefresher(&failing, std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  m.StopPendingRefresher();
+  EXPECT_GE(failing.calls.load(), 4);
 }
 
 TEST(MetricsTest, RendersQueueBoxNamesAndLabels) {

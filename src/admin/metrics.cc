@@ -679,9 +679,13 @@ void Metrics::RefreshPending(bool only_if_stale) {
   auto stats = impl_->store->PendingGauges();
   impl_->last_refresh = Clock::now();
   impl_->refreshed_once = true;
+  // A slow count waits longer (kPendingCostFactor), a failed one does not: the values must not
+  // stay stale once the database answers again.
   const auto took =
       std::chrono::duration_cast<std::chrono::milliseconds>(impl_->last_refresh - now);
-  impl_->wait = std::max(impl_->interval, took * kPendingCostFactor);
+  impl_->wait = stats.ok() ? std::clamp(took * kPendingCostFactor, impl_->interval,
+                                        std::max(impl_->interval, kPendingWaitCap))
+                           : impl_->interval;
   if (!stats.ok()) {
     int64_t suppressed = 0;
     if (impl_->stats_errors.Allow(&suppressed)) {

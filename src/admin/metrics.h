@@ -143,12 +143,14 @@ class Metrics final : public RelayObserver,
   void SetTelemetryProbe(std::function<TelemetryReading()> probe);
 
   // Starts the background refresher of the pending gauges: PendingGauges() every `interval`, and
-  // on a scrape when the last refresh is older than `interval`. `interval` is a minimum: after a
-  // query that took d, the next waits at least kPendingCostFactor x d, so the count of a deep
-  // backlog (it reads every pending row's index entry) takes at most 1 % of one database
-  // session per replica (a 150 ms count: every 15 s). `store` must outlive Stop(). A failed query
-  // keeps the previous values (logged, rate-limited).
+  // on a scrape when the last refresh is older than that. `interval` is a minimum: after a
+  // successful query that took d, the next waits kPendingCostFactor x d, at most
+  // kPendingWaitCap, so the count of a deep backlog (it reads every pending row's index entry)
+  // takes at most 1 % of one database session per replica (a 150 ms count: every 15 s). A failed
+  // query keeps the previous values (logged, rate-limited) and is retried after `interval`.
+  // `store` must outlive Stop().
   static constexpr int kPendingCostFactor = 100;
+  static constexpr std::chrono::milliseconds kPendingWaitCap{60000};
   void StartPendingRefresher(OutboxOperations* store, std::chrono::milliseconds interval);
   // Stops and joins the refresher (also done by the destructor). Idempotent.
   void StopPendingRefresher();

@@ -103,7 +103,7 @@ class PostgresOutboxStore final : public OutboxStore {
 
   // Strict order: set by EnableStrictOrdering before the first claim, then read only.
   bool strict_ = false;
-  // CheckSchema found the payload column json or jsonb: claimed rows carry payload_is_json.
+  // CheckSchema found the payload column jsonb, read as UTF-8: claimed rows carry payload_is_json.
   std::atomic<bool> payload_is_json_{false};
   std::string strict_sequence_;  // the sequence column's sequence, as regclass text
   std::mutex strict_mu_;         // one reading and its Observe at a time
