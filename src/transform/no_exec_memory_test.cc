@@ -2,6 +2,7 @@
 // does (an operator may add it to packaging/queuebox.service), before the engine loads.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "deny_write_execute.h"
@@ -15,7 +16,12 @@ namespace {
 TEST(JsonataNoExecutableMemory, TransformsRunUnderMemoryDenyWriteExecute) {
   ASSERT_FALSE(EnginesLoaded());
   ASSERT_TRUE(DenyWriteExecute());
-  auto expr = Expression::Compile("{\"n\": n * 2, \"t\": $topic}");
+  // A generous timeout: without the JIT, and beside other tests on two cores, an evaluation
+  // (the first loads the engine) can take longer than the default 100 ms; this test is about
+  // executable memory, not speed (it failed once in a full ctest run with D1012).
+  Limits limits;
+  limits.timeout = std::chrono::seconds(10);
+  auto expr = Expression::Compile("{\"n\": n * 2, \"t\": $topic}", limits);
   ASSERT_TRUE(expr.ok()) << expr.error().ToString();
   // Enough evaluations for SpiderMonkey to want to compile the hot functions.
   for (int n = 0; n < 2000; ++n) {
