@@ -212,6 +212,8 @@ int64_t IntOr(const std::optional<std::string>& v, int64_t fallback) {
 
 std::string TextOr(const std::optional<std::string>& v) { return v.value_or(std::string()); }
 
+std::string TakeText(std::optional<std::string>& v) { return v ? std::move(*v) : std::string(); }
+
 namespace {
 
 bool IsDigits(std::string_view s, size_t pos, size_t n) {
@@ -306,7 +308,7 @@ std::vector<std::string> FirstColumn(const SqlRows& rows) {
 std::vector<std::string> FirstColumn(SqlRows&& rows) {
   std::vector<std::string> out;
   out.reserve(rows.size());
-  for (SqlRow& r : rows) out.push_back(r[0] ? std::move(*r[0]) : std::string());
+  for (SqlRow& r : rows) out.push_back(TakeText(r[0]));
   return out;
 }
 

@@ -75,6 +75,8 @@ std::optional<int64_t> ParseInt(std::string_view text);
 // NULL).
 int64_t IntOr(const std::optional<std::string>& v, int64_t fallback);
 std::string TextOr(const std::optional<std::string>& v);
+// The same, moving the text out of `v` ("" for NULL).
+std::string TakeText(std::optional<std::string>& v);
 
 // The claim's window, in rows per row of the batch, in every store: twice the batch, so a few
 // blocked rows among the heads never cost the key walk (postgres/claim.sql) or the skip scan.

@@ -78,7 +78,6 @@ Result<ClaimResult> ReadClaimResult(SqlTable table) {
   QB_ASSIGN_OR_RETURN(const size_t walk_share_keys, table.Column("walk_share_keys"));
   QB_ASSIGN_OR_RETURN(const size_t window_keys, table.Column("window_keys"));
   out.rows.reserve(table.rows.size());
-  auto text = [](std::optional<std::string>& v) { return v ? std::move(*v) : std::string(); };
   // The report's columns hold the same values on every row: read before the rows are moved.
   const SqlRow& first = table.rows.front();
   out.report.claimed_any = true;
@@ -88,18 +87,18 @@ Result<ClaimResult> ReadClaimResult(SqlTable table) {
   out.report.window_keys = IntOr(first[window_keys], -1);
   for (SqlRow& r : table.rows) {
     OutboxRow row;
-    row.id = text(r[id]);
-    row.topic = text(r[topic]);
+    row.id = TakeText(r[id]);
+    row.topic = TakeText(r[topic]);
     row.key = std::move(r[key]);
-    row.payload = text(r[payload]);
+    row.payload = TakeText(r[payload]);
     row.headers = r[headers] ? std::move(*r[headers]) : std::string("{}");
     row.aggregate_type = std::move(r[aggregate_type]);
     row.attempt = static_cast<int>(IntOr(r[attempt], 0));
     row.max_attempts = static_cast<int>(IntOr(r[max_attempts], 5));
     row.sequence = IntOr(r[sequence], 0);
-    row.claim_token = text(r[claim_token]);
-    row.created_at = text(r[created_at]);
-    row.scheduled_at = text(r[scheduled_at]);
+    row.claim_token = TakeText(r[claim_token]);
+    row.created_at = TakeText(r[created_at]);
+    row.scheduled_at = TakeText(r[scheduled_at]);
     out.rows.push_back(std::move(row));
   }
   return out;

@@ -60,12 +60,13 @@ inline std::string Ts(const std::string& col) {
 
 inline constexpr const char* kMs = " * interval '1 millisecond'";
 
-// The column names of table $1, for the schema guard (common.h RequireColumn). Like QueueBox's
+// The columns of table $1, for the schema guard (common.h RequireColumn): name, type
+// (information_schema's data_type) and the session's client encoding. Like QueueBox's
 // SchemaGuard: the table as written, lower or upper case; columns compared without case.
 inline constexpr const char* kPgTableColumnsSql =
-    "SELECT column_name FROM information_schema.columns WHERE table_schema = ANY "
-    "(current_schemas(false)) AND table_name::text IN ($1::text, lower($1::text), "
-    "upper($1::text))";
+    "SELECT column_name::text, data_type::text, current_setting('client_encoding') FROM "
+    "information_schema.columns WHERE table_schema = ANY (current_schemas(false)) AND "
+    "table_name::text IN ($1::text, lower($1::text), upper($1::text))";
 
 // A fence whose id or token is not a UUID can never match (QueueBox: a null token never
 // matches), so it is left out instead of failing the whole batch on the uuid cast.

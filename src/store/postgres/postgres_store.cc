@@ -45,14 +45,6 @@ std::string RescheduleSet(bool spend_attempt) {
          "= f.qb_error, {updated_at} = clock_timestamp()";
 }
 
-// The types of the outbox's payload column ($1 the table, $2 the column), matched as
-// kPgTableColumnsSql matches the table, the column without regard to case; with the session's
-// client encoding.
-constexpr const char* kPayloadTypesSql =
-    "SELECT data_type::text, current_setting('client_encoding') FROM information_schema.columns "
-    "WHERE table_schema = ANY (current_schemas(false)) AND table_name::text IN ($1::text, "
-    "lower($1::text), upper($1::text)) AND lower(column_name::text) = lower($2::text)";
-
 // MarkSent's fenced UPDATE: $1 ids, $2 tokens (the recorded form: history at $3..$6).
 constexpr const char* kSentSet =
     "{state} = 'sent', {updated_at} = clock_timestamp(), {claim_token} = NULL, "
@@ -177,12 +169,13 @@ Status PostgresOutboxStore::CheckSchema() {
   // read as UTF-8 holds only JSON our check accepts (jsonb refuses a lone surrogate, which json
   // keeps), so the claimed rows say so (OutboxRow::payload_is_json). A jsonb number beyond a
   // double's range (1e400) is valid JSON and is sent as PostgreSQL writes it.
-  QB_ASSIGN_OR_RETURN(SqlRows types,
-                      Run(kPayloadTypesSql, {config_.outbox_table, config_.columns.payload}));
-  payload_is_json_.store(!types.empty() &&
-                         std::all_of(types.begin(), types.end(), [](const SqlRow& r) {
-                           return r.size() == 2 && r[0] == "jsonb" && r[1] == "UTF8";
-                         }));
+  bool seen = false, all_jsonb = true;
+  for (const SqlRow& r : cols) {
+    if (r.size() < 3 || !r[0] || !EqualsIgnoreCase(*r[0], config_.columns.payload)) continue;
+    seen = true;
+    all_jsonb = all_jsonb && r[1] == "jsonb" && r[2] == "UTF8";
+  }
+  payload_is_json_.store(seen && all_jsonb);
   return Status::Ok();
 }
 
