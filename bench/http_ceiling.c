@@ -175,9 +175,10 @@ int main(int argc, char** argv) {
     // Paced: bursts of `burst` requests (a claimed batch), the k-th allowed from k × burst / rate
     // seconds after the start.
     long allowed = rate > 0 ? burst * ((long)(rate * (now_s() - t0)) / burst + 1) : n;
-    if (peek == 2) {  // one poll(0) over every connection about to be reused
+    const long to_send = (n < allowed ? n : allowed) - sent;  // requests this round may write
+    if (peek == 2 && to_send > 0) {  // one poll(0) over the idle connections this round reuses
       int k = 0;
-      for (int i = 0; i < conns; ++i) {
+      for (int i = 0; i < conns && (long)k * depth < to_send; ++i) {
         if (cs[i].outstanding > 0) continue;
         pfd[k].fd = cs[i].fd;
         pfd[k].events = POLLIN;
@@ -191,7 +192,8 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < conns; ++i) {
       struct conn* c = &cs[i];
-      if (c->outstanding > 0 || sent >= n || sent >= allowed) continue;
+      const long left = (n < allowed ? n : allowed) - sent;
+      if (c->outstanding > 0 || left <= 0) continue;
       if (peek == 1) {
         char b;
         ssize_t p = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -200,7 +202,7 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      int d = (int)(n - sent < depth ? n - sent : depth);
+      const int d = (int)(left < depth ? left : depth);  // never past the burst
       struct msghdr m;
       memset(&m, 0, sizeof m);
       m.msg_iov = iov;
