@@ -8,7 +8,7 @@
 // body of SIZE bytes. One thread, one poll over the connections, non-blocking sockets: the
 // relay's publishing loop without the relay.
 //   --peek        an empty recv(MSG_PEEK) on a kept connection before each reuse, as
-//                 Http1Client::TakeIdle does; --poll-check: one poll(0) over them a round instead
+//                 Http1Client::TakeIdle does
 //   --rate R      paced as the relay is fed: bursts of --burst B requests (a claimed batch,
 //                 default 100), the k-th allowed k × B / R seconds after the start, sleeping in
 //                 between; without it, as fast as the sink answers
@@ -18,7 +18,7 @@
 // message (µs, getrusage). Exit 1 when the sink closes a connection or a kept connection is
 // readable before reuse.
 //   gcc -O2 -Wall -o /tmp/http_ceiling bench/http_ceiling.c
-//   http_ceiling --port P [-n 200000] [-c 8] [-d 1] [--size 1024] [--peek|--poll-check]
+//   http_ceiling --port P [-n 200000] [-c 8] [-d 1] [--size 1024] [--peek]
 //                [--rate R [--burst B]]
 // The answers are counted by their header block's end: nginx's 204 carries no body.
 #define _GNU_SOURCE
@@ -94,13 +94,10 @@ int main(int argc, char** argv) {
   double rate = 0;   // messages/s; 0: as fast as the sink answers
   long burst = 100;  // paced: requests allowed at a time
   int conns = 8, depth = 1, port = 0, peek = 0;
-  static struct option opts[] = {{"port", required_argument, 0, 'p'},
-                                 {"size", required_argument, 0, 's'},
-                                 {"peek", no_argument, 0, 'k'},
-                                 {"poll-check", no_argument, 0, 'q'},
-                                 {"rate", required_argument, 0, 'r'},
-                                 {"burst", required_argument, 0, 'b'},
-                                 {0, 0, 0, 0}};
+  static struct option opts[] = {
+      {"port", required_argument, 0, 'p'},  {"size", required_argument, 0, 's'},
+      {"peek", no_argument, 0, 'k'},        {"rate", required_argument, 0, 'r'},
+      {"burst", required_argument, 0, 'b'}, {0, 0, 0, 0}};
   for (int o; (o = getopt_long(argc, argv, "n:c:d:", opts, NULL)) != -1;) {
     switch (o) {
       case 'n':
@@ -121,9 +118,6 @@ int main(int argc, char** argv) {
       case 'k':
         peek = 1;
         break;
-      case 'q':
-        peek = 2;
-        break;
       case 'r':
         rate = atof(optarg);
         break;
@@ -137,7 +131,7 @@ int main(int argc, char** argv) {
   if (port <= 0 || conns < 1 || depth < 1 || n < 1 || burst < 1) {
     fprintf(stderr,
             "usage: http_ceiling --port P [-n N] [-c C] [-d D] [--size B] "
-            "[--peek|--poll-check] [--rate R [--burst B]]\n");
+            "[--peek] [--rate R [--burst B]]\n");
     return 2;
   }
   char* body = malloc((size_t)size);
@@ -175,26 +169,11 @@ int main(int argc, char** argv) {
     // Paced: bursts of `burst` requests (a claimed batch), the k-th allowed from k × burst / rate
     // seconds after the start.
     long allowed = rate > 0 ? burst * ((long)(rate * (now_s() - t0)) / burst + 1) : n;
-    const long to_send = (n < allowed ? n : allowed) - sent;  // requests this round may write
-    if (peek == 2 && to_send > 0) {  // one poll(0) over the idle connections this round reuses
-      int k = 0;
-      for (int i = 0; i < conns && (long)k * depth < to_send; ++i) {
-        if (cs[i].outstanding > 0) continue;
-        pfd[k].fd = cs[i].fd;
-        pfd[k].events = POLLIN;
-        pfd[k].revents = 0;
-        ++k;
-      }
-      if (k > 0 && poll(pfd, (nfds_t)k, 0) != 0) {
-        fprintf(stderr, "a kept connection was readable before reuse\n");
-        return 1;
-      }
-    }
     for (int i = 0; i < conns; ++i) {
       struct conn* c = &cs[i];
       const long left = (n < allowed ? n : allowed) - sent;
       if (c->outstanding > 0 || left <= 0) continue;
-      if (peek == 1) {
+      if (peek) {
         char b;
         ssize_t p = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (!(p < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
@@ -261,11 +240,8 @@ int main(int argc, char** argv) {
       "{\"messages\": %ld, \"connections\": %d, \"depth\": %d, \"peek\": %s, \"size\": %ld, "
       "\"paced\": %.0f, \"seconds\": %.3f, \"rate\": %.0f, \"user_us\": %.2f, \"system_us\": %.2f, "
       "\"cpu_us\": %.2f}\n",
-      answered, conns, depth,
-      peek == 1   ? "\"recv\""
-      : peek == 2 ? "\"poll\""
-                  : "\"none\"",
-      size, rate, secs, (double)answered / secs, user * 1e6 / (double)answered,
-      sys * 1e6 / (double)answered, (user + sys) * 1e6 / (double)answered);
+      answered, conns, depth, peek ? "\"recv\"" : "\"none\"", size, rate, secs,
+      (double)answered / secs, user * 1e6 / (double)answered, sys * 1e6 / (double)answered,
+      (user + sys) * 1e6 / (double)answered);
   return 0;
 }
